@@ -1,0 +1,107 @@
+// Command kvpool is the kvpool binary: the lab (trace toolkit, hit-ratio
+// engine, cluster simulator, comparison reports) and, in later releases, the
+// store's processes. Each subcommand lives in its own file; main only parses
+// arguments, builds the object that does the work, runs it with a context and
+// handles signals.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// command is one kvpool subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"trace", "inspect, sample, generate and fetch request traces", runTrace},
+		{"hitrate", "order-only hit-ratio engine (no timing)", runHitrate},
+		{"sim", "discrete-event cluster simulator in model time", runSim},
+		{"compare", "run the standard comparison matrix and write a report", runCompare},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes the subcommand named by args[0] and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errUsage):
+			fmt.Fprintf(stderr, "kvpool %s: %v\n", c.name, err)
+			return 2
+		default:
+			fmt.Fprintf(stderr, "kvpool %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "kvpool: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+// errUsage marks errors caused by bad command-line arguments (exit code 2).
+var errUsage = errors.New("usage error")
+
+// usageErrorf returns an error wrapping errUsage.
+func usageErrorf(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, a...))
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: kvpool <command> [flags]\n\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'kvpool <command> -h' for a command's flags.")
+}
+
+// newFlagSet returns a flag set for a subcommand that reports errors instead
+// of exiting, writing help to stderr.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("kvpool "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parseFlags parses args into fs, turning flag errors into usage errors.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageErrorf("%v", err)
+	}
+	return nil
+}
