@@ -1,0 +1,65 @@
+// Package tier defines the contract every storage tier of a node meets (the
+// RAM tier, the SSD tier) and the error vocabulary they share. The
+// conformance suite in tiertest runs against every implementation.
+package tier
+
+import (
+	"context"
+	"errors"
+
+	"github.com/kvpool/kvpool/block"
+)
+
+// Errors shared by all tiers, checked with errors.Is.
+var (
+	// ErrNotFound: the tier does not hold the key.
+	ErrNotFound = errors.New("block not found")
+	// ErrCorrupt: the stored copy failed its checksum or header check; the
+	// tier has dropped it. Callers treat it as a miss.
+	ErrCorrupt = errors.New("block corrupt")
+	// ErrTooLarge: the payload exceeds the tier's block (slot) size.
+	ErrTooLarge = errors.New("block too large")
+	// ErrFull: the tier cannot make room (every resident block is pinned,
+	// or the device reported no space).
+	ErrFull = errors.New("tier full")
+	// ErrClosed: the tier has been closed.
+	ErrClosed = errors.New("tier closed")
+)
+
+// Tier is one storage tier of a node. Implementations are safe for
+// concurrent use.
+//
+// Contract (checked by tiertest.Run):
+//   - Put stores a copy of payload under k with its checksum sum
+//     (block.Checksum(k, payload)); the caller keeps ownership of payload.
+//     A Put of a key already present replaces it. A block is visible to Get
+//     only after Put has returned nil; a failed Put leaves no visible
+//     partial block (the old copy, if any, may be gone).
+//   - Get appends the payload to dst[:0] and returns it with its checksum,
+//     having verified the checksum; on mismatch it drops the copy and
+//     returns ErrCorrupt, never the bytes.
+//   - Delete removes k; deleting an absent key returns ErrNotFound.
+//   - Contains never changes recency or any policy state.
+//   - A tier may evict blocks at any Put to make room.
+type Tier interface {
+	Put(ctx context.Context, k block.Key, payload []byte, sum uint32) error
+	Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint32, error)
+	Delete(ctx context.Context, k block.Key) error
+	Contains(k block.Key) bool
+	Stats() Stats
+	Close() error
+}
+
+// Stats is a snapshot of a tier's counters.
+type Stats struct {
+	Blocks        int   // resident blocks
+	Bytes         int64 // resident payload bytes
+	CapacityBytes int64 // configured capacity
+	Hits, Misses  uint64
+	BytesIn       uint64 // payload bytes written by Put
+	BytesOut      uint64 // payload bytes returned by Get
+	EvictAttempts uint64 // victims chosen
+	Evicted       uint64 // blocks actually freed by eviction
+	Corruptions   uint64 // checksum/header failures detected (copies dropped)
+	IOErrors      uint64 // read/write errors from the device
+}
