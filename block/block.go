@@ -58,15 +58,19 @@ func (k Key) Validate() error {
 // for it, which is why CRC-32C was chosen (see BENCHMARKS.md).
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Checksum returns the CRC-32C of the key (tenant length, tenant, id) followed
-// by the payload.
+// Checksum returns the CRC-32C of the key (tenant length as a little-endian
+// uint32, tenant bytes, id) followed by the payload. It is defined for any
+// tenant, valid or not, so a caller never has to validate before hashing.
 func Checksum(k Key, payload []byte) uint32 {
-	var hdr [1 + MaxTenantLen + 8]byte
-	n := copy(hdr[1:], k.Tenant)
-	hdr[0] = byte(n)
-	binary.LittleEndian.PutUint64(hdr[1+n:], k.ID)
-	sum := crc32.Update(0, castagnoli, hdr[:1+n+8])
-	return crc32.Update(sum, castagnoli, payload)
+	var stack [4 + MaxTenantLen + 8]byte
+	hdr := stack[:0]
+	if len(k.Tenant) > MaxTenantLen {
+		hdr = make([]byte, 0, 4+len(k.Tenant)+8) // invalid key: rare, allocation is fine
+	}
+	hdr = binary.LittleEndian.AppendUint32(hdr, uint32(len(k.Tenant)))
+	hdr = append(hdr, k.Tenant...)
+	hdr = binary.LittleEndian.AppendUint64(hdr, k.ID)
+	return crc32.Update(crc32.Update(0, castagnoli, hdr), castagnoli, payload)
 }
 
 // Verify reports whether payload is the block k with checksum sum.

@@ -49,7 +49,7 @@ type Access struct {
 //   - Ghost or history state a policy keeps about non-resident keys is its
 //     own business and must be bounded by a small multiple of the capacity.
 type Eviction interface {
-	// Name is the policy's registry name (see Names).
+	// Name is the policy's registry name (see EvictionNames).
 	Name() string
 	Insert(a Access)
 	Hit(a Access)

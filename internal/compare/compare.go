@@ -1,0 +1,366 @@
+package compare
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/kvpool/kvpool/internal/hitrate"
+	"github.com/kvpool/kvpool/internal/policy"
+	"github.com/kvpool/kvpool/internal/sim"
+	"github.com/kvpool/kvpool/internal/tracestat"
+	"github.com/kvpool/kvpool/trace"
+)
+
+// Trace is one input trace, already read and validated.
+type Trace struct {
+	Name     string
+	Requests []trace.Request
+}
+
+// Options configure the matrix. The zero value of every field means its
+// default (see DefaultOptions).
+type Options struct {
+	// Traces are compared one after another; at least one is required.
+	Traces []Trace
+	// Capacities (blocks) and Policies (policy specs) span the Fig 9
+	// analogue: one global cache, request order only.
+	Capacities []int
+	Policies   []string
+	// Instances and RAMBlocks give the Fig 10 cluster: 10 instances of 3M
+	// tokens (5,859 blocks) each, as in the paper.
+	Instances int
+	RAMBlocks int
+	// NICGbps is the bandwidth of every timed arm but the Fig 13 sweep,
+	// which runs at each of Bandwidths.
+	NICGbps    float64
+	Bandwidths []float64
+	// RateMultiplier scales every timed arm's arrival rate.
+	RateMultiplier float64
+	// SkipGoodput leaves out the goodput bisection (the slowest part).
+	SkipGoodput bool
+	// Workers bounds the experiments run at once (default GOMAXPROCS).
+	Workers int
+	// Progress, when set, receives one line per finished experiment.
+	Progress io.Writer
+}
+
+// DefaultOptions returns the standard matrix.
+func DefaultOptions() Options {
+	return Options{
+		// 5,859 blocks = 3M tokens (the paper's per-node cache in Fig 9/10);
+		// 97,657 blocks = 50M tokens, where Fig 9 reaches the maximum.
+		Capacities: []int{500, 1000, 2000, 5000, 5859, 10000, 20000, 50000, 97657},
+		Policies:   []string{"lru", "fifo", "lfu", "s3fifo", "arc", "mooncake", "lru+second-hit", "belady"},
+		Instances:  sim.DefaultInstances,
+		RAMBlocks:  sim.DefaultRAMBlocks,
+		NICGbps:    sim.DefaultNICGbps,
+		// Fig 13 spans 24 to 400 Gbps.
+		Bandwidths:     []float64{24, 50, 100, 200, 400},
+		RateMultiplier: 1,
+		Workers:        runtime.GOMAXPROCS(0),
+	}
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if len(o.Capacities) == 0 {
+		o.Capacities = d.Capacities
+	}
+	if len(o.Policies) == 0 {
+		o.Policies = d.Policies
+	}
+	if o.Instances == 0 {
+		o.Instances = d.Instances
+	}
+	if o.RAMBlocks == 0 {
+		o.RAMBlocks = d.RAMBlocks
+	}
+	if o.NICGbps == 0 {
+		o.NICGbps = d.NICGbps
+	}
+	if len(o.Bandwidths) == 0 {
+		o.Bandwidths = d.Bandwidths
+	}
+	if o.RateMultiplier == 0 {
+		o.RateMultiplier = d.RateMultiplier
+	}
+	if o.Workers == 0 {
+		o.Workers = d.Workers
+	}
+	return o
+}
+
+// Validate reports the first bad field.
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	if len(o.Traces) == 0 {
+		return fmt.Errorf("compare: Traces: none given")
+	}
+	for i, t := range o.Traces {
+		if t.Name == "" {
+			return fmt.Errorf("compare: Traces[%d]: empty name", i)
+		}
+		if len(t.Requests) == 0 {
+			return fmt.Errorf("compare: Traces[%d] %q: no requests", i, t.Name)
+		}
+	}
+	for _, c := range o.Capacities {
+		if c <= 0 {
+			return fmt.Errorf("compare: Capacities: %d is not a positive block count", c)
+		}
+	}
+	for _, p := range o.Policies {
+		if _, err := policy.ParseSpec(p); err != nil {
+			return fmt.Errorf("compare: Policies: %w", err)
+		}
+	}
+	for _, b := range o.Bandwidths {
+		if !(b > 0) {
+			return fmt.Errorf("compare: Bandwidths: %g Gbps is not positive", b)
+		}
+	}
+	if o.Workers < 0 {
+		return fmt.Errorf("compare: Workers: %d is negative", o.Workers)
+	}
+	base := o.simOptions(sim.ModeGlobal, sim.RoutingCacheAware, o.NICGbps)
+	if err := base.Validate(); err != nil {
+		return fmt.Errorf("compare: cluster: %w", err)
+	}
+	return nil
+}
+
+// HitRatioRow is one order-only run: a policy on one global cache.
+type HitRatioRow struct {
+	Trace         string  `json:"trace"`
+	Policy        string  `json:"policy"`
+	Capacity      int     `json:"capacity_blocks"`
+	TokenHitRatio float64 `json:"token_hit_ratio"`
+	BlockHitRatio float64 `json:"block_hit_ratio"`
+}
+
+// Arm is one timed configuration of the cluster.
+type Arm struct {
+	Name    string      `json:"name"`
+	Mode    sim.Mode    `json:"mode"`
+	Routing sim.Routing `json:"routing"`
+	NICGbps float64     `json:"nic_gbps"`
+}
+
+// SimRow is one timed run of an arm on a trace.
+type SimRow struct {
+	Trace   string      `json:"trace"`
+	Arm     Arm         `json:"arm"`
+	Summary sim.Summary `json:"summary"`
+	// TTFTs are the served requests' TTFTs in model seconds, ascending.
+	TTFTs []float64 `json:"-"`
+}
+
+// GoodputRow is the goodput of an arm on a trace.
+type GoodputRow struct {
+	Trace      string  `json:"trace"`
+	Arm        Arm     `json:"arm"`
+	Multiplier float64 `json:"rate_multiplier"`
+	ReqPerSec  float64 `json:"req_per_s"`
+}
+
+// Result holds every figure of the matrix, in a fixed order.
+type Result struct {
+	Options struct {
+		Instances      int       `json:"instances"`
+		RAMBlocks      int       `json:"ram_blocks"`
+		NICGbps        float64   `json:"nic_gbps"`
+		Bandwidths     []float64 `json:"bandwidths_gbps"`
+		RateMultiplier float64   `json:"rate_multiplier"`
+		Profile        string    `json:"profile"`
+		SLOSeconds     float64   `json:"slo_s"`
+	} `json:"options"`
+	Traces   []tracestat.Stats `json:"traces"`
+	Names    []string          `json:"trace_names"`
+	HitRatio []HitRatioRow     `json:"hit_ratio"`
+	Sim      []SimRow          `json:"sim"`
+	Goodput  []GoodputRow      `json:"goodput"`
+}
+
+// The arms of the timed experiments.
+func fixedArms(nic float64) []Arm {
+	return []Arm{
+		{"recompute", sim.ModeRecompute, sim.RoutingLeastLoaded, nic},
+		{"local rr", sim.ModeLocal, sim.RoutingRoundRobin, nic},
+		{"local least-loaded", sim.ModeLocal, sim.RoutingLeastLoaded, nic},
+		{"local cache-aware", sim.ModeLocal, sim.RoutingCacheAware, nic},
+		{"global rr", sim.ModeGlobal, sim.RoutingRoundRobin, nic},
+		{"global cache-aware", sim.ModeGlobal, sim.RoutingCacheAware, nic},
+	}
+}
+
+// goodputArms are the arms whose goodput is searched.
+func goodputArms(nic float64) []Arm {
+	return []Arm{
+		{"recompute", sim.ModeRecompute, sim.RoutingLeastLoaded, nic},
+		{"local cache-aware", sim.ModeLocal, sim.RoutingCacheAware, nic},
+		{"global cache-aware", sim.ModeGlobal, sim.RoutingCacheAware, nic},
+	}
+}
+
+func bandwidthArm(nic float64) Arm {
+	return Arm{fmt.Sprintf("global cache-aware @%g Gbps", nic), sim.ModeGlobal, sim.RoutingCacheAware, nic}
+}
+
+func (o Options) simOptions(mode sim.Mode, routing sim.Routing, nic float64) sim.Options {
+	return sim.Options{
+		Instances:      o.Instances,
+		RAMBlocks:      o.RAMBlocks,
+		Mode:           mode,
+		Routing:        routing,
+		NICGbps:        nic,
+		RateMultiplier: o.RateMultiplier,
+	}
+}
+
+// Run executes the matrix. It stops early with ctx's error when ctx ends.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	o := opts.withDefaults()
+	res := &Result{}
+	base := o.simOptions(sim.ModeGlobal, sim.RoutingCacheAware, o.NICGbps).WithDefaults()
+	res.Options.Instances, res.Options.RAMBlocks = o.Instances, o.RAMBlocks
+	res.Options.NICGbps, res.Options.Bandwidths = o.NICGbps, o.Bandwidths
+	res.Options.RateMultiplier, res.Options.SLOSeconds = o.RateMultiplier, base.SLOSeconds
+	res.Options.Profile = base.Profile.Name
+
+	var jobs []job
+	for ti, t := range o.Traces {
+		res.Names = append(res.Names, t.Name)
+		res.Traces = append(res.Traces, tracestat.Stats{})
+		jobs = append(jobs, job{name: t.Name + ": trace statistics", run: func(context.Context) error {
+			res.Traces[ti] = tracestat.Compute(t.Requests)
+			return nil
+		}})
+	}
+	for _, t := range o.Traces {
+		for _, p := range o.Policies {
+			spec, _ := policy.ParseSpec(p)
+			for _, c := range o.Capacities {
+				i := len(res.HitRatio)
+				res.HitRatio = append(res.HitRatio, HitRatioRow{Trace: t.Name, Policy: spec.String(), Capacity: c})
+				jobs = append(jobs, job{name: fmt.Sprintf("%s: hit ratio %s @%d blocks", t.Name, spec, c), run: func(context.Context) error {
+					r, err := hitrate.Run(t.Requests, hitrate.Options{Policy: spec, Capacity: c, Nodes: 1})
+					if err != nil {
+						return err
+					}
+					res.HitRatio[i].TokenHitRatio, res.HitRatio[i].BlockHitRatio = r.TokenHitRatio, r.BlockHitRatio
+					return nil
+				}})
+			}
+		}
+	}
+	for _, t := range o.Traces {
+		arms := fixedArms(o.NICGbps)
+		for _, bw := range o.Bandwidths {
+			if bw != o.NICGbps {
+				arms = append(arms, bandwidthArm(bw))
+			}
+		}
+		for _, a := range arms {
+			i := len(res.Sim)
+			res.Sim = append(res.Sim, SimRow{Trace: t.Name, Arm: a})
+			jobs = append(jobs, job{name: fmt.Sprintf("%s: sim %s", t.Name, a.Name), run: func(ctx context.Context) error {
+				r, err := sim.Run(ctx, t.Requests, o.simOptions(a.Mode, a.Routing, a.NICGbps))
+				if err != nil {
+					return err
+				}
+				res.Sim[i].Summary = r.Summary
+				ttfts := make([]float64, 0, len(r.Records))
+				for _, rec := range r.Records {
+					if !rec.Rejected {
+						ttfts = append(ttfts, rec.TTFT)
+					}
+				}
+				slices.Sort(ttfts)
+				res.Sim[i].TTFTs = ttfts
+				return nil
+			}})
+		}
+	}
+	if !o.SkipGoodput {
+		for _, t := range o.Traces {
+			for _, a := range goodputArms(o.NICGbps) {
+				i := len(res.Goodput)
+				res.Goodput = append(res.Goodput, GoodputRow{Trace: t.Name, Arm: a})
+				jobs = append(jobs, job{name: fmt.Sprintf("%s: goodput %s", t.Name, a.Name), run: func(ctx context.Context) error {
+					m, rps, err := sim.Goodput(ctx, t.Requests, o.simOptions(a.Mode, a.Routing, a.NICGbps), 0)
+					if err != nil {
+						return err
+					}
+					res.Goodput[i].Multiplier, res.Goodput[i].ReqPerSec = m, rps
+					return nil
+				}})
+			}
+		}
+	}
+	if err := runJobs(ctx, jobs, o.Workers, o.Progress); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// job is one experiment; it writes only its own pre-allocated slot of the
+// result, so jobs need no lock between them.
+type job struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// runJobs runs jobs on at most workers goroutines, longest-first in the
+// order given, and returns the first error (cancelling the rest).
+func runJobs(ctx context.Context, jobs []job, workers int, progress io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	var (
+		mu       sync.Mutex
+		done     int
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	next := make(chan job)
+	for range max(workers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range next {
+				t0 := time.Now()
+				err := j.run(ctx)
+				mu.Lock()
+				done++
+				if err != nil && firstErr == nil {
+					firstErr = fmt.Errorf("%s: %w", j.name, err)
+					cancel()
+				}
+				if progress != nil && err == nil {
+					fmt.Fprintf(progress, "[%3d/%d %6.1fs] %s (%.2fs)\n", done, len(jobs), time.Since(start).Seconds(), j.name, time.Since(t0).Seconds())
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, j := range jobs {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
