@@ -1,0 +1,7 @@
+//go:build !linux
+
+package vfs
+
+// ODirect is the open flag that bypasses the page cache (O_DIRECT), or 0
+// where the platform has none.
+const ODirect = 0
