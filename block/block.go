@@ -10,7 +10,6 @@
 package block
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -62,15 +61,21 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // uint32, tenant bytes, id) followed by the payload. It is defined for any
 // tenant, valid or not, so a caller never has to validate before hashing.
 func Checksum(k Key, payload []byte) uint32 {
-	var stack [4 + MaxTenantLen + 8]byte
-	hdr := stack[:0]
-	if len(k.Tenant) > MaxTenantLen {
-		hdr = make([]byte, 0, 4+len(k.Tenant)+8) // invalid key: rare, allocation is fine
+	// The key part is folded in with a byte-wise table update: handing a
+	// stack buffer to crc32.Update would move it to the heap, one
+	// allocation per block on the hottest path.
+	n := uint32(len(k.Tenant))
+	crc := ^uint32(0)
+	for i := 0; i < 4; i++ {
+		crc = castagnoli[byte(crc)^byte(n>>(8*i))] ^ crc>>8
 	}
-	hdr = binary.LittleEndian.AppendUint32(hdr, uint32(len(k.Tenant)))
-	hdr = append(hdr, k.Tenant...)
-	hdr = binary.LittleEndian.AppendUint64(hdr, k.ID)
-	return crc32.Update(crc32.Update(0, castagnoli, hdr), castagnoli, payload)
+	for i := 0; i < len(k.Tenant); i++ {
+		crc = castagnoli[byte(crc)^k.Tenant[i]] ^ crc>>8
+	}
+	for i := 0; i < 8; i++ {
+		crc = castagnoli[byte(crc)^byte(k.ID>>(8*i))] ^ crc>>8
+	}
+	return crc32.Update(^crc, castagnoli, payload)
 }
 
 // Verify reports whether payload is the block k with checksum sum.

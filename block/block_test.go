@@ -1,7 +1,9 @@
 package block
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"strings"
 	"testing"
 )
@@ -68,5 +70,29 @@ func BenchmarkChecksum1MiB(b *testing.B) {
 	b.SetBytes(int64(len(p)))
 	for b.Loop() {
 		Checksum(k, p)
+	}
+}
+
+// TestChecksumMatchesPlainCRC32C pins the definition: CRC-32C of
+// le32(len(tenant)) || tenant || le64(id) || payload.
+func TestChecksumMatchesPlainCRC32C(t *testing.T) {
+	for _, k := range []Key{{"", 0}, {"t", 1}, {"tenant-x", 0xdeadbeefcafef00d}, {strings.Repeat("y", 200), 5}} {
+		payload := []byte("some kv bytes")
+		var buf []byte
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(k.Tenant)))
+		buf = append(buf, k.Tenant...)
+		buf = binary.LittleEndian.AppendUint64(buf, k.ID)
+		buf = append(buf, payload...)
+		if got, want := Checksum(k, payload), crc32.Checksum(buf, crc32.MakeTable(crc32.Castagnoli)); got != want {
+			t.Errorf("%v: Checksum = %08x, plain CRC-32C = %08x", k, got, want)
+		}
+	}
+}
+
+func TestChecksumDoesNotAllocate(t *testing.T) {
+	p := make([]byte, 4096)
+	k := Key{"tenant", 9}
+	if n := testing.AllocsPerRun(100, func() { Checksum(k, p) }); n != 0 {
+		t.Fatalf("Checksum allocates %v times per call", n)
 	}
 }

@@ -207,8 +207,19 @@ func goodputArms(nic float64) []Arm {
 	}
 }
 
-func bandwidthArm(nic float64) Arm {
-	return Arm{fmt.Sprintf("global cache-aware @%g Gbps", nic), sim.ModeGlobal, sim.RoutingCacheAware, nic}
+// bandwidthRoutings are the routings of the Fig 13 sweep: cache-aware
+// routing avoids the network where it can, round-robin has to use it, so
+// the pair brackets how much bandwidth matters.
+var bandwidthRoutings = []sim.Routing{sim.RoutingCacheAware, sim.RoutingRoundRobin}
+
+// bandwidthArm is the global arm with routing at nic Gbps; at the base
+// bandwidth it is the fixed arm of the same routing.
+func bandwidthArm(routing sim.Routing, nic, base float64) Arm {
+	name := "global " + string(routing)
+	if nic != base {
+		name = fmt.Sprintf("%s @%g Gbps", name, nic)
+	}
+	return Arm{name, sim.ModeGlobal, routing, nic}
 }
 
 func (o Options) simOptions(mode sim.Mode, routing sim.Routing, nic float64) sim.Options {
@@ -263,9 +274,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	for _, t := range o.Traces {
 		arms := fixedArms(o.NICGbps)
-		for _, bw := range o.Bandwidths {
-			if bw != o.NICGbps {
-				arms = append(arms, bandwidthArm(bw))
+		for _, routing := range bandwidthRoutings {
+			for _, bw := range o.Bandwidths {
+				if bw != o.NICGbps {
+					arms = append(arms, bandwidthArm(routing, bw, o.NICGbps))
+				}
 			}
 		}
 		for _, a := range arms {

@@ -41,8 +41,8 @@ func TestRunWritesReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 2 policies × 2 capacities; 6 fixed arms + 1 extra bandwidth; 3 goodput arms.
-	if len(res.HitRatio) != 4 || len(res.Sim) != 7 || len(res.Goodput) != 3 {
+	// 2 policies × 2 capacities; 6 fixed arms + 1 extra bandwidth × 2 routings; 3 goodput arms.
+	if len(res.HitRatio) != 4 || len(res.Sim) != 8 || len(res.Goodput) != 3 {
 		t.Fatalf("got %d hit-ratio rows, %d sim rows, %d goodput rows", len(res.HitRatio), len(res.Sim), len(res.Goodput))
 	}
 	for _, h := range res.HitRatio {

@@ -299,9 +299,9 @@ func cdfSeries(name string, sorted []float64) plot.Series {
 
 func (r *Result) fig13Section() report.Section {
 	sec := report.Section{Title: "Average TTFT vs network bandwidth (Fig 13 analogue)",
-		Text: "Global mode with cache-aware routing at each NIC bandwidth; the dashed line is recompute (no cache). " +
+		Text: "Global mode at each NIC bandwidth, with cache-aware and with round-robin routing; the dashed line is recompute (no cache). " +
 			"Paper (synthetic trace): below 2 s above ~100 Gbps vs ≈2.6 s recompute; ≈5.1 s at 24 Gbps."}
-	tab := report.Table{Caption: "Mean TTFT (model s) vs NIC bandwidth", Columns: []string{"trace"}}
+	tab := report.Table{Caption: "Mean TTFT (model s) vs NIC bandwidth", Columns: []string{"trace", "routing"}}
 	for _, bw := range r.Options.Bandwidths {
 		tab.Columns = append(tab.Columns, num(bw)+" Gbps")
 	}
@@ -309,29 +309,26 @@ func (r *Result) fig13Section() report.Section {
 	for _, t := range r.Names {
 		chart := &plot.Chart{Title: t + ": mean TTFT vs NIC bandwidth", XLabel: "NIC bandwidth per instance (Gbps)",
 			YLabel: "mean TTFT (model s)", XLog: true, YMin: new(0.0)}
-		s := plot.Series{Name: "global cache-aware"}
-		row := []string{t}
-		for _, bw := range r.Options.Bandwidths {
-			arm := bandwidthArm(bw).Name
-			if bw == r.Options.NICGbps {
-				arm = "global cache-aware"
-			}
-			if sr := r.sim(t, arm); sr != nil {
-				s.X = append(s.X, bw)
-				s.Y = append(s.Y, sr.Summary.TTFTMean)
-				row = append(row, secs(sr.Summary.TTFTMean))
-			} else {
-				row = append(row, "–")
-			}
-		}
-		chart.Series = []plot.Series{s}
+		recompute := "–"
 		if rc := r.sim(t, "recompute"); rc != nil {
 			chart.HLines = []plot.HLine{{Y: rc.Summary.TTFTMean, Label: "recompute"}}
-			row = append(row, secs(rc.Summary.TTFTMean))
-		} else {
-			row = append(row, "–")
+			recompute = secs(rc.Summary.TTFTMean)
 		}
-		tab.Rows = append(tab.Rows, row)
+		for _, routing := range bandwidthRoutings {
+			s := plot.Series{Name: "global " + string(routing)}
+			row := []string{t, string(routing)}
+			for _, bw := range r.Options.Bandwidths {
+				if sr := r.sim(t, bandwidthArm(routing, bw, r.Options.NICGbps).Name); sr != nil {
+					s.X = append(s.X, bw)
+					s.Y = append(s.Y, sr.Summary.TTFTMean)
+					row = append(row, secs(sr.Summary.TTFTMean))
+				} else {
+					row = append(row, "–")
+				}
+			}
+			chart.Series = append(chart.Series, s)
+			tab.Rows = append(tab.Rows, append(row, recompute))
+		}
 		sec.Figures = append(sec.Figures, report.Figure{File: "fig13_" + fileSafe(t) + ".svg", Caption: t + ": mean TTFT vs bandwidth", Render: chart.LineSVG})
 	}
 	sec.Tables = []report.Table{tab}

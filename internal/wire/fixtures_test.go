@@ -1,0 +1,175 @@
+package wire
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/tier"
+)
+
+// smallLimits keeps frames small enough to truncate at every offset.
+var smallLimits = Limits{MaxFrame: 1 << 12, MaxBatch: 4, MaxPayload: 64, MaxTenant: 16, MaxToken: 8}
+
+const testTenant = "acme-1"
+
+// payload returns n deterministic bytes that differ per seed.
+func payload(n int, seed byte) []byte {
+	p := make([]byte, n)
+	for i := range min(n, 251) { // a prime period, so blocks of any size differ
+		p[i] = seed + byte(i*7)
+	}
+	for done := min(n, 251); done < n; done *= 2 {
+		copy(p[done:], p[:done]) // doubling copy: fast under -race too
+	}
+	return p
+}
+
+func okBlock(id uint64, n int) Block {
+	p := payload(n, byte(id))
+	return Block{ID: id, Code: CodeOK, Checksum: block.Checksum(block.Key{Tenant: testTenant, ID: id}, p), Payload: p}
+}
+
+func ids(n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = 0x1000_0000_0000_0000 + uint64(i)*0x1_0000_0001
+	}
+	return out
+}
+
+func blocks(n, size int) []Block {
+	out := make([]Block, n)
+	for i := range out {
+		out[i] = okBlock(uint64(i+1), size)
+	}
+	return out
+}
+
+func statuses(n int) []Status {
+	out := make([]Status, n)
+	for i := range out {
+		out[i] = Status{ID: uint64(i + 1), Code: Code(i % 3)} // ok, not found, corrupt
+	}
+	return out
+}
+
+func sampleTiers() []TierStats {
+	return []TierStats{
+		{Name: "ram", Stats: tier.Stats{Blocks: 3, Bytes: 3 << 20, CapacityBytes: 1 << 30, Hits: 10, Misses: 2, BytesIn: 1, BytesOut: 2, EvictAttempts: 5, Evicted: 4, Corruptions: 1, IOErrors: 0}},
+		{Name: "ssd", Stats: tier.Stats{Blocks: -1, Bytes: -2, CapacityBytes: 1 << 40, Hits: 1<<64 - 1, IOErrors: 7}},
+	}
+}
+
+type sample struct {
+	name string
+	f    Frame
+}
+
+// sampleFrames returns frames of every op under lim: empty and full batches,
+// empty, failed and maximum-size payloads.
+func sampleFrames(lim Limits) []sample {
+	lim, err := lim.resolve()
+	if err != nil {
+		panic(err)
+	}
+	fb, mp := lim.MaxBatch, lim.MaxPayload
+	// Full batches of maximum payloads may not fit a frame; fill what fits.
+	perBlock := min(mp, (lim.MaxFrame-HeaderLen-countLen)/fb-BlockHeaderLen)
+	mixed := []Block{okBlock(1, 3), {ID: 2, Code: CodeNotFound}, okBlock(3, 0), {ID: 4, Code: CodeCorrupt}}
+	if len(mixed) > fb {
+		mixed = mixed[:fb]
+	}
+	tiers := sampleTiers()
+	h := func(op Op, id uint64) Header { return Header{Op: op, ReqID: id} }
+	return []sample{
+		{"get", Frame{Header: h(OpGet, 1), IDs: []uint64{0xdeadbeefcafef00d}}},
+		{"delete", Frame{Header: h(OpDelete, 2), IDs: []uint64{7}}},
+		{"stats", Frame{Header: h(OpStats, 3)}},
+		{"mget_empty", Frame{Header: h(OpMGet, 4)}},
+		{"mget_one", Frame{Header: h(OpMGet, 5), IDs: ids(1)}},
+		{"mget_full", Frame{Header: h(OpMGet, 6), IDs: ids(fb)}},
+		{"exists_empty", Frame{Header: h(OpExists, 7)}},
+		{"exists_full", Frame{Header: h(OpExists, 8), IDs: ids(fb)}},
+		{"put", Frame{Header: h(OpPut, 9), Blocks: []Block{okBlock(42, 5)}}},
+		{"put_empty_payload", Frame{Header: h(OpPut, 10), Blocks: []Block{okBlock(43, 0)}}},
+		{"put_max_payload", Frame{Header: h(OpPut, 11), Blocks: []Block{okBlock(44, mp)}}},
+		{"mput_empty", Frame{Header: h(OpMPut, 12)}},
+		{"mput_full", Frame{Header: h(OpMPut, 13), Blocks: blocks(fb, perBlock)}},
+		{"get_response", Frame{Header: h(OpGetResponse, 14), Blocks: []Block{okBlock(42, 5)}}},
+		{"get_response_not_found", Frame{Header: h(OpGetResponse, 15), Blocks: []Block{{ID: 42, Code: CodeNotFound}}}},
+		{"get_response_max_payload", Frame{Header: h(OpGetResponse, 16), Blocks: []Block{okBlock(45, mp)}}},
+		{"mget_response_empty", Frame{Header: h(OpMGetResponse, 17)}},
+		{"mget_response_mixed", Frame{Header: h(OpMGetResponse, 18), Blocks: mixed}},
+		{"mget_response_full", Frame{Header: h(OpMGetResponse, 19), Blocks: blocks(fb, perBlock)}},
+		{"put_response", Frame{Header: h(OpPutResponse, 20), Statuses: []Status{{ID: 42, Code: CodeFull}}}},
+		{"delete_response", Frame{Header: h(OpDeleteResponse, 21), Statuses: []Status{{ID: 7, Code: CodeNotFound}}}},
+		{"mput_response_empty", Frame{Header: h(OpMPutResponse, 22)}},
+		{"mput_response_full", Frame{Header: h(OpMPutResponse, 23), Statuses: statuses(fb)}},
+		{"exists_response_empty", Frame{Header: h(OpExistsResponse, 24)}},
+		{"exists_response_full", Frame{Header: h(OpExistsResponse, 25), Statuses: statuses(fb)}},
+		{"stats_response_empty", Frame{Header: h(OpStatsResponse, 26)}},
+		{"stats_response", Frame{Header: h(OpStatsResponse, 27), Tiers: tiers}},
+		{"error", Frame{Header: h(OpError, 28), Code: CodeUnsupportedOp, Message: "op 0x08 is not defined"}},
+		{"error_unknown_code", Frame{Header: h(OpError, 1<<64-1), Code: 999}},
+		{"error_max_message", Frame{Header: h(OpError, 29), Code: CodeInternal, Message: strings.Repeat("é", MaxMessageLen/2)}},
+	}
+}
+
+// mustEncode encodes f or fails the test.
+func mustEncode(t testing.TB, f *Frame) []byte {
+	t.Helper()
+	b, err := AppendFrame(nil, f)
+	if err != nil {
+		t.Fatalf("encode %v: %v", f.Header.Op, err)
+	}
+	return b
+}
+
+// diffFrames describes how got differs from want (Header.Len ignored when
+// want's is zero), or returns "".
+func diffFrames(want, got *Frame) string {
+	wh, gh := want.Header, got.Header
+	if wh.Len == 0 {
+		gh.Len = 0
+	}
+	if wh != gh {
+		return fmt.Sprintf("header %+v, want %+v", gh, wh)
+	}
+	if !slices.Equal(want.IDs, got.IDs) {
+		return fmt.Sprintf("IDs %v, want %v", got.IDs, want.IDs)
+	}
+	if len(want.Blocks) != len(got.Blocks) {
+		return fmt.Sprintf("%d blocks, want %d", len(got.Blocks), len(want.Blocks))
+	}
+	for i := range want.Blocks {
+		w, g := want.Blocks[i], got.Blocks[i]
+		if w.ID != g.ID || w.Code != g.Code || w.Checksum != g.Checksum || !bytes.Equal(w.Payload, g.Payload) {
+			return fmt.Sprintf("block %d: id %x code %v sum %08x len %d, want id %x code %v sum %08x len %d",
+				i, g.ID, g.Code, g.Checksum, len(g.Payload), w.ID, w.Code, w.Checksum, len(w.Payload))
+		}
+	}
+	if !slices.Equal(want.Statuses, got.Statuses) {
+		return fmt.Sprintf("statuses %v, want %v", got.Statuses, want.Statuses)
+	}
+	if !slices.Equal(want.Tiers, got.Tiers) {
+		return fmt.Sprintf("tiers %+v, want %+v", got.Tiers, want.Tiers)
+	}
+	if want.Code != got.Code || want.Message != got.Message {
+		return fmt.Sprintf("error %v %q, want %v %q", got.Code, got.Message, want.Code, want.Message)
+	}
+	return ""
+}
+
+// newReader returns a Reader of b under lim or fails the test.
+func newReader(t testing.TB, b []byte, lim Limits) *Reader {
+	t.Helper()
+	r, err := NewReader(bytes.NewReader(b), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

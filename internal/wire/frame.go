@@ -1,0 +1,267 @@
+package wire
+
+import (
+	"fmt"
+
+	"github.com/kvpool/kvpool/internal/tier"
+)
+
+// Version is the protocol version this package speaks. It changes whenever
+// a frame's layout or meaning changes; the hello and hello-ack layouts never
+// change, so two versions can always tell each other apart.
+const Version uint16 = 1
+
+// Magic starts every hello and hello-ack.
+const Magic = "KVPL"
+
+// Encoded sizes, in bytes.
+const (
+	// HeaderLen is the size of a frame header.
+	HeaderLen = 16
+	// BlockHeaderLen is the size of a block entry's header (before its
+	// payload).
+	BlockHeaderLen = 20
+	// StatusLen is the size of a status entry.
+	StatusLen = 12
+	// HelloLen is the size of a hello's fixed part (before tenant and token).
+	HelloLen = 12
+	// HelloAckLen is the size of a hello-ack's fixed part (before the
+	// message).
+	HelloAckLen = 24
+
+	countLen      = 4  // u32 count of a batch body
+	idLen         = 8  // u64 key ID
+	errorFixedLen = 4  // u16 code + u16 message length
+	tierFixedLen  = 89 // u8 name length + 11 × u64 counters
+	statsCountLen = 1  // u8 tier count
+)
+
+// Op is a frame's operation. Requests have the high bit clear; the response
+// to request op o is o|0x80; OpError answers any request that failed as a
+// whole.
+type Op uint8
+
+// Ops. Values are part of the protocol and never change.
+const (
+	// OpGet asks for one block. Body: key ID.
+	OpGet Op = 0x01
+	// OpMGet asks for a batch of blocks. Body: count, key IDs.
+	OpMGet Op = 0x02
+	// OpPut stores one block. Body: a block entry (code OK).
+	OpPut Op = 0x03
+	// OpMPut stores a batch of blocks. Body: count, block entries.
+	OpMPut Op = 0x04
+	// OpExists asks which of a batch of keys the node holds. Body: count,
+	// key IDs. EXISTS is a pure query: the server answers from Contains and
+	// must not change recency, admission or any policy state, nor take or
+	// extend a read lease (DESIGN.md: existence checks never extend leases).
+	OpExists Op = 0x05
+	// OpDelete removes one block. Body: key ID.
+	OpDelete Op = 0x06
+	// OpStats asks for the node's per-tier counters. Body: empty.
+	OpStats Op = 0x07
+
+	// OpGetResponse answers OpGet. Body: a block entry.
+	OpGetResponse Op = 0x81
+	// OpMGetResponse answers OpMGet. Body: count, block entries in request
+	// order.
+	OpMGetResponse Op = 0x82
+	// OpPutResponse answers OpPut. Body: a status entry.
+	OpPutResponse Op = 0x83
+	// OpMPutResponse answers OpMPut. Body: count, status entries in request
+	// order.
+	OpMPutResponse Op = 0x84
+	// OpExistsResponse answers OpExists. Body: count, status entries in
+	// request order (CodeOK: present, CodeNotFound: absent).
+	OpExistsResponse Op = 0x85
+	// OpDeleteResponse answers OpDelete. Body: a status entry.
+	OpDeleteResponse Op = 0x86
+	// OpStatsResponse answers OpStats. Body: tier count, tier stats.
+	OpStatsResponse Op = 0x87
+	// OpError answers a request that failed as a whole (undecodable,
+	// unknown op, unauthorized, internal failure). Body: code, message.
+	OpError Op = 0xFF
+)
+
+const responseBit Op = 0x80
+
+// shape is the layout of an op's body.
+type shape uint8
+
+const (
+	shapeUnknown  shape = iota
+	shapeEmpty          // STATS
+	shapeID             // GET, DELETE
+	shapeIDs            // MGET, EXISTS
+	shapeBlock          // PUT, GET response
+	shapeBlocks         // MPUT, MGET response
+	shapeStatus         // PUT response, DELETE response
+	shapeStatuses       // MPUT response, EXISTS response
+	shapeStats          // STATS response
+	shapeError          // ERROR
+)
+
+func (o Op) shape() shape {
+	switch o {
+	case OpStats:
+		return shapeEmpty
+	case OpGet, OpDelete:
+		return shapeID
+	case OpMGet, OpExists:
+		return shapeIDs
+	case OpPut, OpGetResponse:
+		return shapeBlock
+	case OpMPut, OpMGetResponse:
+		return shapeBlocks
+	case OpPutResponse, OpDeleteResponse:
+		return shapeStatus
+	case OpMPutResponse, OpExistsResponse:
+		return shapeStatuses
+	case OpStatsResponse:
+		return shapeStats
+	case OpError:
+		return shapeError
+	}
+	return shapeUnknown
+}
+
+// Valid reports whether o is defined by this protocol version.
+func (o Op) Valid() bool { return o.shape() != shapeUnknown }
+
+// IsRequest reports whether o is a valid request op.
+func (o Op) IsRequest() bool { return o.Valid() && o&responseBit == 0 }
+
+// Response returns the op answering request o, or OpError when o is not a
+// request.
+func (o Op) Response() Op {
+	if !o.IsRequest() {
+		return OpError
+	}
+	return o | responseBit
+}
+
+// String names the op ("MGET response"), or "op(0xNN)" for an unknown one.
+func (o Op) String() string {
+	switch o {
+	case OpGet:
+		return "GET"
+	case OpMGet:
+		return "MGET"
+	case OpPut:
+		return "PUT"
+	case OpMPut:
+		return "MPUT"
+	case OpExists:
+		return "EXISTS"
+	case OpDelete:
+		return "DELETE"
+	case OpStats:
+		return "STATS"
+	case OpError:
+		return "ERROR"
+	}
+	if o&responseBit != 0 && (o &^ responseBit).IsRequest() {
+		return (o &^ responseBit).String() + " response"
+	}
+	return fmt.Sprintf("op(0x%02x)", uint8(o))
+}
+
+// Header is a frame header.
+type Header struct {
+	// Len is the frame's total length in bytes, these 16 included.
+	Len uint32
+	// Op is the frame's operation.
+	Op Op
+	// Flags must be zero in version 1.
+	Flags uint8
+	// ReqID is chosen by the client; a response carries the ID of the
+	// request it answers. Servers may answer pipelined requests in any
+	// order, so clients match responses by ReqID.
+	ReqID uint64
+}
+
+// BodyLen returns the length of the body that follows the header.
+func (h Header) BodyLen() int { return int(h.Len) - HeaderLen }
+
+// BlockHeader is the fixed part of a block entry; Len payload bytes follow.
+// The checksum is block.Checksum over the connection's tenant, the ID and
+// the payload: a PUT whose client and server disagree on the tenant fails
+// verification on the server, and a client verifies every block it gets
+// against the key it asked for.
+type BlockHeader struct {
+	// ID is the block's key ID within the connection's tenant.
+	ID uint64
+	// Code is CodeOK in requests; in responses, the block's outcome. A
+	// block with any other code has Checksum 0 and Len 0.
+	Code Code
+	// Checksum is block.Checksum(block.Key{Tenant, ID}, payload).
+	Checksum uint32
+	// Len is the payload length in bytes.
+	Len uint32
+}
+
+// Block is a block entry with its payload, as ReadFrame decodes it and the
+// copying encoders take it.
+type Block struct {
+	// ID, Code and Checksum are as in BlockHeader.
+	ID       uint64
+	Code     Code
+	Checksum uint32
+	// Payload is the block's bytes (empty unless Code is CodeOK); its
+	// length is the entry's payload length.
+	Payload []byte
+}
+
+// Status is a status entry: the outcome of one key.
+type Status struct {
+	// ID is the key the status is about.
+	ID uint64
+	// Code is its outcome (for EXISTS: CodeOK present, CodeNotFound absent).
+	Code Code
+}
+
+// TierStats is one tier's counters in a STATS response.
+type TierStats struct {
+	// Name is the tier's name ("ram", "ssd"); at most 255 bytes.
+	Name  string
+	Stats tier.Stats
+}
+
+// Frame is a whole decoded frame (ReadFrame) or one to encode (AppendFrame).
+// Which fields are used depends on Header.Op; the others are empty. A Frame
+// is reusable: ReadFrame keeps its slices' capacity, and the payloads of
+// Blocks live in a buffer the Frame owns, valid until the next ReadFrame.
+type Frame struct {
+	// Header: ReadFrame fills all of it; AppendFrame ignores Len.
+	Header Header
+	// IDs: GET and DELETE (exactly one), MGET and EXISTS.
+	IDs []uint64
+	// Blocks: PUT (exactly one), MPUT, GET response (exactly one), MGET
+	// response.
+	Blocks []Block
+	// Statuses: PUT and DELETE responses (exactly one), MPUT and EXISTS
+	// responses.
+	Statuses []Status
+	// Tiers: STATS response.
+	Tiers []TierStats
+	// Code and Message: ERROR (Code is never CodeOK).
+	Code    Code
+	Message string
+
+	arena []byte // payload storage for Blocks
+	offs  []int  // payload offsets in arena while decoding
+}
+
+// reset empties f for a frame with header h, keeping capacity.
+func (f *Frame) reset(h Header) {
+	f.Header = h
+	f.IDs = f.IDs[:0]
+	clear(f.Blocks) // drop references to old payloads
+	f.Blocks = f.Blocks[:0]
+	f.Statuses = f.Statuses[:0]
+	f.Tiers = f.Tiers[:0]
+	f.Code = CodeOK
+	f.Message = ""
+	f.arena = f.arena[:0]
+	f.offs = f.offs[:0]
+}

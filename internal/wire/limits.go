@@ -1,0 +1,109 @@
+package wire
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kvpool/kvpool/block"
+)
+
+// Default limits. Each bounds what a peer can make the decoder allocate or
+// wait for.
+const (
+	// DefaultMaxPayload is the largest block payload accepted: 64 MiB. Live
+	// runs move 64–256 KiB per block (DESIGN.md, scale model); 64 MiB leaves
+	// room for 512-token blocks of models up to ~128 KiB of KV per token
+	// while keeping a single frame's memory bounded.
+	DefaultMaxPayload = 64 << 20
+	// DefaultMaxBatch is the most keys in one MGET, MPUT or EXISTS: 4096
+	// blocks of 512 tokens cover a 2M-token prefix, twice the longest input
+	// in the Mooncake traces.
+	DefaultMaxBatch = 4096
+	// DefaultMaxFrame is the largest frame accepted: one maximum payload
+	// plus 128 KiB, which holds the frame header, the count and the 20-byte
+	// headers of a full batch (16 + 4 + 4096×20 = 81,940 bytes).
+	DefaultMaxFrame = DefaultMaxPayload + 128<<10
+	// DefaultMaxToken is the longest auth token accepted: 4 KiB, room for a
+	// signed bearer token (JWTs are typically well under 2 KiB).
+	DefaultMaxToken = 4 << 10
+)
+
+// Format bounds: the most a length field of the encoding can express.
+const (
+	// MaxTokenLen is the longest auth token the hello can carry (u16 length).
+	MaxTokenLen = math.MaxUint16
+	// MaxFrameLen is the largest frame the u32 length field can express.
+	MaxFrameLen = math.MaxUint32
+	// MaxMessageLen is the longest message of an ERROR frame or hello-ack.
+	// Longer messages are truncated by the encoders; a decoder rejects them.
+	// 1 KiB is room for a wrapped error chain, not for a data dump.
+	MaxMessageLen = 1 << 10
+)
+
+// Limits bounds what a Reader accepts. The zero value of each field means
+// its default (DefaultLimits). Every limit is enforced on decode before any
+// byte it covers is read or any memory for it is allocated.
+type Limits struct {
+	// MaxFrame is the largest frame, header included, in bytes.
+	MaxFrame int
+	// MaxBatch is the most keys or blocks in one batch frame.
+	MaxBatch int
+	// MaxPayload is the largest block payload in bytes.
+	MaxPayload int
+	// MaxTenant is the longest tenant name in a hello; at most
+	// block.MaxTenantLen.
+	MaxTenant int
+	// MaxToken is the longest auth token in a hello; at most MaxTokenLen.
+	MaxToken int
+}
+
+// DefaultLimits returns the limits used for zero fields.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxFrame:   DefaultMaxFrame,
+		MaxBatch:   DefaultMaxBatch,
+		MaxPayload: DefaultMaxPayload,
+		MaxTenant:  block.MaxTenantLen,
+		MaxToken:   DefaultMaxToken,
+	}
+}
+
+// Validate reports the first bad field: a negative value, a value beyond
+// what the encoding can express, or a MaxPayload whose block would not fit
+// in a MaxFrame frame.
+func (l Limits) Validate() error {
+	_, err := l.resolve()
+	return err
+}
+
+// resolve returns l with defaults filled in, or the error Validate reports.
+func (l Limits) resolve() (Limits, error) {
+	d := DefaultLimits()
+	fields := [...]struct {
+		name string
+		v    *int
+		def  int
+		max  uint64
+	}{
+		{"MaxFrame", &l.MaxFrame, d.MaxFrame, MaxFrameLen},
+		{"MaxBatch", &l.MaxBatch, d.MaxBatch, MaxFrameLen},
+		{"MaxPayload", &l.MaxPayload, d.MaxPayload, MaxFrameLen - HeaderLen - BlockHeaderLen},
+		{"MaxTenant", &l.MaxTenant, d.MaxTenant, block.MaxTenantLen},
+		{"MaxToken", &l.MaxToken, d.MaxToken, MaxTokenLen},
+	}
+	for _, f := range fields {
+		switch {
+		case *f.v < 0:
+			return l, fmt.Errorf("wire: Limits.%s is %d; want >= 0 (0 means the default, %d)", f.name, *f.v, f.def)
+		case *f.v == 0:
+			*f.v = f.def
+		case uint64(*f.v) > f.max:
+			return l, fmt.Errorf("wire: Limits.%s is %d; the encoding allows at most %d", f.name, *f.v, f.max)
+		}
+	}
+	if need := uint64(l.MaxPayload) + HeaderLen + BlockHeaderLen; need > uint64(l.MaxFrame) {
+		return l, fmt.Errorf("wire: Limits.MaxPayload is %d: a GET response carrying it needs %d bytes, more than Limits.MaxFrame (%d)",
+			l.MaxPayload, need, l.MaxFrame)
+	}
+	return l, nil
+}

@@ -1,0 +1,522 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/kvpool/kvpool/block"
+)
+
+var errTripped = errors.New("tripwire: read past the end of the input")
+
+// tripwire fails the test if the decoder reads beyond the bytes it was
+// given: on a connection that read would block until the deadline.
+type tripwire struct{ t *testing.T }
+
+func (w tripwire) Read([]byte) (int, error) {
+	w.t.Helper()
+	w.t.Error("decoder read past the end of its frame")
+	return 0, errTripped
+}
+
+// raw builds a frame header with arbitrary fields followed by body; length
+// is the body's true length unless lenOverride >= 0.
+func raw(op Op, flags byte, reserved uint16, body []byte, lenOverride int64) []byte {
+	n := uint32(HeaderLen + len(body))
+	if lenOverride >= 0 {
+		n = uint32(lenOverride)
+	}
+	b := le.AppendUint32(nil, n)
+	b = append(b, byte(op), flags)
+	b = le.AppendUint16(b, reserved)
+	b = le.AppendUint64(b, 99)
+	return append(b, body...)
+}
+
+func frame(op Op, body ...[]byte) []byte { return raw(op, 0, 0, bytes.Join(body, nil), -1) }
+
+func u8(v uint8) []byte   { return []byte{v} }
+func u16(v uint16) []byte { return le.AppendUint16(nil, v) }
+func u32(v uint32) []byte { return le.AppendUint32(nil, v) }
+func u64(v uint64) []byte { return le.AppendUint64(nil, v) }
+
+// entry builds a block entry header (reserved given explicitly).
+func entry(id uint64, c Code, reserved uint16, sum, n uint32) []byte {
+	return bytes.Join([][]byte{u64(id), u16(uint16(c)), u16(reserved), u32(sum), u32(n)}, nil)
+}
+
+func TestMalformedFrames(t *testing.T) {
+	const (
+		recoverable = true
+		fatal       = false
+	)
+	tier := make([]byte, tierFixedLen-1) // counters of one tier entry
+	cases := []struct {
+		name    string
+		in      []byte
+		lim     Limits // zero: smallLimits
+		want    error
+		recover bool
+		msg     string // must appear in the error
+	}{
+		{"length zero", raw(OpStats, 0, 0, nil, 0), Limits{}, ErrMalformed, fatal, "length 0"},
+		{"length below header", raw(OpStats, 0, 0, nil, 15), Limits{}, ErrMalformed, fatal, "length 15"},
+		{"frame too large", raw(OpGet, 0, 0, u64(1), 4097), Limits{}, ErrFrameTooLarge, fatal, "length 4097 exceeds limit 4096"},
+		{"frame too large at max u32", raw(OpGet, 0, 0, u64(1), 1<<32-1), Limits{}, ErrFrameTooLarge, fatal, "exceeds limit"},
+		{"unknown op 0x00", frame(0x00, u64(1)), Limits{}, ErrUnknownOp, recoverable, "op 0x00"},
+		{"unknown op 0x08", frame(0x08, []byte("xyz")), Limits{}, ErrUnknownOp, recoverable, "op 0x08"},
+		{"unknown op 0x80", frame(0x80), Limits{}, ErrUnknownOp, recoverable, "op 0x80"},
+		{"unknown op 0x88", frame(0x88, u64(5)), Limits{}, ErrUnknownOp, recoverable, "op 0x88"},
+		{"unknown op 0xfe", frame(0xfe, u64(5)), Limits{}, ErrUnknownOp, recoverable, "op 0xfe"},
+		{"flags set", raw(OpGet, 1, 0, u64(1), -1), Limits{}, ErrMalformed, recoverable, "flags"},
+		{"reserved set", raw(OpGet, 0, 0x100, u64(1), -1), Limits{}, ErrMalformed, recoverable, "reserved"},
+		{"GET body short", frame(OpGet, []byte{1, 2, 3, 4, 5, 6, 7}), Limits{}, ErrMalformed, recoverable, "body of 7 bytes, want exactly 8"},
+		{"GET body long", frame(OpGet, u64(1), u8(0)), Limits{}, ErrMalformed, recoverable, "body of 9 bytes"},
+		{"DELETE body long", frame(OpDelete, u64(1), u64(2)), Limits{}, ErrMalformed, recoverable, "want exactly 8"},
+		{"STATS with body", frame(OpStats, u8(1)), Limits{}, ErrMalformed, recoverable, "want exactly 0"},
+		{"PUT response short", frame(OpPutResponse, u64(1), u16(0)), Limits{}, ErrMalformed, recoverable, "want exactly 12"},
+		{"MGET without count", frame(OpMGet, u16(0)), Limits{}, ErrMalformed, recoverable, "at least 4"},
+		{"MGET over batch limit", frame(OpMGet, u32(5), bytes.Repeat(u64(1), 5)), Limits{}, ErrBatchTooLong, recoverable, "count 5 exceeds limit 4"},
+		{"MGET count above body", frame(OpMGet, u32(3), u64(1), u64(2)), Limits{}, ErrMalformed, recoverable, "count 3"},
+		{"MGET count below body", frame(OpMGet, u32(1), u64(1), u64(2)), Limits{}, ErrMalformed, recoverable, "count 1"},
+		{"MGET huge count, huge limit", frame(OpMGet, u32(1<<32-1)), Limits{MaxBatch: 1<<32 - 1, MaxPayload: 64, MaxFrame: 4096}, ErrMalformed, recoverable, "count 4294967295"},
+		{"EXISTS over batch limit", frame(OpExists, u32(1000), bytes.Repeat(u64(1), 1000)), Limits{MaxBatch: 999, MaxPayload: 64, MaxFrame: 1 << 16}, ErrBatchTooLong, recoverable, "count 1000 exceeds limit 999"},
+		{"PUT body short", frame(OpPut, u64(1)), Limits{}, ErrMalformed, recoverable, "at least 20"},
+		{"PUT payload over limit", frame(OpPut, entry(1, 0, 0, 0, 65), make([]byte, 65)), Limits{}, ErrPayloadTooLarge, recoverable, "65 bytes exceeds limit 64"},
+		{"PUT payload beyond frame", frame(OpPut, entry(1, 0, 0, 0, 10), make([]byte, 5)), Limits{}, ErrMalformed, recoverable, "room for 5"},
+		{"PUT payload short of frame", frame(OpPut, entry(1, 0, 0, 0, 5), make([]byte, 7)), Limits{}, ErrMalformed, recoverable, "2 trailing bytes"},
+		{"PUT empty payload, trailing", frame(OpPut, entry(1, 0, 0, 0, 0), make([]byte, 3)), Limits{}, ErrMalformed, recoverable, "3 trailing bytes"},
+		{"PUT with a status", frame(OpPut, entry(1, CodeNotFound, 0, 0, 0)), Limits{}, ErrMalformed, recoverable, "in a request"},
+		{"block reserved set", frame(OpGetResponse, entry(1, 0, 7, 0, 0)), Limits{}, ErrMalformed, recoverable, "reserved"},
+		{"not found with payload", frame(OpGetResponse, entry(1, CodeNotFound, 0, 0, 3), make([]byte, 3)), Limits{}, ErrMalformed, recoverable, "must be empty"},
+		{"not found with checksum", frame(OpGetResponse, entry(1, CodeNotFound, 0, 5, 0)), Limits{}, ErrMalformed, recoverable, "must be empty"},
+		{"MPUT over batch limit", frame(OpMPut, u32(5), bytes.Repeat(entry(1, 0, 0, 0, 0), 5)), Limits{}, ErrBatchTooLong, recoverable, "count 5 exceeds limit 4"},
+		{"MPUT count above body", frame(OpMPut, u32(2), entry(1, 0, 0, 0, 0)), Limits{}, ErrMalformed, recoverable, "count 2"},
+		{"MGET response payload eats next header", frame(OpMGetResponse, u32(2), entry(1, 0, 0, 0, 40), make([]byte, 20), entry(2, 0, 0, 0, 0)),
+			Limits{}, ErrMalformed, recoverable, "payload of 40 bytes, the frame has room for 20"},
+		{"MGET response empty, trailing", frame(OpMGetResponse, u32(0), []byte{1, 2, 3}), Limits{}, ErrMalformed, recoverable, "3 trailing bytes"},
+		{"status reserved set", frame(OpDeleteResponse, u64(1), u16(0), u16(1)), Limits{}, ErrMalformed, recoverable, "reserved"},
+		{"MPUT response count mismatch", frame(OpMPutResponse, u32(2), u64(1), u32(0)), Limits{}, ErrMalformed, recoverable, "count 2"},
+		{"EXISTS response over batch limit", frame(OpExistsResponse, u32(5), bytes.Repeat(bytes.Join([][]byte{u64(1), u32(0)}, nil), 5)), Limits{}, ErrBatchTooLong, recoverable, "count 5"},
+		{"STATS response without count", frame(OpStatsResponse), Limits{}, ErrMalformed, recoverable, "at least 1"},
+		{"STATS response count above body", frame(OpStatsResponse, u8(2), u8(0), tier), Limits{}, ErrMalformed, recoverable, "2 tiers"},
+		{"STATS response name beyond body", frame(OpStatsResponse, u8(1), u8(200), tier), Limits{}, ErrMalformed, recoverable, "200-byte name"},
+		{"STATS response trailing", frame(OpStatsResponse, u8(1), u8(0), tier, u8(9)), Limits{}, ErrMalformed, recoverable, "1 trailing bytes"},
+		{"ERROR short", frame(OpError, u16(5)), Limits{}, ErrMalformed, recoverable, "at least 4"},
+		{"ERROR with code ok", frame(OpError, u16(0), u16(0)), Limits{}, ErrMalformed, recoverable, "code ok"},
+		{"ERROR message too long", frame(OpError, u16(8), u16(MaxMessageLen+1), make([]byte, MaxMessageLen+1)), Limits{}, ErrMalformed, recoverable, "1025 bytes exceeds limit 1024"},
+		{"ERROR message length lies", frame(OpError, u16(8), u16(10), []byte("short")), Limits{}, ErrMalformed, recoverable, "message of 10 bytes"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			lim := c.lim
+			if lim == (Limits{}) {
+				lim = smallLimits
+			}
+			trailer := AppendStats(nil, 777)
+			in := append(append([]byte(nil), c.in...), trailer...)
+			r, err := NewReader(io.MultiReader(bytes.NewReader(in), tripwire{t}), lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var f Frame
+			err = r.ReadFrame(&f)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("got %v, want %v", err, c.want)
+			}
+			if !strings.Contains(err.Error(), c.msg) {
+				t.Errorf("error %q does not say %q", err, c.msg)
+			}
+			if !strings.Contains(err.Error(), "at byte 0") {
+				t.Errorf("error %q does not say where", err)
+			}
+			if CodeOf(err) == CodeOK || CodeOf(err) == CodeInternal {
+				t.Errorf("CodeOf(%v) = %v, want a client-error code", err, CodeOf(err))
+			}
+			if !c.recover {
+				if serr := r.Skip(); serr == nil || r.ReadFrame(&f) == nil {
+					t.Fatalf("fatal error %v did not stick (Skip: %v)", err, serr)
+				}
+				return
+			}
+			if f.Header.ReqID != 99 {
+				t.Errorf("header request id %d, want 99 (for the ERROR reply)", f.Header.ReqID)
+			}
+			if err := r.Skip(); err != nil {
+				t.Fatalf("Skip: %v", err)
+			}
+			if r.Offset() != int64(len(c.in)) {
+				t.Fatalf("after Skip, offset %d, want %d", r.Offset(), len(c.in))
+			}
+			if err := r.ReadFrame(&f); err != nil || f.Header.Op != OpStats || f.Header.ReqID != 777 {
+				t.Fatalf("next frame: %+v, %v", f.Header, err)
+			}
+		})
+	}
+}
+
+// TestTruncatedFrames cuts every sample frame at every byte offset: an empty
+// stream is io.EOF, any other prefix io.ErrUnexpectedEOF, never another
+// error, a panic or a read past the input.
+func TestTruncatedFrames(t *testing.T) {
+	r := newReader(t, nil, smallLimits)
+	var f Frame
+	for _, s := range sampleFrames(smallLimits) {
+		enc := mustEncode(t, &s.f)
+		for k := range len(enc) {
+			r.Reset(bytes.NewReader(enc[:k]))
+			err := r.ReadFrame(&f)
+			switch {
+			case k == 0 && err != io.EOF:
+				t.Fatalf("%s: empty stream: %v, want io.EOF", s.name, err)
+			case k > 0 && !errors.Is(err, io.ErrUnexpectedEOF):
+				t.Fatalf("%s cut at %d of %d: %v, want io.ErrUnexpectedEOF", s.name, k, len(enc), err)
+			}
+			if err2 := r.ReadFrame(&f); err2 == nil || err2.Error() != err.Error() {
+				t.Fatalf("%s cut at %d: error did not stick: %v then %v", s.name, k, err, err2)
+			}
+		}
+		// The whole frame, followed by a tripwire, decodes without reading on.
+		rr, err := NewReader(io.MultiReader(bytes.NewReader(enc), tripwire{t}), smallLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rr.ReadFrame(&f); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+	}
+}
+
+func TestTruncatedHandshake(t *testing.T) {
+	hello, err := AppendHello(nil, &Hello{Tenant: "t1", Token: []byte("tok")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack := AppendHelloAck(nil, &HelloAck{Code: CodeUnauthorized, Message: "no"})
+	for _, c := range []struct {
+		name string
+		enc  []byte
+		read func(*Reader) error
+	}{
+		{"hello", hello, func(r *Reader) error { return r.ReadHello(&Hello{}) }},
+		{"hello-ack", ack, func(r *Reader) error { return r.ReadHelloAck(&HelloAck{}) }},
+	} {
+		for k := range len(c.enc) {
+			err := c.read(newReader(t, c.enc[:k], smallLimits))
+			switch {
+			case k == 0 && err != io.EOF:
+				t.Fatalf("%s: empty stream: %v, want io.EOF", c.name, err)
+			case k > 0 && !errors.Is(err, io.ErrUnexpectedEOF):
+				t.Fatalf("%s cut at %d of %d: %v, want io.ErrUnexpectedEOF", c.name, k, len(c.enc), err)
+			}
+		}
+		r, err := NewReader(io.MultiReader(bytes.NewReader(c.enc), tripwire{t}), smallLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.read(r); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+	}
+}
+
+func helloBytes(version uint16, tenant string, token []byte, res1 byte, res2 uint16) []byte {
+	b := append([]byte(Magic), u16(version)...)
+	b = append(b, byte(len(tenant)), res1)
+	b = append(b, u16(uint16(len(token)))...)
+	b = append(b, u16(res2)...)
+	b = append(b, tenant...)
+	return append(b, token...)
+}
+
+func TestMalformedHello(t *testing.T) {
+	cases := []struct {
+		name string
+		in   []byte
+		want error
+		msg  string
+	}{
+		{"http request", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), ErrBadMagic, `magic "GET "`},
+		{"frame instead of hello", AppendStats(nil, 1), ErrBadMagic, "magic"},
+		{"newer version", helloBytes(2, "t", nil, 0, 0), ErrVersion, "version 2"},
+		{"version 0", helloBytes(0, "t", nil, 0, 0), ErrVersion, "version 0"},
+		// A future version's hello may be shorter: the version is checked
+		// before reading on, so this does not wait for bytes never sent.
+		{"newer version, short hello", append([]byte(Magic), u16(3)...), ErrVersion, "version 3"},
+		{"reserved byte", helloBytes(1, "t", nil, 1, 0), ErrMalformed, "reserved"},
+		{"reserved u16", helloBytes(1, "t", nil, 0, 1), ErrMalformed, "reserved"},
+		{"tenant too long", helloBytes(1, strings.Repeat("t", 17), nil, 0, 0), ErrTenantTooLong, "tenant of 17 bytes exceeds limit 16"},
+		{"tenant bad byte", helloBytes(1, "a/b", nil, 0, 0), block.ErrBadTenant, `"a/b"`},
+		{"token too long", helloBytes(1, "t", make([]byte, 9), 0, 0), ErrTokenTooLong, "token of 9 bytes exceeds limit 8"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := NewReader(io.MultiReader(bytes.NewReader(c.in), tripwire{t}), smallLimits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var h Hello
+			err = r.ReadHello(&h)
+			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("got %v, want %v saying %q", err, c.want, c.msg)
+			}
+			if errors.Is(err, ErrVersion) && CodeOf(err) != CodeVersionMismatch {
+				t.Errorf("CodeOf = %v, want version mismatch", CodeOf(err))
+			}
+			if _, err2 := r.ReadHeader(); err2 == nil || err2.Error() != err.Error() {
+				t.Fatalf("hello error did not stick: %v", err2)
+			}
+			// The server's answer to it refuses the connection.
+			ack := HelloAckFor(err, smallLimits)
+			if ack.Code == CodeOK || ack.Err() == nil {
+				t.Fatalf("ack for %v accepts: %+v", err, ack)
+			}
+		})
+	}
+}
+
+func TestMalformedHelloAck(t *testing.T) {
+	good := AppendHelloAck(nil, &HelloAck{Message: "hi"})
+	mut := func(at int, b ...byte) []byte {
+		out := append([]byte(nil), good...)
+		copy(out[at:], b)
+		return out
+	}
+	cases := []struct {
+		name string
+		in   []byte
+		want error
+		msg  string
+	}{
+		{"bad magic", mut(0, 'K', 'V', 'P', 'X'), ErrBadMagic, "magic"},
+		{"version 0", mut(4, 0, 0), ErrMalformed, "version 0"},
+		{"reserved", mut(10, 1), ErrMalformed, "reserved"},
+		{"message too long", mut(8, 0x01, 0x04), ErrMalformed, "1025 bytes exceeds limit 1024"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := NewReader(io.MultiReader(bytes.NewReader(c.in), tripwire{t}), smallLimits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = r.ReadHelloAck(&HelloAck{})
+			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("got %v, want %v saying %q", err, c.want, c.msg)
+			}
+		})
+	}
+}
+
+func TestHelloAckErr(t *testing.T) {
+	cases := []struct {
+		name string
+		ack  HelloAck
+		want error // nil: accepted
+	}{
+		{"accepted", HelloAckFor(nil, Limits{}), nil},
+		{"unauthorized", HelloAckFor(ErrUnauthorized, Limits{}), ErrUnauthorized},
+		{"bad tenant", HelloAckFor(block.ErrBadTenant, Limits{}), ErrBadRequest},
+		{"server speaks another version", HelloAck{Version: 2, Code: CodeVersionMismatch}, ErrVersion},
+		{"server accepted another version", HelloAck{Version: 2}, ErrVersion},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// Through the wire, as a client sees it.
+			var a HelloAck
+			if err := newReader(t, AppendHelloAck(nil, &c.ack), Limits{}).ReadHelloAck(&a); err != nil {
+				t.Fatal(err)
+			}
+			err := a.Err()
+			if (c.want == nil) != (err == nil) || (c.want != nil && !errors.Is(err, c.want)) {
+				t.Fatalf("Err() = %v, want %v", err, c.want)
+			}
+			if c.ack.Code == CodeVersionMismatch && !strings.Contains(err.Error(), "server speaks protocol version 2, client 1") {
+				t.Errorf("version error %q does not name both versions", err)
+			}
+		})
+	}
+	a := HelloAckFor(nil, Limits{MaxBatch: 100})
+	if a.MaxBatch != 100 || a.MaxFrame != DefaultMaxFrame || a.MaxPayload != DefaultMaxPayload {
+		t.Errorf("accepting ack carries %+v, want the server's limits", a)
+	}
+}
+
+// TestReaderMisuse: calling the streaming methods out of order is an error,
+// never a panic, and does not disturb the stream.
+func TestReaderMisuse(t *testing.T) {
+	mput, err := AppendMPut(nil, 1, blocks(2, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newReader(t, append(mput, AppendStats(nil, 2)...), smallLimits)
+	misuse := func(step string, err error) {
+		t.Helper()
+		if !errors.Is(err, errMisuse) {
+			t.Fatalf("%s: %v, want a misuse error", step, err)
+		}
+	}
+	_, err = r.NextBlock()
+	misuse("NextBlock before a frame", err)
+	_, err = r.ReadPayload(nil)
+	misuse("ReadPayload before a frame", err)
+	if _, err := r.ReadHeader(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.ReadIDs(nil)
+	misuse("ReadIDs on MPUT", err)
+	_, err = r.ReadStatuses(nil)
+	misuse("ReadStatuses on MPUT", err)
+	misuse("ReadError on MPUT", r.ReadError(&RemoteError{}))
+	_, err = r.ReadStats(nil)
+	misuse("ReadStats on MPUT", err)
+	_, err = r.NextBlock()
+	misuse("NextBlock before BeginBlocks", err)
+	_, err = r.ReadHeader()
+	misuse("ReadHeader with a body unread", err)
+	misuse("ReadHello mid-stream", r.ReadHello(&Hello{}))
+	if n, err := r.BeginBlocks(); n != 2 || err != nil {
+		t.Fatalf("BeginBlocks: %d, %v", n, err)
+	}
+	if _, err := r.NextBlock(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.NextBlock()
+	misuse("NextBlock with a payload unread", err)
+	if err := r.SkipPayload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.NextBlock(); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := r.ReadPayload(nil); err != nil || len(p) != 10 {
+		t.Fatalf("payload: %d bytes, %v", len(p), err)
+	}
+	_, err = r.NextBlock()
+	misuse("NextBlock past the last block", err)
+	var f Frame
+	if err := r.ReadFrame(&f); err != nil || f.Header.Op != OpStats {
+		t.Fatalf("stream disturbed: %v %v", f.Header.Op, err)
+	}
+}
+
+func TestEncodeErrors(t *testing.T) {
+	prefix := []byte("keep")
+	long := strings.Repeat("x", 256)
+	cases := []struct {
+		name string
+		enc  func(dst []byte) ([]byte, error)
+		want error
+	}{
+		{"hello tenant too long", func(d []byte) ([]byte, error) {
+			return AppendHello(d, &Hello{Tenant: strings.Repeat("t", block.MaxTenantLen+1)})
+		}, block.ErrBadTenant},
+		{"hello tenant bad byte", func(d []byte) ([]byte, error) { return AppendHello(d, &Hello{Tenant: "a b"}) }, block.ErrBadTenant},
+		{"hello token too long", func(d []byte) ([]byte, error) {
+			return AppendHello(d, &Hello{Token: make([]byte, MaxTokenLen+1)})
+		}, ErrTokenTooLong},
+		{"flags", func(d []byte) ([]byte, error) {
+			return AppendFrame(d, &Frame{Header: Header{Op: OpStats, Flags: 2}})
+		}, ErrMalformed},
+		{"GET without ID", func(d []byte) ([]byte, error) { return AppendFrame(d, &Frame{Header: Header{Op: OpGet}}) }, ErrMalformed},
+		{"PUT with two blocks", func(d []byte) ([]byte, error) {
+			return AppendFrame(d, &Frame{Header: Header{Op: OpPut}, Blocks: blocks(2, 1)})
+		}, ErrMalformed},
+		{"DELETE response without status", func(d []byte) ([]byte, error) {
+			return AppendFrame(d, &Frame{Header: Header{Op: OpDeleteResponse}})
+		}, ErrMalformed},
+		{"unknown op", func(d []byte) ([]byte, error) { return AppendFrame(d, &Frame{Header: Header{Op: 0x42}}) }, ErrUnknownOp},
+		{"ERROR with code ok", func(d []byte) ([]byte, error) { return AppendFrame(d, &Frame{Header: Header{Op: OpError}}) }, ErrMalformed},
+		{"ERROR message too long", func(d []byte) ([]byte, error) {
+			return AppendFrame(d, &Frame{Header: Header{Op: OpError}, Code: CodeInternal, Message: strings.Repeat("m", MaxMessageLen+1)})
+		}, ErrMalformed},
+		{"PUT with a status", func(d []byte) ([]byte, error) { return AppendPut(d, 1, Block{ID: 1, Code: CodeFull}) }, ErrMalformed},
+		{"not found with payload", func(d []byte) ([]byte, error) {
+			return AppendGetResponse(d, 1, Block{ID: 1, Code: CodeNotFound, Payload: []byte{1}})
+		}, ErrMalformed},
+		{"not found with checksum", func(d []byte) ([]byte, error) {
+			return AppendMGetResponse(d, 1, []Block{{ID: 1, Code: CodeNotFound, Checksum: 1}})
+		}, ErrMalformed},
+		{"too many tiers", func(d []byte) ([]byte, error) { return AppendStatsResponse(d, 1, make([]TierStats, 256)) }, ErrMalformed},
+		{"tier name too long", func(d []byte) ([]byte, error) {
+			return AppendStatsResponse(d, 1, []TierStats{{Name: long}})
+		}, ErrMalformed},
+		{"head of a non-block op", func(d []byte) ([]byte, error) { return AppendBlockFrameHead(d, OpGet, 1, 1, 0) }, ErrUnknownOp},
+		{"head of GET response with 2 blocks", func(d []byte) ([]byte, error) {
+			return AppendBlockFrameHead(d, OpGetResponse, 1, 2, 0)
+		}, ErrMalformed},
+		{"head with negative count", func(d []byte) ([]byte, error) { return AppendBlockFrameHead(d, OpMPut, 1, -1, 0) }, ErrMalformed},
+		{"head beyond u32 length", func(d []byte) ([]byte, error) {
+			return AppendBlockFrameHead(d, OpMGetResponse, 1, 2, MaxFrameLen-50)
+		}, ErrFrameTooLarge},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := c.enc(prefix)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("got %v, want %v", err, c.want)
+			}
+			if !bytes.Equal(out, prefix) {
+				t.Fatalf("dst changed to %q on error", out)
+			}
+		})
+	}
+}
+
+func TestGatherErrors(t *testing.T) {
+	var g Gather
+	if _, err := g.Buffers(); !errors.Is(err, errMisuse) {
+		t.Errorf("Buffers before Begin: %v", err)
+	}
+	g.Begin(OpGet, 1)
+	g.Add(okBlock(1, 1))
+	if _, err := g.WriteTo(io.Discard); !errors.Is(err, ErrUnknownOp) {
+		t.Errorf("GET frame by Gather: %v", err)
+	}
+	g.Begin(OpGetResponse, 1)
+	g.Add(okBlock(1, 1))
+	g.Add(okBlock(2, 1))
+	if _, err := g.WriteTo(io.Discard); !errors.Is(err, ErrMalformed) {
+		t.Errorf("GET response with 2 blocks: %v", err)
+	}
+	g.Begin(OpMPut, 1)
+	g.Add(Block{ID: 1, Code: CodeNotFound})
+	g.Add(okBlock(2, 1)) // ignored after the first error
+	if _, err := g.Buffers(); !errors.Is(err, ErrMalformed) {
+		t.Errorf("MPUT block with a status: %v", err)
+	}
+	// Begin clears the error.
+	g.Begin(OpMGetResponse, 3)
+	if _, err := g.WriteTo(io.Discard); err != nil {
+		t.Errorf("empty MGET response after an error: %v", err)
+	}
+}
+
+func TestAppendError(t *testing.T) {
+	cases := []struct {
+		name     string
+		err      error
+		wantCode Code
+		wantMsg  string
+	}{
+		{"nil", nil, CodeInternal, "wire: ERROR frame for a nil error"},
+		{"unknown op", ErrUnknownOp, CodeUnsupportedOp, "unknown or unsupported op"},
+		{"remote passes through", &RemoteError{Code: CodeFull, Message: "upstream full"}, CodeFull, "upstream full"},
+		{"remote ok is not ok", &RemoteError{Code: CodeOK}, CodeInternal, ""},
+		// 1023 ASCII bytes then a 2-byte rune straddling the limit: cut before it.
+		{"truncated at a rune", errors.New(strings.Repeat("a", MaxMessageLen-1) + "é" + "tail"), CodeInternal, strings.Repeat("a", MaxMessageLen-1)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var f Frame
+			if err := newReader(t, AppendError(nil, 5, c.err), Limits{}).ReadFrame(&f); err != nil {
+				t.Fatal(err)
+			}
+			if f.Code != c.wantCode || f.Message != c.wantMsg || f.Header.ReqID != 5 {
+				t.Fatalf("got %v %q (request %d), want %v %q", f.Code, f.Message, f.Header.ReqID, c.wantCode, c.wantMsg)
+			}
+		})
+	}
+}
