@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/internal/compare"
-	"github.com/kvpool/kvpool/trace"
 )
 
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -46,11 +45,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if name == "" {
 			continue
 		}
-		path, err := trace.Find(name, *traceDir)
-		if err != nil {
-			return err
-		}
-		reqs, err := trace.ReadFile(path, trace.ReadOptions{Lenient: *lenient})
+		path, reqs, err := loadTrace(name, *traceDir, *lenient, stderr)
 		if err != nil {
 			return err
 		}

@@ -84,11 +84,7 @@ func runHitrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 
-	path, err := trace.Find(*traceName, *traceDir)
-	if err != nil {
-		return err
-	}
-	reqs, err := trace.ReadFile(path, trace.ReadOptions{Lenient: *lenient})
+	path, reqs, err := loadTrace(*traceName, *traceDir, *lenient, stderr)
 	if err != nil {
 		return err
 	}

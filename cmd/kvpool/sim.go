@@ -9,7 +9,6 @@ import (
 
 	"github.com/kvpool/kvpool/internal/costmodel"
 	"github.com/kvpool/kvpool/internal/sim"
-	"github.com/kvpool/kvpool/trace"
 )
 
 // simOutput is the --json document of kvpool sim.
@@ -99,11 +98,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return usageErrorf("%v", err)
 	}
 
-	path, err := trace.Find(*traceName, *traceDir)
-	if err != nil {
-		return err
-	}
-	reqs, err := trace.ReadFile(path, trace.ReadOptions{Lenient: *lenient})
+	path, reqs, err := loadTrace(*traceName, *traceDir, *lenient, stderr)
 	if err != nil {
 		return err
 	}

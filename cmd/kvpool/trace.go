@@ -378,3 +378,26 @@ func writeOutput(path string, stdout io.Writer, write func(io.Writer) error) err
 	}
 	return nil
 }
+
+// loadTrace resolves name along the trace search path (dir first) and reads
+// the whole trace. With lenient, bad lines are skipped and a summary of
+// what was skipped goes to stderr, so a lenient run never hides them.
+func loadTrace(name, dir string, lenient bool, stderr io.Writer) (path string, reqs []trace.Request, err error) {
+	path, err = trace.Finder{Getenv: os.Getenv}.Find(name, dir)
+	if err != nil {
+		return "", nil, err
+	}
+	r, c, err := openTrace(path, lenient)
+	if err != nil {
+		return "", nil, err
+	}
+	defer c.Close()
+	reqs, err = trace.ReadAll(r)
+	if err != nil {
+		return "", nil, err
+	}
+	if sk := r.Skipped(); lenient && sk.Total > 0 {
+		fmt.Fprintf(stderr, "%s: %s\n", path, sk)
+	}
+	return path, reqs, nil
+}
