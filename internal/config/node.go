@@ -1,0 +1,408 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvpool/kvpool/internal/policy"
+	"github.com/kvpool/kvpool/internal/ssd"
+	"github.com/kvpool/kvpool/internal/vfs"
+)
+
+// Defaults. Each says where its value comes from.
+const (
+	// DefaultListen is the data-plane address: loopback, so that a node
+	// started without configuration is not reachable from the network;
+	// 7480 is kvpool's port (the master takes 7470).
+	DefaultListen = "127.0.0.1:7480"
+	// DefaultAdminListen serves /metrics and /health next to the data
+	// plane, also on loopback.
+	DefaultAdminListen = "127.0.0.1:7481"
+	// DefaultBlockSize is the SSD tier's default slot payload, the top of
+	// the live-run payload range (64–256 KiB) in DESIGN.md's scale model.
+	DefaultBlockSize Size = ssd.DefaultBlockSize
+	// DefaultRAMBytes gives a node 1 GiB of RAM tier: 4096 blocks of
+	// 256 KiB, enough for a laptop run of the traces.
+	DefaultRAMBytes Size = 1 << 30
+	// DefaultRAMPolicy is LRU, the baseline every other policy is
+	// compared with (and Mooncake's own default).
+	DefaultRAMPolicy = "lru"
+	// DefaultSSDBytes is the SSD tier's default capacity
+	// (ssd.DefaultCapacityBytes).
+	DefaultSSDBytes Size = ssd.DefaultCapacityBytes
+	// DefaultSSDSync is group commit (ssd.DefaultSync): a restarted node
+	// finds its blocks for one fsync per batch rather than per block.
+	DefaultSSDSync = ssd.DefaultSync
+	// DefaultSSDHighWatermark and DefaultSSDLowWatermark are the SSD
+	// tier's eviction watermarks (Mooncake master's defaults, see
+	// ssd.DefaultHighWatermark).
+	DefaultSSDHighWatermark = ssd.DefaultHighWatermark
+	DefaultSSDLowWatermark  = ssd.DefaultLowWatermark
+	// DefaultPromotionThreshold promotes an SSD block to RAM on its second
+	// touch (DESIGN.md, master: "SSD→RAM on a second touch").
+	DefaultPromotionThreshold = 2
+	// DefaultPromotionRAMWatermark stops promotions while the RAM tier is
+	// over 90% full, so that promotion never forces RAM evictions of its
+	// own.
+	DefaultPromotionRAMWatermark = 0.9
+	// DefaultPromotionQueueCap bounds pending promotions: 256 blocks of
+	// 256 KiB is 64 MiB, 6% of the default RAM tier, so a burst of SSD
+	// hits cannot queue more than the RAM watermark leaves room for.
+	DefaultPromotionQueueCap = 256
+	// DefaultMaxPerHeartbeat caps promotions per node per heartbeat (the
+	// Mooncake knob of the same name): at the default 1 s heartbeat, 64 ×
+	// 256 KiB is 16 MiB/s of SSD→RAM copies, under 1% of an NVMe SSD's
+	// ~3 GB/s reads, so promotion never competes with foreground reads.
+	DefaultMaxPerHeartbeat = 64
+	// DefaultHeartbeatInterval is how often a node reports to the master:
+	// with a TTL of a few intervals, a silent node leaves the index within
+	// seconds, and one small message a second costs nothing.
+	DefaultHeartbeatInterval = time.Second
+)
+
+// Limits checked by Validate, with their reasons.
+const (
+	// maxBlockSize is the SSD tier's limit on a slot's payload (a 32-bit
+	// length field read with one ReadAt).
+	maxBlockSize Size = 1 << 30
+	// minTokenLen: a shorter shared secret is guessable by brute force
+	// over the network; 16 bytes of random text is ≥ 96 bits.
+	minTokenLen = 16
+	// maxNodeNameLen keeps node names usable as metric labels and file
+	// names.
+	maxNodeNameLen = 64
+	// minHeartbeat: below a millisecond a heartbeat is a busy loop.
+	minHeartbeat = time.Millisecond
+)
+
+// Node is the effective configuration of one kvpool node. Every field
+// holds its effective value (Load starts from Defaults); unlike an options
+// struct, a zero field is not replaced by its default, so that an explicit
+// "ram.bytes: 0" is an error rather than silently 1 GiB.
+type Node struct {
+	// Listen is the data-plane TCP address (key listen).
+	Listen string
+	// AdminListen serves /metrics and /health (key admin_listen).
+	AdminListen string
+	// NodeName names the node to the master and in metrics; empty means
+	// the node derives one from its listen address (key node_name).
+	NodeName string
+	// Master is the master's address; empty runs the node standalone
+	// (key master).
+	Master string
+	// HeartbeatInterval is how often the node reports to the master (key
+	// heartbeat_interval).
+	HeartbeatInterval time.Duration
+	// BlockSize is the largest block payload the node stores (key
+	// block_size).
+	BlockSize Size
+	// AuthToken is the shared secret clients present; empty disables
+	// authentication (key auth_token). It never prints.
+	AuthToken Secret
+	// RAM is the RAM tier.
+	RAM RAM
+	// SSD is the SSD tier.
+	SSD SSD
+	// Promotion controls SSD→RAM promotion on hit.
+	Promotion Promotion
+	// Pacers limit each I/O path for live experiments.
+	Pacers Pacers
+}
+
+// RAM configures the RAM tier.
+type RAM struct {
+	// Bytes is the tier's byte budget (key ram.bytes).
+	Bytes Size
+	// Policy is the eviction policy, eviction[+admission] as
+	// policy.ParseSpec reads it (key ram.policy).
+	Policy string
+}
+
+// SSD configures the SSD tier (SSD offload).
+type SSD struct {
+	// Enabled turns SSD offload on (key ssd.enabled; Mooncake's
+	// enable_ssd_offload).
+	Enabled bool
+	// Path is the tier's directory, absolute (key ssd.path; Mooncake's
+	// ssd_offload_path).
+	Path string
+	// Bytes bounds the slot files' size (key ssd.bytes).
+	Bytes Size
+	// Sync is the durability mode: none, batch or always (key ssd.sync).
+	Sync ssd.SyncMode
+	// HighWatermark and LowWatermark are the eviction watermarks, as
+	// fractions of the slots (keys ssd.high_watermark, ssd.low_watermark).
+	HighWatermark, LowWatermark float64
+	// DirectIO opens the slot files with O_DIRECT (key ssd.direct_io).
+	DirectIO bool
+}
+
+// Promotion configures SSD→RAM promotion on hit.
+type Promotion struct {
+	// Threshold is the number of touches that makes an SSD block a
+	// promotion candidate (key promotion.threshold).
+	Threshold int
+	// RAMWatermark: no promotion while the RAM tier's used share is above
+	// it (key promotion.ram_watermark).
+	RAMWatermark float64
+	// QueueCap bounds pending promotions (key promotion.queue_cap).
+	QueueCap int
+	// MaxPerHeartbeat caps promotions per heartbeat; 0 disables promotion
+	// (key promotion.max_per_heartbeat).
+	MaxPerHeartbeat int
+}
+
+// Pacers are the per-path byte-rate limits of live experiments, in bytes
+// per second; 0 is unlimited (keys pacers.net_egress, pacers.net_ingress,
+// pacers.ssd_read, pacers.ssd_write).
+type Pacers struct {
+	NetEgress, NetIngress, SSDRead, SSDWrite Bandwidth
+}
+
+// Defaults returns the default configuration.
+func Defaults() Node {
+	return Node{
+		Listen:            DefaultListen,
+		AdminListen:       DefaultAdminListen,
+		HeartbeatInterval: DefaultHeartbeatInterval,
+		BlockSize:         DefaultBlockSize,
+		RAM:               RAM{Bytes: DefaultRAMBytes, Policy: DefaultRAMPolicy},
+		SSD: SSD{
+			Bytes:         DefaultSSDBytes,
+			Sync:          DefaultSSDSync,
+			HighWatermark: DefaultSSDHighWatermark,
+			LowWatermark:  DefaultSSDLowWatermark,
+		},
+		Promotion: Promotion{
+			Threshold:       DefaultPromotionThreshold,
+			RAMWatermark:    DefaultPromotionRAMWatermark,
+			QueueCap:        DefaultPromotionQueueCap,
+			MaxPerHeartbeat: DefaultMaxPerHeartbeat,
+		},
+	}
+}
+
+// Secret is a string that never prints: every fmt verb, slog and text
+// marshalling show "[redacted]" (or "" when it is empty). Reveal returns
+// the value for the one place that needs it.
+type Secret string
+
+const redacted = "[redacted]"
+
+// Reveal returns the secret's value.
+func (s Secret) Reveal() string { return string(s) }
+
+// String returns "[redacted]", or "" for an empty secret.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return redacted
+}
+
+// GoString is String, for %#v.
+func (s Secret) GoString() string { return strconv.Quote(s.String()) }
+
+// Format writes String for every verb, so that %v, %+v, %s, %q, %x and
+// %#v of a struct holding a Secret never show it.
+func (s Secret) Format(f fmt.State, verb rune) {
+	if verb == 'q' || (verb == 'v' && f.Flag('#')) {
+		fmt.Fprint(f, strconv.Quote(s.String()))
+		return
+	}
+	fmt.Fprint(f, s.String())
+}
+
+// LogValue redacts the secret in log/slog output.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalText redacts the secret in JSON, YAML and other text encodings.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// FieldError is a bad configuration value: the field's key, its value (as
+// written, redacted for secrets), where the value came from, and why it is
+// bad.
+type FieldError struct {
+	Key    string
+	Value  string
+	Origin Origin // zero when unknown (Node.Validate called directly)
+	Reason string
+}
+
+// Error formats `ssd.path: "" (from env KVPOOL_SSD_PATH): required when
+// SSD offload is on`.
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Key)
+	b.WriteString(": ")
+	b.WriteString(strconv.Quote(e.Value))
+	if e.Origin.Source != 0 {
+		b.WriteString(" (from ")
+		b.WriteString(e.Origin.String())
+		b.WriteString(")")
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Reason)
+	return b.String()
+}
+
+// Validate checks every field and returns one *FieldError per bad field,
+// joined (errors.Join), in key order; nil when the configuration is
+// usable. It does no I/O: CheckSSDDir checks the SSD directory itself.
+func (n Node) Validate() error {
+	errs := n.fieldErrors()
+	if len(errs) == 0 {
+		return nil
+	}
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+	}
+	return errors.Join(out...)
+}
+
+// fieldErrors returns the bad fields, without origins.
+func (n Node) fieldErrors() []*FieldError {
+	var errs []*FieldError
+	bad := func(key string, value any, format string, a ...any) {
+		errs = append(errs, &FieldError{Key: key, Value: fmt.Sprint(value), Reason: fmt.Sprintf(format, a...)})
+	}
+	if err := checkAddr(n.Listen, true); err != nil {
+		bad("listen", n.Listen, "%v", err)
+	}
+	if err := checkAddr(n.AdminListen, true); err != nil {
+		bad("admin_listen", n.AdminListen, "%v", err)
+	} else if n.AdminListen == n.Listen && !strings.HasSuffix(n.Listen, ":0") {
+		bad("admin_listen", n.AdminListen, "the same address as listen")
+	}
+	if n.NodeName != "" {
+		if err := checkNodeName(n.NodeName); err != nil {
+			bad("node_name", n.NodeName, "%v", err)
+		}
+	}
+	if n.Master != "" {
+		if err := checkAddr(n.Master, false); err != nil {
+			bad("master", n.Master, "%v", err)
+		}
+	}
+	if n.HeartbeatInterval < minHeartbeat {
+		bad("heartbeat_interval", n.HeartbeatInterval, "want at least %v", minHeartbeat)
+	}
+	if n.BlockSize <= 0 || n.BlockSize > maxBlockSize {
+		bad("block_size", n.BlockSize, "want 1 B to %v", maxBlockSize)
+	}
+	if n.AuthToken != "" {
+		tok := n.AuthToken.Reveal()
+		switch {
+		case len(tok) < minTokenLen:
+			bad("auth_token", n.AuthToken, "shorter than %d bytes (guessable); use a random token", minTokenLen)
+		case strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+			bad("auth_token", n.AuthToken, "contains spaces or control characters")
+		}
+	}
+	if n.RAM.Bytes < n.BlockSize || n.RAM.Bytes <= 0 {
+		bad("ram.bytes", n.RAM.Bytes, "smaller than one block (block_size %v)", n.BlockSize)
+	}
+	if spec, err := policy.ParseSpec(n.RAM.Policy); err != nil {
+		bad("ram.policy", n.RAM.Policy, "%v", err)
+	} else if spec.NeedsFuture() {
+		bad("ram.policy", n.RAM.Policy, "%s needs to know the future (simulator only)", spec.Eviction)
+	}
+	n.SSD.validate(n.BlockSize, bad)
+	p := n.Promotion
+	if p.Threshold < 1 {
+		bad("promotion.threshold", p.Threshold, "want at least 1 touch")
+	}
+	if !(p.RAMWatermark > 0 && p.RAMWatermark <= 1) {
+		bad("promotion.ram_watermark", p.RAMWatermark, "want a fraction in (0, 1]")
+	}
+	if p.QueueCap < 1 {
+		bad("promotion.queue_cap", p.QueueCap, "want at least 1")
+	}
+	if p.MaxPerHeartbeat < 0 {
+		bad("promotion.max_per_heartbeat", p.MaxPerHeartbeat, "negative (0 disables promotion)")
+	}
+	for _, pc := range []struct {
+		key string
+		v   Bandwidth
+	}{
+		{"pacers.net_egress", n.Pacers.NetEgress},
+		{"pacers.net_ingress", n.Pacers.NetIngress},
+		{"pacers.ssd_read", n.Pacers.SSDRead},
+		{"pacers.ssd_write", n.Pacers.SSDWrite},
+	} {
+		if !(pc.v >= 0 && !math.IsInf(float64(pc.v), 1)) {
+			bad(pc.key, float64(pc.v), "want a finite rate ≥ 0 bytes/s (0 is unlimited)")
+		}
+	}
+	return errs
+}
+
+func (s SSD) validate(blockSize Size, bad func(key string, value any, format string, a ...any)) {
+	if s.Path != "" {
+		if err := checkSSDPath(s.Path); err != nil {
+			bad("ssd.path", s.Path, "%v", err)
+		}
+	} else if s.Enabled {
+		bad("ssd.path", s.Path, "required when SSD offload is on")
+	}
+	if s.Bytes < 0 {
+		bad("ssd.bytes", s.Bytes, "negative")
+	} else if s.Enabled && blockSize > 0 && blockSize <= maxBlockSize && int64(s.Bytes) < ssd.SlotSize(int(blockSize)) {
+		bad("ssd.bytes", s.Bytes, "holds no slot of %v (block_size %v plus its header)", Size(ssd.SlotSize(int(blockSize))), blockSize)
+	}
+	if _, err := ssd.ParseSyncMode(string(s.Sync)); err != nil || s.Sync == "" {
+		bad("ssd.sync", s.Sync, "want none, batch or always")
+	}
+	if !(s.HighWatermark > 0 && s.HighWatermark <= 1) {
+		bad("ssd.high_watermark", s.HighWatermark, "want a fraction in (0, 1]")
+	}
+	if !(s.LowWatermark > 0 && s.LowWatermark <= 1) {
+		bad("ssd.low_watermark", s.LowWatermark, "want a fraction in (0, 1]")
+	} else if s.LowWatermark > s.HighWatermark {
+		bad("ssd.low_watermark", s.LowWatermark, "above ssd.high_watermark %v", s.HighWatermark)
+	}
+	if s.Enabled && s.DirectIO && vfs.ODirect == 0 {
+		bad("ssd.direct_io", s.DirectIO, "O_DIRECT does not exist on this platform")
+	}
+}
+
+// checkAddr checks a host:port address; port 0 (any free port) is allowed
+// for listen addresses only.
+func checkAddr(addr string, listen bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port (%v)", err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return fmt.Errorf("port %q is not a number in 0–65535", port)
+	}
+	if !listen {
+		if host == "" {
+			return errors.New("no host")
+		}
+		if p == 0 {
+			return errors.New("port 0")
+		}
+	}
+	return nil
+}
+
+func checkNodeName(s string) error {
+	if len(s) > maxNodeNameLen {
+		return fmt.Errorf("longer than %d bytes", maxNodeNameLen)
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("character %q: want letters, digits, '.', '_' and '-'", r)
+		}
+	}
+	return nil
+}
