@@ -64,7 +64,9 @@ func TestDefaults(t *testing.T) {
 		{"ssd.enabled", d.SSD.Enabled, false},
 		{"ssd.sync", string(d.SSD.Sync), "batch"},
 		{"promotion.threshold", d.Promotion.Threshold, 2},
-		{"promotion.ram_watermark", d.Promotion.RAMWatermark, 0.9},
+		{"promotion.ram_watermark", d.Promotion.RAMWatermark, 0.95},
+		{"ram.high_watermark", d.RAM.HighWatermark, 0.95},
+		{"ram.low_watermark", d.RAM.LowWatermark, 0.9},
 		{"pacers.net_egress", d.Pacers.NetEgress, Bandwidth(0)},
 	}
 	for _, c := range checks {
@@ -263,6 +265,9 @@ func TestValidationErrors(t *testing.T) {
 			`ram.bytes: "1.0 KiB" (from env KVPOOL_RAM_BYTES): smaller than one block (block_size 256.0 KiB)`},
 		{"ram policy unknown", "ram:\n  policy: mru\n", nil, nil, `ram.policy: "mru" (from file node.yaml:2): policy: spec "mru": unknown eviction policy`},
 		{"ram policy oracle", "", map[string]string{"KVPOOL_RAM_POLICY": "belady"}, nil, `ram.policy: "belady" (from env KVPOOL_RAM_POLICY): belady needs to know the future`},
+		{"ram low above high", "", map[string]string{"KVPOOL_RAM_HIGH_WATERMARK": "0.5", "KVPOOL_RAM_LOW_WATERMARK": "0.6"}, nil,
+			`ram.low_watermark: "0.6" (from env KVPOOL_RAM_LOW_WATERMARK): above ram.high_watermark 0.5`},
+		{"ram high watermark", "ram:\n  high_watermark: 1.2\n", nil, nil, `ram.high_watermark: "1.2" (from file node.yaml:2): want a fraction in (0, 1]`},
 		{"promotion threshold", "promotion:\n  threshold: 0\n", nil, nil, `promotion.threshold: "0" (from file node.yaml:2): want at least 1 touch`},
 		{"promotion watermark", "", map[string]string{"KVPOOL_PROMOTION_RAM_WATERMARK": "0"}, nil, `promotion.ram_watermark: "0" (from env KVPOOL_PROMOTION_RAM_WATERMARK): want a fraction in (0, 1]`},
 		{"promotion watermark NaN", "", map[string]string{"KVPOOL_PROMOTION_RAM_WATERMARK": "NaN"}, nil, `promotion.ram_watermark: "NaN"`},
@@ -680,7 +685,7 @@ func TestEveryFieldFromEveryLayer(t *testing.T) {
 	values := map[string]string{
 		"listen": "127.0.0.1:1", "admin_listen": "127.0.0.1:2", "node_name": "n-1", "master": "m:3",
 		"heartbeat_interval": "2s", "block_size": "64KiB", "auth_token": token,
-		"ram.bytes": "2GiB", "ram.policy": "s3fifo+second-hit",
+		"ram.bytes": "2GiB", "ram.policy": "s3fifo+second-hit", "ram.high_watermark": "0.9", "ram.low_watermark": "0.8",
 		"ssd.enabled": "true", "ssd.path": "/d", "ssd.bytes": "2GiB", "ssd.sync": "none",
 		"ssd.high_watermark": "0.8", "ssd.low_watermark": "0.7", "ssd.direct_io": "false",
 		"promotion.threshold": "3", "promotion.ram_watermark": "0.5", "promotion.queue_cap": "9", "promotion.max_per_heartbeat": "0",

@@ -104,6 +104,8 @@ func fields() []field {
 		},
 		sizeField("ram.bytes", "RAM tier budget (e.g. 512MiB, 4GiB, 1.5GB)", func(n *Node) *Size { return &n.RAM.Bytes }),
 		strField("ram.policy", "RAM eviction policy, eviction[+admission] (lru, s3fifo+second-hit, …)", func(n *Node) *string { return &n.RAM.Policy }),
+		floatField("ram.high_watermark", "RAM eviction (demotion) starts above this used share of slots", func(n *Node) *float64 { return &n.RAM.HighWatermark }),
+		floatField("ram.low_watermark", "RAM eviction stops at this used share of slots", func(n *Node) *float64 { return &n.RAM.LowWatermark }),
 		boolField("ssd.enabled", "turn SSD offload on", func(n *Node) *bool { return &n.SSD.Enabled }),
 		strField("ssd.path", "SSD tier directory", func(n *Node) *string { return &n.SSD.Path }),
 		sizeField("ssd.bytes", "SSD tier capacity (e.g. 64GiB)", func(n *Node) *Size { return &n.SSD.Bytes }),

@@ -43,6 +43,11 @@ const (
 	// tier's eviction watermarks (Mooncake master's defaults, see
 	// ssd.DefaultHighWatermark).
 	DefaultSSDHighWatermark = ssd.DefaultHighWatermark
+	// DefaultRAMHighWatermark and DefaultRAMLowWatermark: Mooncake's
+	// defaults (evict 5% past 95%); the promotion watermark equals the high
+	// one, so promotions fill RAM up to it and eviction makes room again.
+	DefaultRAMHighWatermark = 0.95
+	DefaultRAMLowWatermark  = 0.90
 	DefaultSSDLowWatermark  = ssd.DefaultLowWatermark
 	// DefaultPromotionThreshold promotes an SSD block to RAM on its second
 	// touch (DESIGN.md, master: "SSD→RAM on a second touch").
@@ -50,7 +55,7 @@ const (
 	// DefaultPromotionRAMWatermark stops promotions while the RAM tier is
 	// over 90% full, so that promotion never forces RAM evictions of its
 	// own.
-	DefaultPromotionRAMWatermark = 0.9
+	DefaultPromotionRAMWatermark = 0.95
 	// DefaultPromotionQueueCap bounds pending promotions: 256 blocks of
 	// 256 KiB is 64 MiB, 6% of the default RAM tier, so a burst of SSD
 	// hits cannot queue more than the RAM watermark leaves room for.
@@ -121,7 +126,12 @@ type RAM struct {
 	Bytes Size
 	// Policy is the eviction policy, eviction[+admission] as
 	// policy.ParseSpec reads it (key ram.policy).
-	Policy string
+	Policy string // HighWatermark and LowWatermark keep room in the RAM tier: past the
+	// high share of slots it evicts (demotes) down to the low share, so
+	// promotions and bursts find free slots (keys ram.high_watermark,
+	// ram.low_watermark; Mooncake's eviction_high_watermark_ratio 0.95 and
+	// eviction_ratio 0.05).
+	HighWatermark, LowWatermark float64
 }
 
 // SSD configures the SSD tier (SSD offload).
@@ -172,7 +182,8 @@ func Defaults() Node {
 		AdminListen:       DefaultAdminListen,
 		HeartbeatInterval: DefaultHeartbeatInterval,
 		BlockSize:         DefaultBlockSize,
-		RAM:               RAM{Bytes: DefaultRAMBytes, Policy: DefaultRAMPolicy},
+		RAM: RAM{Bytes: DefaultRAMBytes, Policy: DefaultRAMPolicy,
+			HighWatermark: DefaultRAMHighWatermark, LowWatermark: DefaultRAMLowWatermark},
 		SSD: SSD{
 			Bytes:         DefaultSSDBytes,
 			Sync:          DefaultSSDSync,
@@ -313,6 +324,14 @@ func (n Node) fieldErrors() []*FieldError {
 		bad("ram.policy", n.RAM.Policy, "%v", err)
 	} else if spec.NeedsFuture() {
 		bad("ram.policy", n.RAM.Policy, "%s needs to know the future (simulator only)", spec.Eviction)
+	}
+	if !(n.RAM.HighWatermark > 0 && n.RAM.HighWatermark <= 1) {
+		bad("ram.high_watermark", n.RAM.HighWatermark, "want a fraction in (0, 1]")
+	}
+	if !(n.RAM.LowWatermark > 0 && n.RAM.LowWatermark <= 1) {
+		bad("ram.low_watermark", n.RAM.LowWatermark, "want a fraction in (0, 1]")
+	} else if n.RAM.LowWatermark > n.RAM.HighWatermark {
+		bad("ram.low_watermark", n.RAM.LowWatermark, "above ram.high_watermark %v", n.RAM.HighWatermark)
 	}
 	n.SSD.validate(n.BlockSize, bad)
 	p := n.Promotion
