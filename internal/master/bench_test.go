@@ -1,0 +1,63 @@
+package master
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// benchMaster returns a master with 4 nodes holding blocks 0..nBlocks-1 of
+// tenant "t" (each block in RAM on one node and on SSD on the next), with
+// room to spare so no eviction runs.
+func benchMaster(b *testing.B, nBlocks int) *Master {
+	m, err := New(Options{NodeTTL: time.Hour, LeaseTTL: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const nNodes = 4
+	invs := make([]Inventory, nNodes)
+	for id := range uint64(nBlocks) {
+		i := int(id % nNodes)
+		invs[i] = append(invs[i], ram("t", id)...)
+		invs[(i+1)%nNodes] = append(invs[(i+1)%nNodes], ssd("t", id)...)
+	}
+	for i, inv := range invs {
+		id := NodeID(fmt.Sprint("n", i))
+		if _, err := m.Register(NodeInfo{ID: id, Addr: "h:1", RAMBytes: 1 << 40, SSDBytes: 1 << 40, BlockSize: 100}, inv, NodeUsage{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return m
+}
+
+// BenchmarkLookup32 measures in-process lookups of 32-key prefixes (every
+// key present, two replicas each) from parallel goroutines.
+func BenchmarkLookup32(b *testing.B) {
+	const batch, nBlocks = 32, 1 << 16
+	m := benchMaster(b, nBlocks)
+	for _, lease := range []bool{false, true} {
+		b.Run(fmt.Sprintf("lease=%v", lease), func(b *testing.B) {
+			var seed atomic.Uint64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				rng := rand.New(rand.NewPCG(seed.Add(1), 0))
+				var res LookupResult
+				ids := make([]uint64, batch)
+				for pb.Next() {
+					start := rng.Uint64N(nBlocks - batch)
+					for i := range ids {
+						ids[i] = start + uint64(i)
+					}
+					if err := m.Lookup("t", ids, lease, &res); err != nil || res.Hit != batch {
+						b.Errorf("lookup: hit %d, err %v", res.Hit, err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)*batch/b.Elapsed().Seconds(), "keys/s")
+		})
+	}
+}

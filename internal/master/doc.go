@@ -1,0 +1,47 @@
+// Package master is the kvpool master's core: the global block index, node
+// membership, placement of new blocks, read leases, global eviction and
+// SSD→RAM promotion control, as an in-process state machine. It has no
+// sockets and starts no goroutines; a network front end calls its methods,
+// and the caller drives Expire from its own ticker.
+//
+// # Index
+//
+// The index maps a block key (tenant, id) to its replicas: (node, tier,
+// size, checksum). Tenants are namespaces: the same id under two tenants is
+// two blocks. It is sharded by key hash (64 shards, an RWMutex each), so
+// Lookup, the hot path, takes only shard read locks.
+//
+// # Membership
+//
+// A node registers with its full inventory (Register) and then heartbeats
+// every HeartbeatInterval with the changes (Heartbeat: inventory delta,
+// usage, SSD hits, task results). A node silent for NodeTTL is invisible
+// to readers at once and is dropped, with all its replicas and tasks, by the
+// next Expire (which Lookup also runs when a node's deadline has passed).
+// A node that comes back, or any node after a master restart, re-registers
+// its full inventory: the index then holds exactly that inventory for it,
+// so a new master is rebuilt purely from registrations.
+//
+// # Leases
+//
+// Lookup with lease true gives every returned replica a read lease until
+// now+LeaseTTL and counts as an access for the eviction policy; a leased
+// replica is never chosen as an eviction victim. Lookup with lease false,
+// Exists and Query change nothing.
+//
+// # Eviction and promotion
+//
+// See Evict for global eviction (pool RAM watermarks, victims in policy
+// order, demote or drop orders delivered in heartbeat replies) and
+// considerPromotions (in tasks.go) for promotion control (a count-min
+// sketch of SSD hits per node and block, admission on the Threshold-th hit
+// under the node's RAM watermark and queue cap, at most MaxPerHeartbeat
+// promotions per heartbeat). Both are counted in Stats; the Prometheus
+// collector (NewCollector) exports the promotion counters under Mooncake's
+// master_promotion_ names and the rest under kvpool_master_.
+//
+// # Concurrency
+//
+// Every Master method is safe for concurrent use; the lock order is written
+// on the Master type.
+package master

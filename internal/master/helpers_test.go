@@ -1,0 +1,213 @@
+package master
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvpool/kvpool/block"
+)
+
+// fakeClock is a manually advanced clock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// newTest returns a master on a fake clock whose invariants are checked
+// when the test ends.
+func newTest(t testing.TB, opts Options) (*Master, *fakeClock) {
+	t.Helper()
+	clk := newFakeClock()
+	opts.Clock = clk
+	m, err := New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := m.CheckInvariants(); err != nil {
+			t.Errorf("invariants at end of test: %v", err)
+		}
+	})
+	return m, clk
+}
+
+// info describes a node with RAM/SSD capacity and 100-byte slots.
+func info(id NodeID, ram, ssd int64) NodeInfo {
+	return NodeInfo{ID: id, Addr: string(id) + ":7000", RAMBytes: ram, SSDBytes: ssd, BlockSize: 100}
+}
+
+// ram and ssd build inventory items of 100 bytes for ids of tenant.
+func ram(tenant string, ids ...uint64) []Item { return items(tenant, TierRAM, ids) }
+func ssd(tenant string, ids ...uint64) []Item { return items(tenant, TierSSD, ids) }
+
+func items(tenant string, tier Tier, ids []uint64) []Item {
+	out := make([]Item, len(ids))
+	for i, id := range ids {
+		k := block.Key{Tenant: tenant, ID: id}
+		out[i] = Item{Key: k, Tier: tier, Size: 100, Sum: sumOf(k)}
+	}
+	return out
+}
+
+// sumOf is a stand-in checksum that depends on the key.
+func sumOf(k block.Key) uint32 { return uint32(k.ID*2654435761) ^ uint32(len(k.Tenant)) }
+
+func inv(parts ...[]Item) Inventory { return slices.Concat(parts...) }
+
+func register(t testing.TB, m *Master, ni NodeInfo, inv Inventory) Session {
+	t.Helper()
+	r, err := m.Register(ni, inv, NodeUsage{})
+	if err != nil {
+		t.Fatalf("Register %s: %v", ni.ID, err)
+	}
+	return r.Session
+}
+
+func heartbeat(t testing.TB, m *Master, id NodeID, s Session, d Delta, hits []block.Key, done []TaskResult) HeartbeatReply {
+	t.Helper()
+	r, err := m.Heartbeat(id, s, d, NodeUsage{}, hits, done)
+	if err != nil {
+		t.Fatalf("Heartbeat %s: %v", id, err)
+	}
+	return r
+}
+
+// row is one replica in an index dump.
+type row struct {
+	Node NodeID
+	Key  block.Key
+	Tier Tier
+	Size int64
+	Sum  uint32
+}
+
+func (r row) String() string {
+	return fmt.Sprintf("%s:%v:%v:%d:%x", r.Node, r.Key, r.Tier, r.Size, r.Sum)
+}
+
+func rowCmp(a, b row) int {
+	return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Key.Tenant, b.Key.Tenant),
+		cmp.Compare(a.Key.ID, b.Key.ID), cmp.Compare(a.Tier, b.Tier))
+}
+
+// dump returns every replica in the index, sorted.
+func dump(m *Master) []row {
+	var out []row
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.RLock()
+		for k, reps := range s.m {
+			for _, r := range reps {
+				out = append(out, row{r.node.id, k, r.tier, r.size, r.sum})
+			}
+		}
+		s.mu.RUnlock()
+	}
+	slices.SortFunc(out, rowCmp)
+	return out
+}
+
+// rowsOf returns the dump rows of a node's inventory.
+func rowsOf(id NodeID, inv Inventory) []row {
+	out := make([]row, len(inv))
+	for i, it := range inv {
+		out[i] = row{id, it.Key, it.Tier, it.Size, it.Sum}
+	}
+	return out
+}
+
+func sortedRows(rs ...[]row) []row {
+	out := slices.Concat(rs...)
+	slices.SortFunc(out, rowCmp)
+	return out
+}
+
+func diffRows(got, want []row) string {
+	var b strings.Builder
+	i, j := 0, 0
+	for i < len(got) || j < len(want) {
+		switch {
+		case j == len(want) || i < len(got) && rowCmp(got[i], want[j]) < 0:
+			fmt.Fprintf(&b, "  extra   %v\n", got[i])
+			i++
+		case i == len(got) || rowCmp(got[i], want[j]) > 0:
+			fmt.Fprintf(&b, "  missing %v\n", want[j])
+			j++
+		default:
+			if got[i] != want[j] {
+				fmt.Fprintf(&b, "  got %v want %v\n", got[i], want[j])
+			}
+			i++
+			j++
+		}
+	}
+	return b.String()
+}
+
+func checkDump(t testing.TB, m *Master, want []row) {
+	t.Helper()
+	if d := diffRows(dump(m), want); d != "" {
+		t.Fatalf("index differs:\n%s", d)
+	}
+}
+
+// layout renders a lookup result as "n1:ram,n2:ssd|n3:ram" (blocks split
+// by |).
+func layout(r *LookupResult) string {
+	var b strings.Builder
+	for i := range r.Hit {
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		for j, rep := range r.Block(i) {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "%s:%v", rep.Node, rep.Tier)
+		}
+	}
+	return b.String()
+}
+
+func lookup(t testing.TB, m *Master, tenant string, lease bool, ids ...uint64) *LookupResult {
+	t.Helper()
+	var r LookupResult
+	if err := m.Lookup(tenant, ids, lease, &r); err != nil {
+		t.Fatalf("Lookup: %v", err)
+	}
+	return &r
+}
+
+func key(tenant string, id uint64) block.Key { return block.Key{Tenant: tenant, ID: id} }
+
+func taskString(ts []Task) string {
+	var b strings.Builder
+	for i, t := range ts {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%v:%d", t.Kind, t.Key.ID)
+	}
+	return b.String()
+}

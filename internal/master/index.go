@@ -1,0 +1,80 @@
+package master
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/kvpool/kvpool/block"
+)
+
+// numShards is the number of index shards: a power of two comfortably above
+// the core count of a master host, so two lookups rarely share a lock's
+// cache line (64, as the brief suggests; groupcache and otter shard alike).
+const numShards = 64
+
+// shard is one slice of the global index: block key → replicas. mu guards m
+// and every replica field except lease, which leased lookups extend under
+// the read lock with atomic compare-and-swap.
+type shard struct {
+	mu sync.RWMutex
+	m  map[block.Key][]replica
+
+	// Lookup counters, striped by the shard of a batch's first key so
+	// concurrent lookups do not share one cache line.
+	lookups, keys, hitKeys atomic.Int64
+
+	_ [64]byte // keep neighbouring shards off each other's cache lines
+}
+
+// replica is one copy of a block in the index.
+type replica struct {
+	node *node
+	// handle is the replica's key in the eviction policy (RAM replicas
+	// that are not evicting), unique over the master's lifetime; 0 for SSD.
+	handle uint64
+	// lease is the unix-nanosecond end of the read lease (atomic).
+	lease int64
+	// touched is when a leased lookup last recorded an access to the
+	// replica in the eviction policy (unix ns, atomic).
+	touched  int64
+	size     int64
+	sum      uint32
+	tier     Tier
+	evicting bool // an eviction order is pending; hidden from readers
+}
+
+// hashString is FNV-1a over s: the tenant's and node ID's hash.
+func hashString(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// mix64 is SplitMix64's finaliser (a strong 64-bit mixer).
+func mix64(z uint64) uint64 {
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// keyHash hashes a block key given its tenant's hash.
+func keyHash(tenantHash, id uint64) uint64 { return mix64(id ^ tenantHash) }
+
+func (m *Master) shardOf(h uint64) *shard { return &m.shards[h&(numShards-1)] }
+
+func (m *Master) shardFor(k block.Key) *shard {
+	return m.shardOf(keyHash(hashString(k.Tenant), k.ID))
+}
+
+// find returns the index of n's replica in tier t within reps, or -1.
+func find(reps []replica, n *node, t Tier) int {
+	for i := range reps {
+		if reps[i].node == n && reps[i].tier == t {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,496 @@
+package master
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvpool/kvpool/block"
+)
+
+// threeNodes registers n1..n3 with overlapping inventories:
+//
+//	n1: t/1..4 RAM, t/5 SSD
+//	n2: t/1 SSD, t/2 RAM, u/1 RAM
+//	n3: t/1 RAM, t/7 RAM
+func threeNodes(t *testing.T, m *Master) map[NodeID]Session {
+	t.Helper()
+	return map[NodeID]Session{
+		"n1": register(t, m, info("n1", 10000, 10000), inv(ram("t", 1, 2, 3, 4), ssd("t", 5))),
+		"n2": register(t, m, info("n2", 10000, 10000), inv(ssd("t", 1), ram("t", 2), ram("u", 1))),
+		"n3": register(t, m, info("n3", 10000, 10000), inv(ram("t", 1, 7))),
+	}
+}
+
+func TestLookupPrefix(t *testing.T) {
+	m, _ := newTest(t, Options{})
+	threeNodes(t, m)
+	tests := []struct {
+		name   string
+		tenant string
+		ids    []uint64
+		hit    int
+		layout string
+	}{
+		{"empty", "t", nil, 0, ""},
+		{"first absent", "t", []uint64{9, 1}, 0, ""},
+		{"replicas on several nodes", "t", []uint64{1}, 1, "n1:ram,n3:ram,n2:ssd"},
+		{"full prefix", "t", []uint64{1, 2, 3, 4, 5}, 5, "n1:ram,n3:ram,n2:ssd|n1:ram,n2:ram|n1:ram|n1:ram|n1:ssd"},
+		{"stops at first absent", "t", []uint64{1, 2, 6, 7}, 2, "n1:ram,n3:ram,n2:ssd|n1:ram,n2:ram"},
+		{"present after a gap is not a hit", "t", []uint64{6, 7}, 0, ""},
+		{"tenant u sees only its block", "u", []uint64{1, 2}, 1, "n2:ram"},
+		{"tenant without blocks", "v", []uint64{1}, 0, ""},
+		{"empty tenant is its own namespace", "", []uint64{1}, 0, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, lease := range []bool{false, true} {
+				r := lookup(t, m, tc.tenant, lease, tc.ids...)
+				if r.Hit != tc.hit || layout(r) != tc.layout {
+					t.Errorf("lease=%v: hit %d %q, want %d %q", lease, r.Hit, layout(r), tc.hit, tc.layout)
+				}
+			}
+		})
+	}
+	t.Run("replica fields", func(t *testing.T) {
+		r := lookup(t, m, "t", false, 5)
+		want := Replica{Node: "n1", Tier: TierSSD, Size: 100, Sum: sumOf(key("t", 5))}
+		if got := r.Block(0); len(got) != 1 || got[0] != want {
+			t.Errorf("block 0 = %+v, want [%+v]", got, want)
+		}
+	})
+	t.Run("exists is per key", func(t *testing.T) {
+		got, err := m.Exists("t", []uint64{6, 1, 7, 8}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []bool{false, true, true, false}; !equalBools(got, want) {
+			t.Errorf("Exists = %v, want %v", got, want)
+		}
+	})
+	t.Run("query", func(t *testing.T) {
+		q := m.Query(key("t", 2))
+		if len(q) != 2 || q[0].Node != "n1" || q[1].Node != "n2" || !q[0].NodeAlive || q[0].Evicting {
+			t.Errorf("Query = %+v", q)
+		}
+	})
+}
+
+func equalBools(a, b []bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestLookupReusesResult(t *testing.T) {
+	m, _ := newTest(t, Options{})
+	threeNodes(t, m)
+	var r LookupResult
+	if err := m.Lookup("t", []uint64{1, 2, 3}, true, &r); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Lookup("t", []uint64{2}, false, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Hit != 1 || layout(&r) != "n1:ram,n2:ram" || len(r.Ends) != 1 {
+		t.Errorf("second lookup into the same result: hit %d %q ends %v", r.Hit, layout(&r), r.Ends)
+	}
+	ids := []uint64{1, 2, 3, 4}
+	if allocs := testing.AllocsPerRun(100, func() { _ = m.Lookup("t", ids, true, &r) }); allocs != 0 {
+		t.Errorf("leased Lookup into a warm result allocates %v times", allocs)
+	}
+}
+
+func TestDeltas(t *testing.T) {
+	tests := []struct {
+		name  string
+		delta Delta
+		want  func(base []row) []row
+		// lookup after the delta: ids of tenant t and the expected layout
+		ids    []uint64
+		layout string
+	}{
+		{
+			name:   "added",
+			delta:  Delta{Added: inv(ram("t", 6), ssd("t", 2))},
+			want:   func(b []row) []row { return sortedRows(b, rowsOf("n3", inv(ram("t", 6), ssd("t", 2)))) },
+			ids:    []uint64{1, 2, 3, 4, 5, 6},
+			layout: "n1:ram,n3:ram,n2:ssd|n1:ram,n2:ram,n3:ssd|n1:ram|n1:ram|n1:ssd|n3:ram",
+		},
+		{
+			name:  "added again updates size and checksum",
+			delta: Delta{Added: []Item{{Key: key("t", 7), Tier: TierRAM, Size: 60, Sum: 42}}},
+			want: func(b []row) []row {
+				for i := range b {
+					if b[i].Node == "n3" && b[i].Key == key("t", 7) {
+						b[i].Size, b[i].Sum = 60, 42
+					}
+				}
+				return b
+			},
+			ids: []uint64{7}, layout: "n3:ram",
+		},
+		{
+			name:   "removed",
+			delta:  Delta{Removed: []ItemKey{{key("t", 1), TierRAM}}},
+			want:   func(b []row) []row { return without(b, row{Node: "n3", Key: key("t", 1), Tier: TierRAM}) },
+			ids:    []uint64{1},
+			layout: "n1:ram,n2:ssd",
+		},
+		{
+			name:   "moved to ssd",
+			delta:  Delta{Moved: []Move{{key("t", 7), TierRAM, TierSSD}}},
+			want:   func(b []row) []row { return retier(b, "n3", key("t", 7), TierSSD) },
+			ids:    []uint64{7},
+			layout: "n3:ssd",
+		},
+		{
+			name: "moved onto an existing copy merges",
+			delta: Delta{
+				Added: ssd("t", 1),
+				Moved: []Move{{key("t", 1), TierRAM, TierSSD}},
+			},
+			want: func(b []row) []row {
+				return sortedRows(without(b, row{Node: "n3", Key: key("t", 1), Tier: TierRAM}), rowsOf("n3", ssd("t", 1)))
+			},
+			ids: []uint64{1}, layout: "n1:ram,n2:ssd,n3:ssd",
+		},
+		{
+			name:  "added then removed in one delta",
+			delta: Delta{Added: ram("t", 8), Removed: []ItemKey{{key("t", 8), TierRAM}}},
+			want:  func(b []row) []row { return b },
+			ids:   []uint64{8}, layout: "",
+		},
+		{
+			name:  "unknown removals and moves are ignored",
+			delta: Delta{Removed: []ItemKey{{key("t", 2), TierRAM}}, Moved: []Move{{key("t", 9), TierSSD, TierRAM}}},
+			want:  func(b []row) []row { return b },
+			ids:   []uint64{2}, layout: "n1:ram,n2:ram",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := newTest(t, Options{})
+			sess := threeNodes(t, m)
+			base := dump(m)
+			heartbeat(t, m, "n3", sess["n3"], tc.delta, nil, nil)
+			checkDump(t, m, tc.want(base))
+			if r := lookup(t, m, "t", false, tc.ids...); layout(r) != tc.layout {
+				t.Errorf("lookup %v = %q, want %q", tc.ids, layout(r), tc.layout)
+			}
+		})
+	}
+}
+
+func without(rs []row, drop row) []row {
+	var out []row
+	for _, r := range rs {
+		if r.Node != drop.Node || r.Key != drop.Key || r.Tier != drop.Tier {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func retier(rs []row, node NodeID, k block.Key, to Tier) []row {
+	out := append([]row(nil), rs...)
+	for i := range out {
+		if out[i].Node == node && out[i].Key == k {
+			out[i].Tier = to
+		}
+	}
+	return sortedRows(out)
+}
+
+func TestNodeTTL(t *testing.T) {
+	m, clk := newTest(t, Options{})
+	ttl := m.Options().NodeTTL
+	invA := inv(ram("t", 1, 2), ssd("t", 3))
+	sa := register(t, m, info("a", 1000, 1000), invA)
+	sb := register(t, m, info("b", 1000, 1000), inv(ram("t", 1)))
+	before := dump(m)
+
+	clk.Advance(ttl / 2)
+	heartbeat(t, m, "b", sb, Delta{}, nil, nil) // b stays alive, a goes silent
+	clk.Advance(ttl - ttl/2)
+	if r := lookup(t, m, "t", false, 1, 2, 3); layout(r) != "a:ram,b:ram|a:ram|a:ssd" {
+		t.Fatalf("at exactly the TTL: %q, want a still visible", layout(r))
+	}
+	if st := m.Stats(); st.NodesLive != 2 || st.NodesDropped != 0 {
+		t.Fatalf("at the TTL: %d live, %d dropped", st.NodesLive, st.NodesDropped)
+	}
+	clk.Advance(time.Nanosecond)
+	if r := lookup(t, m, "t", false, 1, 2, 3); layout(r) != "b:ram" {
+		t.Fatalf("past the TTL: %q, want only b", layout(r))
+	}
+	// The lookup ran Expire: a is gone from the index and the membership.
+	checkDump(t, m, rowsOf("b", inv(ram("t", 1))))
+	if ns := m.Nodes(); len(ns) != 1 || ns[0].Info.ID != "b" {
+		t.Fatalf("Nodes = %+v, want only b", ns)
+	}
+	if st := m.Stats(); st.NodesDropped != 1 || st.RAMReplicas != 1 || st.SSDReplicas != 0 {
+		t.Fatalf("stats after drop: %+v", st)
+	}
+	if _, err := m.Heartbeat("a", sa, Delta{}, NodeUsage{}, nil, nil); !errors.Is(err, ErrUnknownNode) {
+		t.Fatalf("heartbeat of a dropped node: %v, want ErrUnknownNode", err)
+	}
+	// a comes back with the same inventory: exactly the old index.
+	sa2 := register(t, m, info("a", 1000, 1000), invA)
+	checkDump(t, m, before)
+	if sa2 == sa {
+		t.Fatalf("re-registration reused session %d", sa)
+	}
+	if _, err := m.Heartbeat("a", sa, Delta{}, NodeUsage{}, nil, nil); !errors.Is(err, ErrUnknownNode) {
+		t.Fatalf("heartbeat with the old session: %v, want ErrUnknownNode", err)
+	}
+	heartbeat(t, m, "a", sa2, Delta{}, nil, nil)
+}
+
+func TestLateHeartbeatDropsNode(t *testing.T) {
+	m, clk := newTest(t, Options{})
+	s := register(t, m, info("a", 1000, 0), inv(ram("t", 1)))
+	clk.Advance(m.Options().NodeTTL + 1)
+	// No lookup or Expire ran: the heartbeat itself finds the node late.
+	if _, err := m.Heartbeat("a", s, Delta{}, NodeUsage{}, nil, nil); !errors.Is(err, ErrUnknownNode) {
+		t.Fatalf("late heartbeat: %v, want ErrUnknownNode", err)
+	}
+	checkDump(t, m, nil)
+	if n := m.Expire(); n != 0 {
+		t.Errorf("Expire dropped %d nodes, want 0 (already dropped)", n)
+	}
+	if ns := m.Nodes(); len(ns) != 0 {
+		t.Errorf("Nodes = %+v, want none", ns)
+	}
+}
+
+func TestReregisterReplacesInventory(t *testing.T) {
+	m, _ := newTest(t, Options{})
+	sess := threeNodes(t, m)
+	// n1 restarts having lost t/3 and gained t/9; its t/1 lease survives.
+	clkLease := lookup(t, m, "t", true, 1)
+	if clkLease.Hit != 1 {
+		t.Fatal("setup lookup missed")
+	}
+	newInv := inv(ram("t", 1, 2, 4, 9), ssd("t", 5))
+	var others []row
+	for _, r := range dump(m) {
+		if r.Node != "n1" {
+			others = append(others, r)
+		}
+	}
+	s2 := register(t, m, info("n1", 10000, 10000), newInv)
+	checkDump(t, m, sortedRows(others, rowsOf("n1", newInv)))
+	for _, q := range m.Query(key("t", 1)) {
+		if q.LeaseUntil.IsZero() {
+			t.Errorf("replica %s:%v of t/1 lost its lease on re-registration", q.Node, q.Tier)
+		}
+	}
+	if s2 == sess["n1"] {
+		t.Error("session unchanged")
+	}
+}
+
+func TestMasterRestart(t *testing.T) {
+	a, _ := newTest(t, Options{})
+	sess := threeNodes(t, a)
+	heartbeat(t, a, "n1", sess["n1"], Delta{
+		Added:   ram("t", 10, 11),
+		Removed: []ItemKey{{key("t", 3), TierRAM}},
+		Moved:   []Move{{key("t", 4), TierRAM, TierSSD}},
+	}, nil, nil)
+	heartbeat(t, a, "n2", sess["n2"], Delta{Moved: []Move{{key("t", 1), TierSSD, TierRAM}}}, nil, nil)
+	heartbeat(t, a, "n3", sess["n3"], Delta{Removed: []ItemKey{{key("t", 7), TierRAM}}, Added: ssd("u", 5)}, nil, nil)
+	want := dump(a)
+
+	// Each node's current full inventory, as the node itself would list it.
+	invs := map[NodeID]Inventory{}
+	for _, r := range want {
+		invs[r.Node] = append(invs[r.Node], Item{Key: r.Key, Tier: r.Tier, Size: r.Size, Sum: r.Sum})
+	}
+	b, _ := newTest(t, Options{})
+	for _, id := range []NodeID{"n3", "n1", "n2"} {
+		register(t, b, info(id, 10000, 10000), invs[id])
+	}
+	checkDump(t, b, want)
+	for _, ids := range [][]uint64{{1, 2, 3}, {1, 2, 4, 5}, {10, 11}} {
+		ra, rb := lookup(t, a, "t", false, ids...), lookup(t, b, "t", false, ids...)
+		if layout(ra) != layout(rb) {
+			t.Errorf("lookup %v: master A %q, master B %q", ids, layout(ra), layout(rb))
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	m, _ := newTest(t, Options{})
+	s := register(t, m, info("a", 1000, 1000), inv(ram("t", 1)))
+	before := dump(m)
+	long := strings.Repeat("x", block.MaxTenantLen+1)
+	regTests := []struct {
+		name string
+		info NodeInfo
+		inv  Inventory
+		want string
+	}{
+		{"empty id", NodeInfo{Addr: "h:1"}, nil, "NodeInfo.ID"},
+		{"no addr", NodeInfo{ID: "b"}, nil, "NodeInfo.Addr"},
+		{"bad addr", NodeInfo{ID: "b", Addr: "nohostport"}, nil, "NodeInfo.Addr"},
+		{"negative ram", NodeInfo{ID: "b", Addr: "h:1", RAMBytes: -1}, nil, "NodeInfo.RAMBytes"},
+		{"bad tier", info("b", 1, 1), Inventory{{Key: key("t", 1), Tier: 9}}, "inventory[0]"},
+		{"zero tier", info("b", 1, 1), Inventory{{Key: key("t", 1)}}, "inventory[0]"},
+		{"bad tenant", info("b", 1, 1), Inventory{{Key: key("bad tenant", 1), Tier: TierRAM}}, "inventory[0]"},
+		{"negative size", info("b", 1, 1), Inventory{{Key: key("t", 1), Tier: TierRAM, Size: -5}}, "inventory[0]"},
+		{"duplicate", info("b", 1, 1), inv(ram("t", 1, 2), ram("t", 2)), "inventory[2]"},
+	}
+	for _, tc := range regTests {
+		t.Run("register/"+tc.name, func(t *testing.T) {
+			_, err := m.Register(tc.info, tc.inv, NodeUsage{})
+			if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrBadRequest naming %q", err, tc.want)
+			}
+		})
+	}
+	hbTests := []struct {
+		name  string
+		delta Delta
+		hits  []block.Key
+		done  []TaskResult
+		usage NodeUsage
+		want  string
+	}{
+		{"added bad tier", Delta{Added: []Item{{Key: key("t", 2), Tier: 0}}}, nil, nil, NodeUsage{}, "delta.Added[0]"},
+		{"removed bad tenant", Delta{Removed: []ItemKey{{key(long, 1), TierRAM}}}, nil, nil, NodeUsage{}, "delta.Removed[0]"},
+		{"move to itself", Delta{Moved: []Move{{key("t", 1), TierRAM, TierRAM}}}, nil, nil, NodeUsage{}, "delta.Moved[0]"},
+		{"move bad tier", Delta{Moved: []Move{{key("t", 1), TierRAM, 7}}}, nil, nil, NodeUsage{}, "delta.Moved[0].To"},
+		{"bad ssd hit", Delta{}, []block.Key{key("t", 1), key("x y", 1)}, nil, NodeUsage{}, "ssdHits[1]"},
+		{"negative bytes", Delta{}, nil, []TaskResult{{ID: 1, OK: true, Bytes: -1}}, NodeUsage{}, "done[0]"},
+		{"negative usage", Delta{}, nil, nil, NodeUsage{RAMUsed: -1}, "usage"},
+		// A valid first entry must not be applied when a later one is bad.
+		{"atomic", Delta{Added: ram("t", 2), Removed: []ItemKey{{key("t", 1), 0}}}, nil, nil, NodeUsage{}, "delta.Removed[0]"},
+	}
+	for _, tc := range hbTests {
+		t.Run("heartbeat/"+tc.name, func(t *testing.T) {
+			_, err := m.Heartbeat("a", s, tc.delta, tc.usage, tc.hits, tc.done)
+			if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrBadRequest naming %q", err, tc.want)
+			}
+		})
+	}
+	checkDump(t, m, before)
+	if _, err := m.Heartbeat("nobody", 1, Delta{}, NodeUsage{}, nil, nil); !errors.Is(err, ErrUnknownNode) {
+		t.Errorf("unknown node: %v", err)
+	}
+	if _, err := m.Heartbeat("a", s+1, Delta{}, NodeUsage{}, nil, nil); !errors.Is(err, ErrUnknownNode) {
+		t.Errorf("wrong session: %v", err)
+	}
+	if err := m.Lookup(long, []uint64{1}, true, &LookupResult{}); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("lookup with a bad tenant: %v", err)
+	}
+	if err := m.Lookup("t", []uint64{1}, true, nil); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("lookup into nil: %v", err)
+	}
+	if _, err := m.Exists("a b", []uint64{1}, nil); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("exists with a bad tenant: %v", err)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want string // "" = valid
+	}{
+		{"zero", Options{}, ""},
+		{"negative ttl", Options{NodeTTL: -1}, "Options.NodeTTL"},
+		{"heartbeat not under ttl", Options{NodeTTL: time.Second}, "Options.HeartbeatInterval"},
+		{"negative lease", Options{LeaseTTL: -time.Second}, "Options.LeaseTTL"},
+		{"unknown strategy", Options{Placement: 9}, "Options.Placement"},
+		{"unknown policy", Options{Eviction: "nope"}, "Options.Eviction"},
+		{"offline policy", Options{Eviction: "belady"}, "Options.Eviction"},
+		{"high over 1", Options{HighWatermark: 1.5}, "Options.HighWatermark"},
+		{"low not under high", Options{HighWatermark: 0.5}, "Options.LowWatermark"},
+		{"low is 1", Options{LowWatermark: 1}, "Options.LowWatermark"},
+		{"threshold", Options{Promotion: PromotionOptions{Threshold: 300}}, "Options.Promotion.Threshold"},
+		{"ram watermark", Options{Promotion: PromotionOptions{RAMWatermark: 2}}, "Options.Promotion.RAMWatermark"},
+		{"queue cap", Options{Promotion: PromotionOptions{QueueCap: -1}}, "Options.Promotion.QueueCap"},
+		{"per heartbeat", Options{Promotion: PromotionOptions{MaxPerHeartbeat: -1}}, "Options.Promotion.MaxPerHeartbeat"},
+		{"task timeout", Options{Promotion: PromotionOptions{TaskTimeout: -1}}, "Options.Promotion.TaskTimeout"},
+		{"sketch", Options{Promotion: PromotionOptions{SketchKeys: 1 << 30}}, "Options.Promotion.SketchKeys"},
+		{"policy capacity", Options{PolicyCapacity: -1}, "Options.PolicyCapacity"},
+		{"s3fifo ok", Options{Eviction: "s3fifo"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.opts.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				if _, err := New(tc.opts); err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate = %v, want an error naming %s", err, tc.want)
+			}
+			if _, err := New(tc.opts); err == nil {
+				t.Fatal("New accepted invalid options")
+			}
+		})
+	}
+}
+
+func TestParseStrategy(t *testing.T) {
+	for _, s := range []Strategy{LocalFirst, LeastUsed, Hash} {
+		got, err := ParseStrategy(s.String())
+		if err != nil || got != s {
+			t.Errorf("ParseStrategy(%q) = %v, %v", s.String(), got, err)
+		}
+	}
+	if _, err := ParseStrategy("random"); err == nil {
+		t.Error("ParseStrategy accepted an unknown name")
+	}
+}
+
+func TestNodesAndStats(t *testing.T) {
+	m, clk := newTest(t, Options{})
+	sa := register(t, m, info("a", 1000, 5000), inv(ram("t", 1, 2), ssd("t", 3)))
+	register(t, m, NodeInfo{ID: "b", Addr: "b:1", RAMBytes: 1000, BlockSize: 64}, inv(ram("t", 1)))
+	clk.Advance(time.Second)
+	if _, err := m.Heartbeat("a", sa, Delta{}, NodeUsage{RAMUsed: 123, SSDUsed: 456}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(500 * time.Millisecond)
+	ns := m.Nodes()
+	if len(ns) != 2 {
+		t.Fatalf("Nodes = %+v", ns)
+	}
+	a, b := ns[0], ns[1]
+	if a.Info.ID != "a" || a.Info.Addr != "a:7000" || !a.Alive || a.HeartbeatAge != 500*time.Millisecond ||
+		a.Reported != (NodeUsage{123, 456}) || a.Indexed != (NodeUsage{200, 100}) ||
+		a.RAMReplicas != 2 || a.SSDReplicas != 1 || a.Session != sa {
+		t.Errorf("node a: %+v", a)
+	}
+	// b's 100-byte block takes two 64-byte slots.
+	if b.Info.ID != "b" || b.HeartbeatAge != 1500*time.Millisecond || b.Indexed != (NodeUsage{128, 0}) {
+		t.Errorf("node b: %+v", b)
+	}
+	lookup(t, m, "t", false, 1, 2, 9)
+	lookup(t, m, "t", true, 3)
+	st := m.Stats()
+	want := Stats{
+		NodesLive: 2, Registers: 2, Heartbeats: 1, RAMReplicas: 3, SSDReplicas: 1,
+		PoolRAMBytes: 2000, PoolRAMUsed: 328, Lookups: 2, LookupKeys: 4, LookupHitKeys: 3,
+		LeasesGranted: 1, LeasesActive: 1,
+	}
+	if st != want {
+		t.Errorf("Stats\n got %+v\nwant %+v", st, want)
+	}
+}

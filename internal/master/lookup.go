@@ -1,0 +1,199 @@
+package master
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/policy"
+)
+
+// leaseActive reports whether r's read lease is still running at nowNs.
+func leaseActive(r *replica, nowNs int64) bool { return atomic.LoadInt64(&r.lease) > nowNs }
+
+// extendLease makes r's lease run at least until until (never shortens it).
+func extendLease(r *replica, until int64) bool {
+	for {
+		cur := atomic.LoadInt64(&r.lease)
+		if cur >= until {
+			return false
+		}
+		if atomic.CompareAndSwapInt64(&r.lease, cur, until) {
+			return true
+		}
+	}
+}
+
+// visible reports whether readers may see r: its node is alive (within its
+// TTL) and no eviction order is pending. The shard lock is held.
+func visible(r *replica, nowNs int64) bool {
+	return !r.evicting && r.node.deadline.Load() >= nowNs
+}
+
+// Lookup finds the longest prefix of ids (blocks of tenant) present on live
+// nodes and, for each prefix block, its replicas: RAM before SSD, then by
+// node ID. The result goes into dst, whose slices are reused.
+//
+// With lease true (a Get is coming), every returned replica gets a read
+// lease until now+LeaseTTL (an existing longer lease is kept) and every
+// returned RAM replica counts as an access for the eviction policy (at most
+// one per replica per Options.RecencyResolution). With
+// lease false (an existence probe) nothing changes: no lease, no recency,
+// no promotion count.
+//
+// Replicas of a node past its TTL, and replicas under an eviction order,
+// are never returned. Lookup runs Expire when a node's TTL may have passed.
+// An invalid tenant or a nil dst is an error wrapping ErrBadRequest.
+func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *LookupResult) error {
+	if dst == nil {
+		return badRequest("lookup of %d keys of tenant %q: nil result", len(ids), tenant)
+	}
+	dst.reset()
+	if err := (block.Key{Tenant: tenant}).Validate(); err != nil {
+		return fmt.Errorf("%w: lookup: tenant: %w", ErrBadRequest, err)
+	}
+	_, nowNs := m.now()
+	m.maybeExpire(nowNs)
+	until := nowNs + m.leaseTTL
+	th := hashString(tenant)
+	granted := 0
+	for _, id := range ids {
+		k := block.Key{Tenant: tenant, ID: id}
+		s := m.shardOf(keyHash(th, id))
+		start := len(dst.Replicas)
+		s.mu.RLock()
+		reps := s.m[k]
+		for i := range reps {
+			r := &reps[i]
+			if !visible(r, nowNs) {
+				continue
+			}
+			dst.Replicas = append(dst.Replicas, Replica{Node: r.node.id, Tier: r.tier, Size: r.size, Sum: r.sum})
+			if lease {
+				if extendLease(r, until) {
+					granted++
+				}
+				if r.handle != 0 && nowNs-atomic.LoadInt64(&r.touched) >= m.recency {
+					atomic.StoreInt64(&r.touched, nowNs)
+					dst.handles = append(dst.handles, r.handle)
+				}
+			}
+		}
+		s.mu.RUnlock()
+		if len(dst.Replicas) == start {
+			break
+		}
+		sortReplicas(dst.Replicas[start:])
+		dst.Ends = append(dst.Ends, len(dst.Replicas))
+	}
+	dst.Hit = len(dst.Ends)
+	if len(dst.handles) > 0 {
+		m.touch(dst.handles)
+	}
+	var first uint64
+	if len(ids) > 0 {
+		first = ids[0]
+	}
+	s := m.shardOf(keyHash(th, first)) // stripe the counters
+	s.lookups.Add(1)
+	s.keys.Add(int64(len(ids)))
+	s.hitKeys.Add(int64(dst.Hit))
+	if granted > 0 {
+		m.c.leasesGranted.Add(int64(granted))
+	}
+	return nil
+}
+
+// touch records an access to each handle still in the policy.
+func (m *Master) touch(handles []uint64) {
+	m.polMu.Lock()
+	for _, h := range handles {
+		if m.pol.Contains(h) {
+			m.polSeq++
+			m.pol.Hit(policy.Access{Key: h, Time: m.polSeq})
+		}
+	}
+	m.polMu.Unlock()
+}
+
+// sortReplicas orders one block's replicas: RAM before SSD, then by node
+// ID (an insertion sort: a block has a handful of replicas).
+func sortReplicas(rs []Replica) {
+	for i := 1; i < len(rs); i++ {
+		for j := i; j > 0 && replicaLess(&rs[j], &rs[j-1]); j-- {
+			rs[j], rs[j-1] = rs[j-1], rs[j]
+		}
+	}
+}
+
+func replicaLess(a, b *Replica) bool {
+	if a.Tier != b.Tier {
+		return a.Tier < b.Tier
+	}
+	return a.Node < b.Node
+}
+
+// Exists reports, for each id, whether the block is present on a live node
+// (each id on its own, not as a prefix). It changes nothing: no lease, no
+// recency, no promotion count. The answers are appended to dst[:0].
+func (m *Master) Exists(tenant string, ids []uint64, dst []bool) ([]bool, error) {
+	dst = dst[:0]
+	if err := (block.Key{Tenant: tenant}).Validate(); err != nil {
+		return dst, fmt.Errorf("%w: exists: tenant: %w", ErrBadRequest, err)
+	}
+	_, nowNs := m.now()
+	m.maybeExpire(nowNs)
+	th := hashString(tenant)
+	for _, id := range ids {
+		s := m.shardOf(keyHash(th, id))
+		found := false
+		s.mu.RLock()
+		reps := s.m[block.Key{Tenant: tenant, ID: id}]
+		for i := range reps {
+			if visible(&reps[i], nowNs) {
+				found = true
+				break
+			}
+		}
+		s.mu.RUnlock()
+		dst = append(dst, found)
+	}
+	return dst, nil
+}
+
+// Query returns every indexed replica of k with its state, for the admin
+// key query: including replicas of nodes past their TTL and replicas under
+// an eviction order, which readers do not see. Sorted like Lookup. It
+// changes nothing.
+func (m *Master) Query(k block.Key) []ReplicaStatus {
+	_, nowNs := m.now()
+	s := m.shardFor(k)
+	s.mu.RLock()
+	reps := s.m[k]
+	out := make([]ReplicaStatus, 0, len(reps))
+	for i := range reps {
+		r := &reps[i]
+		st := ReplicaStatus{
+			Replica:   Replica{Node: r.node.id, Tier: r.tier, Size: r.size, Sum: r.sum},
+			NodeAlive: r.node.deadline.Load() >= nowNs,
+			Evicting:  r.evicting,
+		}
+		if l := atomic.LoadInt64(&r.lease); l != 0 {
+			st.LeaseUntil = time.Unix(0, l)
+		}
+		out = append(out, st)
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b ReplicaStatus) int {
+		switch {
+		case replicaLess(&a.Replica, &b.Replica):
+			return -1
+		case replicaLess(&b.Replica, &a.Replica):
+			return 1
+		}
+		return 0
+	})
+	return out
+}

@@ -1,0 +1,682 @@
+package master
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/policy"
+)
+
+// Master is the in-process state of the kvpool master: the global block
+// index, node membership, placement, read leases, global eviction and
+// promotion control. It holds no sockets and starts no goroutines; the
+// caller drives Expire from its own ticker (Lookup also expires lazily).
+//
+// Concurrency: every method is safe for concurrent use. The locks, always
+// taken in this order (a lock may be skipped, never taken out of order):
+//
+//  1. expireMu — serialises Expire (lazy callers use TryLock);
+//  2. evictMu — serialises eviction passes (callers use TryLock);
+//  3. nodesMu — the membership map;
+//  4. node.mu — one node's state (inventory set, tasks, usage); never two
+//     nodes' at once;
+//  5. polMu — the eviction policy and its handle table;
+//  6. sketchMu — the promotion count-min sketch (a leaf);
+//  7. shard.mu — one index shard; never two shards at once.
+//
+// CheckInvariants alone holds several node locks (in node ID order, under
+// nodesMu) and holds polMu while it reads the shards; no other path holds
+// polMu and a shard lock together. Lookup takes only shard read locks, one at
+// a time, and then polMu alone to record recency; a read lease is an atomic
+// deadline on the replica extended under the shard's read lock.
+type Master struct {
+	opts Options
+	// Durations in nanoseconds, for the hot paths.
+	nodeTTL, leaseTTL, taskTimeout, recency int64
+
+	shards [numShards]shard
+
+	expireMu sync.Mutex
+	evictMu  sync.Mutex
+
+	nodesMu sync.RWMutex
+	nodes   map[NodeID]*node
+	// nextExpiry is a lower bound on the earliest deadline of a live node
+	// (unix ns); Lookup runs Expire once the clock passes it.
+	nextExpiry atomic.Int64
+
+	polMu   sync.Mutex
+	pol     policy.Eviction
+	polRefs map[uint64]polRef // handle → the RAM replica it names
+	polSeq  int64             // Access.Time of the policy's accesses
+
+	sketchMu sync.Mutex
+	sketch   *policy.CMS
+
+	nextHandle, nextTask, nextSession atomic.Uint64
+
+	// Pool RAM over the live (not yet dropped) nodes: capacity, and the
+	// slot-rounded bytes of RAM replicas not under an eviction order.
+	poolRAMBytes, poolRAMUsed atomic.Int64
+
+	c counters
+}
+
+// polRef locates the RAM replica a policy handle names.
+type polRef struct {
+	key  block.Key
+	node *node
+}
+
+// node is one registered node. The atomics are read without mu (by Lookup
+// and Place) and written under it.
+type node struct {
+	id     NodeID
+	idHash uint64
+	// deadline is lastHeartbeat + NodeTTL in unix ns while the node is
+	// alive, 0 after it is dropped. A node past its deadline is invisible
+	// to readers even before Expire drops it.
+	deadline  atomic.Int64
+	ramUsed   atomic.Int64 // slot-rounded bytes of RAM replicas not evicting
+	ramBytes  atomic.Int64
+	slot      atomic.Int64 // info.BlockSize
+	promoWant atomic.Int64 // slot-rounded bytes of admitted, unfinished promotions
+
+	mu       sync.Mutex
+	info     NodeInfo
+	session  Session
+	alive    bool // registered and not dropped
+	removed  bool // deleted from the membership map: re-resolve the ID
+	lastHB   time.Time
+	reported NodeUsage
+	items    map[ItemKey]struct{} // the node's replicas in the index
+	ramCount int
+	ssdCount int
+	evicting int
+	ssdUsed  int64
+
+	tasks       map[uint64]*task
+	evictQ      []uint64 // undelivered eviction orders (IDs; closed ones skipped)
+	promoQ      []uint64 // undelivered promotions, oldest first
+	evictByKey  map[block.Key]uint64
+	promoByKey  map[block.Key]uint64
+	promoQueued int // live entries of promoQ
+	inflight    int // tasks delivered and not closed
+}
+
+// task is a task of a node and its state.
+type task struct {
+	Task
+	delivered bool
+	deadline  int64 // unix ns after which a delivered task expires
+	charge    int64 // promotion: the RAM it will take (counted in node.promoWant)
+}
+
+func newNode(id NodeID) *node {
+	return &node{
+		id:         id,
+		idHash:     mix64(hashString(string(id))),
+		items:      make(map[ItemKey]struct{}),
+		tasks:      make(map[uint64]*task),
+		evictByKey: make(map[block.Key]uint64),
+		promoByKey: make(map[block.Key]uint64),
+	}
+}
+
+// New returns an empty master: it learns the cluster purely from Register
+// calls, so a restarted master is rebuilt by its nodes re-registering.
+func New(opts Options) (*Master, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	o := opts.withDefaults()
+	pol, err := policy.NewEviction(o.Eviction, o.PolicyCapacity)
+	if err != nil {
+		return nil, fmt.Errorf("master: build eviction policy: %w", err)
+	}
+	sk, err := policy.NewCMSWith(o.Promotion.SketchKeys, policy.CMSOptions{Threshold: o.Promotion.Threshold})
+	if err != nil {
+		return nil, fmt.Errorf("master: build promotion sketch: %w", err)
+	}
+	m := &Master{
+		opts:        o,
+		nodeTTL:     int64(o.NodeTTL),
+		leaseTTL:    int64(o.LeaseTTL),
+		taskTimeout: int64(o.Promotion.TaskTimeout),
+		recency:     int64(o.RecencyResolution),
+		nodes:       make(map[NodeID]*node),
+		pol:         pol,
+		polRefs:     make(map[uint64]polRef),
+		sketch:      sk,
+	}
+	for i := range m.shards {
+		m.shards[i].m = make(map[block.Key][]replica)
+	}
+	m.nextExpiry.Store(math.MaxInt64)
+	// Sessions start from the clock so that two incarnations of the master
+	// hand out different sessions: a node heartbeating a restarted master
+	// with an old session is told to re-register.
+	// Task IDs likewise, so a result a node sends for a task of the
+	// previous incarnation never closes a task of this one.
+	start := uint64(o.Clock.Now().UnixNano())
+	m.nextSession.Store(start)
+	m.nextTask.Store(start)
+	return m, nil
+}
+
+// Options returns the options in effect (defaults filled in).
+func (m *Master) Options() Options { return m.opts }
+
+// now returns the clock's time and its unix nanoseconds.
+func (m *Master) now() (time.Time, int64) {
+	t := m.opts.Clock.Now()
+	return t, t.UnixNano()
+}
+
+// Register adds a node, or re-registers one that restarted, lost its
+// session or was dropped. The node sends its FULL inventory: afterwards the
+// index holds exactly inv for this node (replicas it held before and still
+// holds keep their leases and recency; the others are removed). Tasks of
+// the previous session are closed (promotions count as expired; eviction
+// orders are withdrawn and their replicas return to the eviction policy).
+// Nothing changes when an argument is invalid.
+func (m *Master) Register(info NodeInfo, inv Inventory, usage NodeUsage) (RegisterReply, error) {
+	if err := info.Validate(); err != nil {
+		return RegisterReply{}, fmt.Errorf("master: register node %q: %w", info.ID, err)
+	}
+	if err := validateUsage(usage); err != nil {
+		return RegisterReply{}, fmt.Errorf("master: register node %q: %w", info.ID, err)
+	}
+	want, err := inventorySet(inv)
+	if err != nil {
+		return RegisterReply{}, fmt.Errorf("master: register node %q: %w", info.ID, err)
+	}
+	now, nowNs := m.now()
+	n := m.lockNodeForRegister(info.ID)
+	wasAlive := n.alive
+	m.closeAllTasks(n)
+	if wasAlive && info.BlockSize != n.info.BlockSize {
+		// Slot rounding changes: recount every RAM replica from scratch.
+		m.removeAll(n)
+	}
+	if wasAlive {
+		m.poolRAMBytes.Add(info.RAMBytes - n.info.RAMBytes)
+	} else {
+		n.alive = true
+		m.poolRAMBytes.Add(info.RAMBytes)
+		m.poolRAMUsed.Add(n.ramUsed.Load())
+	}
+	n.info = info
+	n.ramBytes.Store(info.RAMBytes)
+	n.slot.Store(info.BlockSize)
+	for ik := range n.items {
+		if _, ok := want[ik]; !ok {
+			m.removeReplica(n, ik)
+		}
+	}
+	for i := range inv {
+		m.addReplica(n, &inv[i])
+	}
+	n.session = Session(m.nextSession.Add(1))
+	n.lastHB, n.reported = now, usage
+	deadline := nowNs + m.nodeTTL
+	n.deadline.Store(deadline)
+	reply := RegisterReply{Session: n.session, HeartbeatInterval: m.opts.HeartbeatInterval, NodeTTL: m.opts.NodeTTL}
+	n.mu.Unlock()
+	m.c.registers.Add(1)
+	m.lowerNextExpiry(deadline)
+	m.evict()
+	return reply, nil
+}
+
+// lockNodeForRegister returns the node named id, created if needed, with
+// its mu held.
+func (m *Master) lockNodeForRegister(id NodeID) *node {
+	for {
+		m.nodesMu.Lock()
+		n := m.nodes[id]
+		if n == nil {
+			n = newNode(id)
+			m.nodes[id] = n
+		}
+		m.nodesMu.Unlock()
+		n.mu.Lock()
+		if !n.removed {
+			return n
+		}
+		n.mu.Unlock() // Expire deleted it meanwhile: look again
+	}
+}
+
+func (m *Master) lowerNextExpiry(deadline int64) {
+	for {
+		cur := m.nextExpiry.Load()
+		if deadline >= cur || m.nextExpiry.CompareAndSwap(cur, deadline) {
+			return
+		}
+	}
+}
+
+// Heartbeat keeps a node alive and exchanges state with it: it applies the
+// node's inventory delta, records its usage report, closes the tasks in
+// done, counts its SSD hits for promotion, expires its tasks that were not
+// acknowledged within TaskTimeout, runs an eviction pass if the pool is over
+// its high watermark, and returns the node's pending tasks.
+//
+// An unknown node, a stale session, or a node that has already missed its
+// TTL gets an error wrapping ErrUnknownNode (the node must re-register with
+// its full inventory). Every argument is validated before anything
+// changes; a bad one is an error wrapping ErrBadRequest that names it.
+func (m *Master) Heartbeat(id NodeID, session Session, delta Delta, usage NodeUsage, ssdHits []block.Key, done []TaskResult) (HeartbeatReply, error) {
+	if err := validateHeartbeat(&delta, usage, ssdHits, done); err != nil {
+		return HeartbeatReply{}, fmt.Errorf("master: heartbeat from node %q: %w", id, err)
+	}
+	now, nowNs := m.now()
+	m.nodesMu.RLock()
+	n := m.nodes[id]
+	m.nodesMu.RUnlock()
+	if n == nil {
+		return HeartbeatReply{}, fmt.Errorf("master: heartbeat from node %q: %w", id, ErrUnknownNode)
+	}
+	n.mu.Lock()
+	if err := m.checkSessionLocked(n, session, nowNs); err != nil {
+		n.mu.Unlock()
+		return HeartbeatReply{}, err
+	}
+	n.lastHB, n.reported = now, usage
+	n.deadline.Store(nowNs + m.nodeTTL)
+	m.applyDelta(n, &delta)
+	m.applyResults(n, done)
+	m.expireTasks(n, nowNs)
+	if !m.opts.Promotion.Disabled {
+		m.considerPromotions(n, ssdHits)
+	}
+	n.mu.Unlock()
+	m.c.heartbeats.Add(1)
+
+	m.evict() // orders for this node go out in this very reply
+
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.removed || !n.alive || n.session != session {
+		return HeartbeatReply{}, fmt.Errorf("master: heartbeat from node %q session %d: re-registered meanwhile: %w", id, session, ErrUnknownNode)
+	}
+	return HeartbeatReply{Tasks: m.deliverTasks(n, nowNs), HeartbeatInterval: m.opts.HeartbeatInterval}, nil
+}
+
+// checkSessionLocked refuses a heartbeat of a dropped node or a stale
+// session, and drops a node whose heartbeat comes after its TTL (it has
+// been invisible since; it must re-register its inventory).
+func (m *Master) checkSessionLocked(n *node, session Session, nowNs int64) error {
+	if n.removed || !n.alive {
+		return fmt.Errorf("master: heartbeat from node %q: dropped: %w", n.id, ErrUnknownNode)
+	}
+	if n.session != session {
+		return fmt.Errorf("master: heartbeat from node %q: session %d, current %d: %w", n.id, session, n.session, ErrUnknownNode)
+	}
+	if n.deadline.Load() < nowNs {
+		m.dropNode(n)
+		return fmt.Errorf("master: heartbeat from node %q: silent for more than %v, dropped: %w", n.id, m.opts.NodeTTL, ErrUnknownNode)
+	}
+	return nil
+}
+
+// Expire drops every node whose last heartbeat is older than NodeTTL, with
+// all its replicas and tasks (its undelivered and unacknowledged tasks count
+// as expired), expires the live nodes' tasks not acknowledged within
+// TaskTimeout, and forgets dropped nodes. It returns the number of nodes
+// dropped. Call it from a ticker; Lookup also runs it when a node's TTL has
+// passed.
+func (m *Master) Expire() int {
+	m.expireMu.Lock()
+	defer m.expireMu.Unlock()
+	return m.expireLocked()
+}
+
+func (m *Master) expireLocked() int {
+	_, nowNs := m.now()
+	dropped := 0
+	next := int64(math.MaxInt64)
+	m.nodesMu.Lock()
+	for id, n := range m.nodes {
+		n.mu.Lock()
+		if n.alive && n.deadline.Load() < nowNs {
+			m.dropNode(n)
+			dropped++
+		}
+		if n.alive {
+			m.expireTasks(n, nowNs)
+			next = min(next, n.deadline.Load())
+		} else {
+			n.removed = true
+			delete(m.nodes, id)
+		}
+		n.mu.Unlock()
+	}
+	m.nextExpiry.Store(next)
+	m.nodesMu.Unlock()
+	if dropped > 0 {
+		m.evict() // the pool shrank
+	}
+	return dropped
+}
+
+// maybeExpire runs Expire if a node's deadline may have passed and no one
+// else is expiring.
+func (m *Master) maybeExpire(nowNs int64) {
+	if nowNs > m.nextExpiry.Load() && m.expireMu.TryLock() {
+		m.expireLocked()
+		m.expireMu.Unlock()
+	}
+}
+
+// dropNode removes n's replicas and tasks and marks it dead. n.mu is held.
+func (m *Master) dropNode(n *node) {
+	m.closeAllTasks(n)
+	m.removeAll(n)
+	n.alive = false
+	n.deadline.Store(0)
+	m.poolRAMBytes.Add(-n.info.RAMBytes)
+	m.poolRAMUsed.Add(-n.ramUsed.Load()) // 0: removeAll took every replica
+	m.c.nodesDropped.Add(1)
+}
+
+// charge is the RAM a replica of size bytes occupies on n: whole slots.
+func charge(n *node, size int64) int64 {
+	bs := n.info.BlockSize
+	if bs <= 0 {
+		return size
+	}
+	return max(1, (size+bs-1)/bs) * bs
+}
+
+// addRAMUsed changes n's indexed RAM usage (and the pool's while n is
+// alive). n.mu is held.
+func (m *Master) addRAMUsed(n *node, d int64) {
+	n.ramUsed.Add(d)
+	if n.alive {
+		m.poolRAMUsed.Add(d)
+	}
+}
+
+func (m *Master) polInsert(h uint64, ref polRef) {
+	m.polMu.Lock()
+	m.polSeq++
+	m.pol.Insert(policy.Access{Key: h, Time: m.polSeq})
+	m.polRefs[h] = ref
+	m.polMu.Unlock()
+}
+
+func (m *Master) polRemove(h uint64) {
+	m.polMu.Lock()
+	if m.pol.Contains(h) {
+		m.pol.Remove(h)
+	}
+	delete(m.polRefs, h)
+	m.polMu.Unlock()
+}
+
+// addReplica indexes it on n, or updates the size and checksum of the
+// replica already there. n.mu is held.
+func (m *Master) addReplica(n *node, it *Item) {
+	s := m.shardFor(it.Key)
+	s.mu.Lock()
+	reps := s.m[it.Key]
+	if i := find(reps, n, it.Tier); i >= 0 {
+		r := &reps[i]
+		old, evicting := r.size, r.evicting
+		r.size, r.sum = it.Size, it.Sum
+		s.mu.Unlock()
+		switch {
+		case it.Tier == TierSSD:
+			n.ssdUsed += it.Size - old
+		case !evicting: // an evicting replica no longer counts
+			m.addRAMUsed(n, charge(n, it.Size)-charge(n, old))
+		}
+		return
+	}
+	var h uint64
+	if it.Tier == TierRAM {
+		h = m.nextHandle.Add(1)
+	}
+	s.m[it.Key] = append(reps, replica{node: n, handle: h, size: it.Size, sum: it.Sum, tier: it.Tier})
+	s.mu.Unlock()
+	n.items[ItemKey{it.Key, it.Tier}] = struct{}{}
+	if it.Tier == TierRAM {
+		n.ramCount++
+		m.c.ramReplicas.Add(1)
+		m.addRAMUsed(n, charge(n, it.Size))
+		m.polInsert(h, polRef{key: it.Key, node: n})
+	} else {
+		n.ssdCount++
+		n.ssdUsed += it.Size
+		m.c.ssdReplicas.Add(1)
+	}
+}
+
+// takeReplica deletes n's replica ik from its shard and returns it.
+func (m *Master) takeReplica(n *node, ik ItemKey) (replica, bool) {
+	s := m.shardFor(ik.Key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	reps := s.m[ik.Key]
+	i := find(reps, n, ik.Tier)
+	if i < 0 {
+		return replica{}, false
+	}
+	r := reps[i]
+	last := len(reps) - 1
+	copy(reps[i:], reps[i+1:])
+	reps[last] = replica{} // drop the node pointer
+	if last == 0 {
+		delete(s.m, ik.Key)
+	} else {
+		s.m[ik.Key] = reps[:last]
+	}
+	return r, true
+}
+
+// removeReplica removes n's replica ik from the index; false if the index
+// does not hold it. n.mu is held.
+func (m *Master) removeReplica(n *node, ik ItemKey) bool {
+	if _, ok := n.items[ik]; !ok {
+		return false
+	}
+	delete(n.items, ik)
+	r, ok := m.takeReplica(n, ik)
+	if !ok {
+		return false // unreachable while the invariants hold
+	}
+	if ik.Tier == TierRAM {
+		n.ramCount--
+		m.c.ramReplicas.Add(-1)
+		if r.evicting {
+			n.evicting--
+			m.closeEviction(n, ik.Key)
+		} else {
+			m.addRAMUsed(n, -charge(n, r.size))
+			m.polRemove(r.handle)
+		}
+	} else {
+		n.ssdCount--
+		n.ssdUsed -= r.size
+		m.c.ssdReplicas.Add(-1)
+	}
+	return true
+}
+
+// removeAll removes every replica of n. n.mu is held.
+func (m *Master) removeAll(n *node) {
+	for ik := range n.items {
+		m.removeReplica(n, ik)
+	}
+}
+
+// moveReplica moves n's replica of mv.Key between tiers; false if the
+// index does not hold the source. n.mu is held.
+func (m *Master) moveReplica(n *node, mv *Move) bool {
+	from, to := ItemKey{mv.Key, mv.From}, ItemKey{mv.Key, mv.To}
+	if _, ok := n.items[from]; !ok {
+		return false
+	}
+	if _, ok := n.items[to]; ok {
+		return m.removeReplica(n, from) // merged into the copy already there
+	}
+	var h uint64
+	if mv.To == TierRAM {
+		h = m.nextHandle.Add(1)
+	}
+	s := m.shardFor(mv.Key)
+	s.mu.Lock()
+	reps := s.m[mv.Key]
+	i := find(reps, n, mv.From)
+	if i < 0 {
+		s.mu.Unlock()
+		return false // unreachable while the invariants hold
+	}
+	r := &reps[i]
+	old := replica{handle: r.handle, size: r.size, evicting: r.evicting}
+	r.tier, r.handle, r.evicting = mv.To, h, false
+	s.mu.Unlock()
+	delete(n.items, from)
+	n.items[to] = struct{}{}
+	if mv.To == TierSSD {
+		n.ramCount--
+		n.ssdCount++
+		n.ssdUsed += old.size
+		m.c.ramReplicas.Add(-1)
+		m.c.ssdReplicas.Add(1)
+		if old.evicting {
+			n.evicting--
+			m.closeEviction(n, mv.Key)
+		} else {
+			m.addRAMUsed(n, -charge(n, old.size))
+			m.polRemove(old.handle)
+		}
+	} else {
+		n.ssdCount--
+		n.ramCount++
+		n.ssdUsed -= old.size
+		m.c.ssdReplicas.Add(-1)
+		m.c.ramReplicas.Add(1)
+		m.addRAMUsed(n, charge(n, old.size))
+		m.polInsert(h, polRef{key: mv.Key, node: n})
+	}
+	return true
+}
+
+// applyDelta applies a validated delta in order. n.mu is held.
+func (m *Master) applyDelta(n *node, d *Delta) {
+	for i := range d.Added {
+		m.addReplica(n, &d.Added[i])
+	}
+	for _, ik := range d.Removed {
+		if !m.removeReplica(n, ik) {
+			m.c.deltaUnknown.Add(1)
+		}
+	}
+	for i := range d.Moved {
+		if !m.moveReplica(n, &d.Moved[i]) {
+			m.c.deltaUnknown.Add(1)
+		}
+	}
+}
+
+// inventorySet validates inv and returns its replica set.
+func inventorySet(inv Inventory) (map[ItemKey]struct{}, error) {
+	set := make(map[ItemKey]struct{}, len(inv))
+	for i := range inv {
+		it := &inv[i]
+		if err := validateItem(it); err != nil {
+			return nil, fmt.Errorf("inventory[%d]: %w", i, err)
+		}
+		ik := ItemKey{it.Key, it.Tier}
+		if _, dup := set[ik]; dup {
+			return nil, badRequest("inventory[%d]: %v in %v listed twice", i, it.Key, it.Tier)
+		}
+		set[ik] = struct{}{}
+	}
+	return set, nil
+}
+
+func validateKey(k block.Key) error {
+	if err := k.Validate(); err != nil {
+		return fmt.Errorf("%w: key %v: %w", ErrBadRequest, k, err)
+	}
+	return nil
+}
+
+func validateTier(k block.Key, t Tier) error {
+	if !t.valid() {
+		return badRequest("key %v: %v is not a tier (want ram or ssd)", k, t)
+	}
+	return nil
+}
+
+func validateItem(it *Item) error {
+	if err := validateKey(it.Key); err != nil {
+		return err
+	}
+	if err := validateTier(it.Key, it.Tier); err != nil {
+		return err
+	}
+	if it.Size < 0 || it.Size > MaxItemSize {
+		return badRequest("key %v: size %d (want 0 to %d)", it.Key, it.Size, int64(MaxItemSize))
+	}
+	return nil
+}
+
+func validateUsage(u NodeUsage) error {
+	if u.RAMUsed < 0 || u.SSDUsed < 0 {
+		return badRequest("usage %+v is negative", u)
+	}
+	return nil
+}
+
+func validateHeartbeat(d *Delta, usage NodeUsage, ssdHits []block.Key, done []TaskResult) error {
+	if err := validateUsage(usage); err != nil {
+		return err
+	}
+	for i := range d.Added {
+		if err := validateItem(&d.Added[i]); err != nil {
+			return fmt.Errorf("delta.Added[%d]: %w", i, err)
+		}
+	}
+	for i, ik := range d.Removed {
+		if err := validateKey(ik.Key); err != nil {
+			return fmt.Errorf("delta.Removed[%d]: %w", i, err)
+		}
+		if err := validateTier(ik.Key, ik.Tier); err != nil {
+			return fmt.Errorf("delta.Removed[%d]: %w", i, err)
+		}
+	}
+	for i, mv := range d.Moved {
+		if err := validateKey(mv.Key); err != nil {
+			return fmt.Errorf("delta.Moved[%d]: %w", i, err)
+		}
+		if err := validateTier(mv.Key, mv.From); err != nil {
+			return fmt.Errorf("delta.Moved[%d].From: %w", i, err)
+		}
+		if err := validateTier(mv.Key, mv.To); err != nil {
+			return fmt.Errorf("delta.Moved[%d].To: %w", i, err)
+		}
+		if mv.From == mv.To {
+			return badRequest("delta.Moved[%d]: key %v moves from %v to itself", i, mv.Key, mv.From)
+		}
+	}
+	for i, k := range ssdHits {
+		if err := validateKey(k); err != nil {
+			return fmt.Errorf("ssdHits[%d]: %w", i, err)
+		}
+	}
+	for i, r := range done {
+		if r.Bytes < 0 {
+			return badRequest("done[%d]: task %d: bytes %d is negative", i, r.ID, r.Bytes)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+package master
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/kvpool/kvpool/block"
+)
+
+// MaxReplicas bounds the replicas a Place call may ask for per block.
+const MaxReplicas = 64
+
+// candidate is a live node as Place sees it.
+type candidate struct {
+	n      *node
+	used   int64 // indexed RAM usage plus admitted promotions plus this call's choices
+	cap    int64
+	slot   int64
+	chosen bool
+}
+
+// fraction is the candidate's RAM usage fraction (+Inf without RAM).
+func (c *candidate) fraction() float64 {
+	if c.cap <= 0 {
+		return math.Inf(1)
+	}
+	return float64(c.used) / float64(c.cap)
+}
+
+// Place chooses the nodes for new blocks ids of tenant: replicas distinct
+// live nodes per block, by strategy (StrategyDefault means
+// Options.Placement):
+//
+//   - LocalFirst: the hint node first if it is live and has room (one more
+//     block keeps its RAM usage at or under HighWatermark), then the least
+//     used of the others; without a usable hint, LeastUsed.
+//   - LeastUsed: the nodes with the lowest RAM usage fraction, ties by node
+//     ID.
+//   - Hash: rendezvous hashing of the block key over the live nodes (the
+//     highest mix(key, node) scores); usage plays no part, and a node
+//     leaving moves only the blocks that had chosen it.
+//
+// Usage is the index's (see Evict) plus the promotions admitted for the
+// node; within one call every choice adds a slot (NodeInfo.BlockSize; 0
+// adds nothing) to its node's usage, so a large batch spreads over the
+// nodes. The master reserves nothing: a choice takes effect when the node
+// reports the block in a delta. Given the same state the choice is the
+// same (deterministic).
+//
+// When fewer nodes are live than replicas, Place degrades: every block goes
+// to all live nodes, dst.PerBlock says how many, and dst.Degraded is set.
+// With no live node it returns ErrNoNodes. An invalid tenant, replicas
+// outside 1..MaxReplicas, an unknown strategy or a nil dst is an error
+// wrapping ErrBadRequest. The result goes into dst, whose slices are
+// reused.
+func (m *Master) Place(tenant string, ids []uint64, replicas int, hint NodeID, strategy Strategy, dst *Placement) error {
+	if dst == nil {
+		return badRequest("place %d blocks of tenant %q: nil result", len(ids), tenant)
+	}
+	dst.PerBlock, dst.Degraded, dst.Nodes = 0, false, dst.Nodes[:0]
+	if err := (block.Key{Tenant: tenant}).Validate(); err != nil {
+		return fmt.Errorf("%w: place: tenant: %w", ErrBadRequest, err)
+	}
+	if replicas < 1 || replicas > MaxReplicas {
+		return badRequest("place %d blocks of tenant %q: %d replicas (want 1 to %d)", len(ids), tenant, replicas, MaxReplicas)
+	}
+	if strategy == StrategyDefault {
+		strategy = m.opts.Placement
+	}
+	if strategy > Hash {
+		return badRequest("place %d blocks of tenant %q: unknown strategy %v", len(ids), tenant, strategy)
+	}
+	_, nowNs := m.now()
+	m.maybeExpire(nowNs)
+	cands := m.candidates(nowNs)
+	if len(cands) == 0 {
+		return fmt.Errorf("master: place %d blocks of tenant %q: %w", len(ids), tenant, ErrNoNodes)
+	}
+	k := min(replicas, len(cands))
+	dst.PerBlock, dst.Degraded = k, k < replicas
+	hintIdx := -1
+	if strategy == LocalFirst && hint != "" {
+		hintIdx = slices.IndexFunc(cands, func(c candidate) bool { return c.n.id == hint })
+	}
+	th := hashString(tenant)
+	for _, id := range ids {
+		for i := range cands {
+			cands[i].chosen = false
+		}
+		switch strategy {
+		case Hash:
+			kh := keyHash(th, id)
+			for range k {
+				best := -1
+				var bestScore uint64
+				for i := range cands {
+					c := &cands[i]
+					if c.chosen {
+						continue
+					}
+					// Ties (astronomically rare) go to the lower ID:
+					// cands is sorted by ID and only a strictly higher
+					// score wins.
+					if sc := mix64(kh ^ c.n.idHash); best < 0 || sc > bestScore {
+						best, bestScore = i, sc
+					}
+				}
+				dst.Nodes = append(dst.Nodes, choose(&cands[best]))
+			}
+		default:
+			start := 0
+			if hintIdx >= 0 {
+				h := &cands[hintIdx]
+				if h.cap > 0 && float64(h.used+h.slot) <= m.opts.HighWatermark*float64(h.cap) {
+					dst.Nodes = append(dst.Nodes, choose(h))
+					start = 1
+				}
+			}
+			for j := start; j < k; j++ {
+				best := -1
+				for i := range cands {
+					c := &cands[i]
+					if c.chosen {
+						continue
+					}
+					if best < 0 || c.fraction() < cands[best].fraction() {
+						best = i
+					}
+				}
+				dst.Nodes = append(dst.Nodes, choose(&cands[best]))
+			}
+		}
+	}
+	m.c.placements.Add(1)
+	return nil
+}
+
+// choose marks c chosen for the current block and charges it a slot.
+func choose(c *candidate) NodeID {
+	c.chosen = true
+	c.used += c.slot
+	return c.n.id
+}
+
+// candidates returns the live nodes sorted by ID.
+func (m *Master) candidates(nowNs int64) []candidate {
+	m.nodesMu.RLock()
+	out := make([]candidate, 0, len(m.nodes))
+	for _, n := range m.nodes {
+		if n.deadline.Load() < nowNs {
+			continue
+		}
+		out = append(out, candidate{
+			n:    n,
+			used: n.ramUsed.Load() + n.promoWant.Load(),
+			cap:  n.ramBytes.Load(),
+			slot: n.slot.Load(),
+		})
+	}
+	m.nodesMu.RUnlock()
+	slices.SortFunc(out, func(a, b candidate) int { return cmp.Compare(a.n.id, b.n.id) })
+	return out
+}

@@ -1,0 +1,329 @@
+package master
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/kvpool/kvpool/block"
+)
+
+// Errors returned by the master, checked with errors.Is.
+var (
+	// ErrUnknownNode: the node is not registered, was dropped (silent for
+	// the TTL), or re-registered under a newer session. The node must call
+	// Register again with its full inventory.
+	ErrUnknownNode = errors.New("unknown node or session: re-register")
+	// ErrNoNodes: no live node can take a placement.
+	ErrNoNodes = errors.New("no live nodes")
+	// ErrBadRequest: an argument is malformed (the message says which and
+	// where). Nothing was changed.
+	ErrBadRequest = errors.New("bad request")
+)
+
+// badRequest wraps ErrBadRequest with what was wrong and where.
+func badRequest(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, a...))
+}
+
+// NodeID names a node. It is chosen by the node and stable across its
+// restarts (a node that comes back re-registers under the same ID).
+type NodeID string
+
+// MaxNodeIDLen is the longest NodeID accepted (bytes).
+const MaxNodeIDLen = 128
+
+// Session identifies one registration of a node. Register hands out a new
+// session every time; a heartbeat carrying any other session is refused with
+// ErrUnknownNode.
+type Session uint64
+
+// Tier is a storage tier of a node.
+type Tier uint8
+
+// The tiers. The zero Tier is invalid, so a forgotten field is an error
+// rather than a silent RAM replica. Lookup sorts RAM before SSD: the order
+// of these constants.
+const (
+	TierRAM Tier = 1
+	TierSSD Tier = 2
+)
+
+// String returns "ram", "ssd" or "tier(N)".
+func (t Tier) String() string {
+	switch t {
+	case TierRAM:
+		return "ram"
+	case TierSSD:
+		return "ssd"
+	}
+	return fmt.Sprintf("tier(%d)", uint8(t))
+}
+
+// valid reports whether t is one of the tiers.
+func (t Tier) valid() bool { return t == TierRAM || t == TierSSD }
+
+// MaxItemSize bounds Item.Size and NodeInfo.BlockSize (1 TiB): far above
+// any block (a model-unit block is 160 MiB), and small enough that sums over
+// millions of replicas cannot overflow int64.
+const MaxItemSize = 1 << 40
+
+// Replica is one copy of a block as a reader sees it.
+type Replica struct {
+	// Node holds the copy.
+	Node NodeID
+	// Tier is where on the node.
+	Tier Tier
+	// Size is the block's length in bytes.
+	Size int64
+	// Sum is the block's checksum (block.Checksum) as the node reported it.
+	Sum uint32
+}
+
+// ReplicaStatus is a replica as the admin key query shows it.
+type ReplicaStatus struct {
+	Replica
+	// NodeAlive is false for a replica of a node that has missed its TTL
+	// but has not been dropped yet (readers never see those).
+	NodeAlive bool
+	// Evicting is true once the master has ordered the copy demoted or
+	// dropped; readers no longer see it.
+	Evicting bool
+	// LeaseUntil is the end of the replica's read lease (zero if it never
+	// had one).
+	LeaseUntil time.Time
+}
+
+// NodeInfo describes a node at registration.
+type NodeInfo struct {
+	// ID names the node (required, at most MaxNodeIDLen bytes).
+	ID NodeID
+	// Addr is the node's data-plane address, host:port (required).
+	Addr string
+	// RAMBytes and SSDBytes are the tiers' capacities; SSDBytes 0 means the
+	// node has no SSD tier (the master then orders drops, not demotions).
+	RAMBytes, SSDBytes int64
+	// BlockSize is the node's RAM slot size in bytes: a RAM replica of n
+	// bytes occupies ceil(n/BlockSize) slots of the node's RAM budget. 0
+	// counts replicas at their exact size.
+	BlockSize int64
+}
+
+// Validate reports the first bad field.
+func (ni NodeInfo) Validate() error {
+	switch {
+	case ni.ID == "":
+		return badRequest("NodeInfo.ID is empty")
+	case len(ni.ID) > MaxNodeIDLen:
+		return badRequest("NodeInfo.ID is %d bytes, limit %d", len(ni.ID), MaxNodeIDLen)
+	case ni.Addr == "":
+		return badRequest("NodeInfo.Addr of node %q is empty (want host:port)", ni.ID)
+	case ni.RAMBytes < 0:
+		return badRequest("NodeInfo.RAMBytes of node %q is %d (want >= 0)", ni.ID, ni.RAMBytes)
+	case ni.SSDBytes < 0:
+		return badRequest("NodeInfo.SSDBytes of node %q is %d (want >= 0)", ni.ID, ni.SSDBytes)
+	case ni.BlockSize < 0 || ni.BlockSize > MaxItemSize:
+		return badRequest("NodeInfo.BlockSize of node %q is %d (want 0 to %d)", ni.ID, ni.BlockSize, int64(MaxItemSize))
+	}
+	if _, _, err := net.SplitHostPort(ni.Addr); err != nil {
+		return badRequest("NodeInfo.Addr of node %q: %v", ni.ID, err)
+	}
+	return nil
+}
+
+// NodeUsage is a node's own account of its tiers, sent with every
+// registration and heartbeat. The master shows it (NodeStatus.Reported);
+// its decisions use the usage implied by the index (see the package
+// documentation).
+type NodeUsage struct {
+	RAMUsed, SSDUsed int64
+}
+
+// ItemKey names one replica on a node: a block in a tier.
+type ItemKey struct {
+	Key  block.Key
+	Tier Tier
+}
+
+// Item is one block a node holds.
+type Item struct {
+	Key  block.Key
+	Tier Tier
+	// Size is the block's length in bytes (0 to MaxItemSize).
+	Size int64
+	// Sum is the block's checksum.
+	Sum uint32
+}
+
+// Inventory is everything a node holds, sent at registration. A block may
+// appear once per tier.
+type Inventory []Item
+
+// Move reports that a node moved a block between its tiers (a demotion
+// RAM→SSD, or a promotion SSD→RAM that kept no SSD copy).
+type Move struct {
+	Key      block.Key
+	From, To Tier
+}
+
+// Delta is the change in a node's inventory since its previous heartbeat.
+// It is applied in order: Added, then Removed, then Moved.
+type Delta struct {
+	// Added blocks; an item already indexed for the node is updated (size
+	// and checksum), keeping its lease and recency.
+	Added []Item
+	// Removed replicas; one the index does not hold is ignored (and counted
+	// in Stats.DeltaUnknown).
+	Removed []ItemKey
+	// Moved replicas; one the index does not hold is ignored (and counted),
+	// and a move onto a tier that already holds the block merges the two.
+	Moved []Move
+}
+
+// TaskKind says what a Task asks a node to do.
+type TaskKind uint8
+
+// The task kinds.
+const (
+	// TaskDemote: move the block from RAM to SSD (an eviction order for a
+	// node with an SSD tier).
+	TaskDemote TaskKind = 1
+	// TaskDrop: delete the block's RAM copy (an eviction order for a node
+	// without SSD).
+	TaskDrop TaskKind = 2
+	// TaskPromote: copy the block from SSD to RAM.
+	TaskPromote TaskKind = 3
+)
+
+// String returns "demote", "drop", "promote" or "task(N)".
+func (k TaskKind) String() string {
+	switch k {
+	case TaskDemote:
+		return "demote"
+	case TaskDrop:
+		return "drop"
+	case TaskPromote:
+		return "promote"
+	}
+	return fmt.Sprintf("task(%d)", uint8(k))
+}
+
+// Task is an order for a node, delivered in a heartbeat reply.
+type Task struct {
+	// ID names the task in TaskResult; unique within a master's lifetime.
+	ID   uint64
+	Kind TaskKind
+	Key  block.Key
+}
+
+// TaskResult is a node's report on a task, sent in a later heartbeat.
+//
+// An eviction order (demote, drop) is confirmed by the inventory delta
+// that reflects it (Removed or Moved RAM→SSD); its TaskResult only closes
+// the task, and one with OK false or without the matching delta gives the
+// replica back to the eviction policy. A promotion's TaskResult is its only
+// confirmation; the new RAM copy arrives in the delta as usual.
+type TaskResult struct {
+	ID uint64
+	OK bool
+	// Bytes moved by a completed promotion (counted in
+	// master_promotion_completed_bytes_total).
+	Bytes int64
+}
+
+// RegisterReply tells a node how to keep its registration alive.
+type RegisterReply struct {
+	// Session must accompany every heartbeat.
+	Session Session
+	// HeartbeatInterval is how often the node should heartbeat.
+	HeartbeatInterval time.Duration
+	// NodeTTL is how long the master waits for a heartbeat before it drops
+	// the node and all its replicas.
+	NodeTTL time.Duration
+}
+
+// HeartbeatReply carries the node's pending tasks: every queued eviction
+// order (oldest first), then at most Promotion.MaxPerHeartbeat promotions
+// (oldest first).
+type HeartbeatReply struct {
+	Tasks []Task
+	// HeartbeatInterval repeats the configured interval.
+	HeartbeatInterval time.Duration
+}
+
+// NodeStatus is one node as the admin /nodes endpoint shows it.
+type NodeStatus struct {
+	Info    NodeInfo
+	Session Session
+	// Alive is false for a node that has missed its TTL but has not been
+	// dropped by Expire yet.
+	Alive bool
+	// LastHeartbeat is when the master last heard from the node
+	// (registration counts), and HeartbeatAge how long ago that was.
+	LastHeartbeat time.Time
+	HeartbeatAge  time.Duration
+	// Reported is the node's own usage report; Indexed the usage implied by
+	// the index (RAM: slot-rounded bytes of replicas not being evicted),
+	// which the master's decisions use.
+	Reported, Indexed NodeUsage
+	// RAMReplicas and SSDReplicas count the node's replicas in the index.
+	RAMReplicas, SSDReplicas int
+	// Evicting counts RAM replicas under an eviction order.
+	Evicting int
+	// PromotionsQueued counts admitted promotions not yet handed out;
+	// TasksInFlight the tasks handed out and not yet acknowledged.
+	PromotionsQueued, TasksInFlight int
+}
+
+// LookupResult receives a Lookup. Its slices are reused from call to call,
+// so a caller that keeps one LookupResult per goroutine allocates nothing in
+// steady state.
+type LookupResult struct {
+	// Hit is the length of the prefix found: ids[:Hit] are present on live
+	// nodes, ids[Hit] (if any) is not.
+	Hit int
+	// Replicas holds the replicas of the Hit prefix blocks, block after
+	// block; within a block, RAM before SSD, then by node ID.
+	Replicas []Replica
+	// Ends[i] is where block i's replicas end in Replicas (they start at
+	// Ends[i-1], or 0).
+	Ends []int
+
+	handles []uint64 // scratch: policy handles to touch
+}
+
+// Block returns the replicas of prefix block i (0 <= i < Hit).
+func (r *LookupResult) Block(i int) []Replica {
+	start := 0
+	if i > 0 {
+		start = r.Ends[i-1]
+	}
+	return r.Replicas[start:r.Ends[i]]
+}
+
+// reset empties r keeping its storage.
+func (r *LookupResult) reset() {
+	r.Hit = 0
+	r.Replicas = r.Replicas[:0]
+	r.Ends = r.Ends[:0]
+	r.handles = r.handles[:0]
+}
+
+// Placement receives a Place: the nodes chosen for each new block.
+type Placement struct {
+	// PerBlock is the number of distinct nodes chosen per block: the
+	// replicas asked for, or fewer when fewer nodes are live (Degraded).
+	PerBlock int
+	// Degraded is true when fewer live nodes than the replicas asked for
+	// exist; every live node then gets a copy.
+	Degraded bool
+	// Nodes lists the choices block after block: block i goes to
+	// Nodes[i*PerBlock:(i+1)*PerBlock], the first the preferred one.
+	Nodes []NodeID
+}
+
+// Block returns the nodes chosen for block i.
+func (p *Placement) Block(i int) []NodeID {
+	return p.Nodes[i*p.PerBlock : (i+1)*p.PerBlock]
+}
