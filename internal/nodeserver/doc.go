@@ -1,0 +1,71 @@
+// Package nodeserver is a kvpool node's data plane: a TCP server that speaks
+// the wire protocol (package wire) and serves the blocks of a Backend (the
+// node's tiered RAM+SSD store).
+//
+// # Connections
+//
+// A connection starts with the handshake: the server reads the hello within
+// Options.HandshakeTimeout, checks the protocol version, the auth token
+// (Options.Token, compared in constant time) and the tenant
+// (block.Key.Validate, then Options.TenantPolicy), and answers with a
+// hello-ack carrying its limits. A refused hello gets an ack saying why
+// (CodeVersionMismatch, CodeUnauthorized, CodeBadRequest) and the connection
+// closes. Connections beyond Options.MaxConns are refused with
+// CodeUnavailable.
+//
+// After the handshake one goroutine serves the connection: it reads a
+// request, answers it, and reads the next, so responses go out in request
+// order and a client may pipeline (send several requests before reading).
+// Every key on the connection is namespaced by the hello's tenant.
+//
+// # Errors
+//
+// A per-key outcome (a missing or corrupt block, a failed put) is a status
+// in the response. A request that cannot be served as a whole gets an ERROR
+// frame with its request id and the connection carries on; this covers the
+// recoverable decode errors (unknown op, a response op sent as a request,
+// malformed body, batch too long, payload too large). Errors that lose the
+// frame boundary (a length below the header or above Limits.MaxFrame, a
+// truncated frame, a read or write timeout, a failed write) close the
+// connection. A panic while serving a connection closes it and is counted
+// (Stats.Panics) and logged as a bug; the server carries on.
+//
+// An MPUT answered with ERROR (a malformed block entry part-way through) may
+// have stored the blocks before the bad one.
+//
+// # Deadlines
+//
+// Nothing waits forever: the next frame's header must arrive within
+// Options.IdleTimeout, the rest of a frame (and each PUT payload, counted
+// from when the ingress pacer lets it in) within Options.ReadTimeout, and
+// each piece of a response (counted from when the egress pacer lets it out)
+// must be accepted by the socket within Options.WriteTimeout.
+//
+// # Zero copy
+//
+// Blocks are sent by reference. A GET or MGET response is assembled as a
+// small buffer of headers plus the payloads where they lie: a RAM block's
+// payload is written from its slot with writev (net.Buffers), an SSD block's
+// payload is sent from its file with sendfile(2) where the platform allows
+// (Linux), falling back to positional reads into a pooled buffer. One MGET
+// response mixes both, in request order. The backend pins every block of a
+// response (Backend.Acquire) until it has been written. PUT payloads are read
+// from the socket straight into a pooled buffer of the payload's size class
+// and handed to Backend.Put, which copies them and verifies the client's
+// checksum.
+//
+// # Frame budget
+//
+// A response frame never exceeds the server's Limits.MaxFrame. When the
+// blocks an MGET asks for do not all fit, the server sends those that fit
+// and answers the rest, a suffix of the batch, with CodeTooLarge and no
+// payload; the client asks for that suffix again (package nodeclient does).
+// A block larger than Limits.MaxPayload is answered with CodeTooLarge too.
+//
+// # Shutdown
+//
+// Serve returns when its context ends or Close is called. Either stops
+// accepting, interrupts connections waiting for a request, cancels the
+// context of requests in flight (pacer waits, backend calls), and waits for
+// every connection goroutine to finish.
+package nodeserver
