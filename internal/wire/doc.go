@@ -94,6 +94,11 @@
 // a whole (undecodable, unknown op, unauthorized, internal failure), with the
 // request's id.
 //
+// An MGET response never exceeds the server's MaxFrame: when the blocks do
+// not all fit, the server answers the ones that do and marks the tail
+// CodeTooLarge (no payload); the client asks for that tail again in a new
+// request, or with GET when not even one block fits a frame.
+//
 // Block entry, 20 bytes then the payload:
 //
 //	offset  size  field        meaning
