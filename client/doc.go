@@ -1,0 +1,46 @@
+// Package client is the kvpool client library: what an LLM serving engine
+// (or the live trace replayer) links to use a kvpool cluster as a shared KV
+// cache block store.
+//
+// A Client talks to the master's index (through the Index interface:
+// normally the master's network protocol, an in-process adapter in tests)
+// and to the nodes' data planes (one connection pool per node address).
+//
+//   - Lookup finds the longest cached prefix of a request's block IDs and
+//     where each of its blocks lives, changing nothing on the master.
+//   - Get looks the prefix up with a read lease and fetches its blocks in
+//     parallel: one MGET per node, RAM replicas first, a second replica as
+//     the fallback. Every block is verified against its key and checksum
+//     (a corrupt copy is counted and never returned). Concurrent Gets of the
+//     same block share one network fetch. The caller's context deadline
+//     (see DeadlineFor) bounds the whole Get: past it, Get returns what has
+//     arrived and marks the rest TimedOut, for the caller to recompute.
+//   - Put asks the index where new blocks go and stores them there with one
+//     MPUT per node, in parallel.
+//   - Prefetch copies the cached prefix of a request into one node's RAM
+//     ahead of use.
+//   - Exists says which blocks are present, with no side effects.
+//
+// # Failures and retries
+//
+// Every call sent to one node is bounded by Options.RequestTimeout within
+// the caller's context. A node that fails a call (refused connection, I/O
+// error, timeout) is marked down: later requests skip its replicas without
+// contacting it until the index reports it live again (it went missing
+// from the node list, or reported not live, and came back, or its address
+// changed) or Options.DownRetry has passed. So a dead node costs a request
+// at most one RequestTimeout, and only the first request after it died.
+//
+// Reads (Get, Exists, Lookup) are idempotent: a failed read is retried on
+// the block's next replica. Puts are idempotent too, because a block's key
+// names its content (a prefix-chain hash), so storing it twice stores the
+// same bytes; still, the client does not retry a failed Put on another
+// node: a block that could not be stored is simply recomputed next time,
+// and a retry would spend the transfer budget of the request that is
+// waiting for it. The connection pool's single reconnect after a stale
+// idle connection is the only Put retry.
+//
+// # Concurrency
+//
+// A Client is safe for concurrent use by any number of goroutines.
+package client

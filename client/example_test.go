@@ -1,0 +1,74 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kvpool/kvpool/client"
+)
+
+// Store the blocks of a request, then fetch its cached prefix within the
+// time recomputing it would take.
+func Example() {
+	cl0, err := startCluster(2) // an in-process master and two nodes
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cl0.close()
+	c, err := client.New(context.Background(), client.Options{Index: masterIndex{cl0.m}, Tenant: "demo", LocalNode: "n0"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+
+	ids := []uint64{11, 12, 13}
+	blocks := [][]byte{[]byte("kv of tokens 0-511"), []byte("kv of tokens 512-1023"), []byte("kv of tokens 1024-1535")}
+	if _, err := c.Put(context.Background(), ids, blocks, client.PutOptions{Replicas: 2}); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	// A later request shares the first two blocks, then diverges.
+	req := []uint64{11, 12, 99}
+	ctx, cancel := context.WithDeadline(context.Background(), client.DeadlineFor(2.0))
+	defer cancel()
+	res, err := c.Get(ctx, req, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("cached prefix:", res.Prefix(), "blocks")
+	for i := range req {
+		fmt.Printf("block %d: %v %q\n", req[i], res.Status[i], res.Blocks[i])
+	}
+	// Output:
+	// cached prefix: 2 blocks
+	// block 11: loaded "kv of tokens 0-511"
+	// block 12: loaded "kv of tokens 512-1023"
+	// block 99: missing ""
+}
+
+// Check which blocks are cached without touching leases or recency.
+func ExampleClient_Exists() {
+	cl0, err := startCluster(1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cl0.close()
+	c, err := client.New(context.Background(), client.Options{Index: masterIndex{cl0.m}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	if _, err := c.Put(context.Background(), []uint64{1}, [][]byte{[]byte("x")}, client.PutOptions{}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	present, err := c.Exists(context.Background(), []uint64{1, 2})
+	fmt.Println(present, err)
+	// Output: [true false] <nil>
+}

@@ -1,0 +1,219 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// PutOptions configure one Put. The zero value means the client's
+// defaults.
+type PutOptions struct {
+	// Replicas is the number of copies to store (0: Options.Replicas; at
+	// most MaxReplicas). The index may place fewer when fewer nodes are
+	// live.
+	Replicas int
+	// Hint is the ID of the node that should get the first copy, usually
+	// the writer's own node ("" : Options.LocalNode).
+	Hint string
+}
+
+// Put stores payloads[i] as block ids[i] on the nodes the index chooses:
+// one MPUT per node, in parallel, each bounded by RequestTimeout. It
+// returns one error per block, nil when every chosen copy was stored, else
+// the failures joined (a block with at least one stored copy is still
+// readable once its node reports it to the master). The error is non-nil
+// when nothing could be attempted (bad arguments, placement failed).
+func (c *Client) Put(ctx context.Context, ids []uint64, payloads [][]byte, po PutOptions) ([]error, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	if len(payloads) != len(ids) {
+		return nil, fmt.Errorf("client: put: %d ids but %d payloads", len(ids), len(payloads))
+	}
+	if po.Replicas < 0 || po.Replicas > MaxReplicas {
+		return nil, fmt.Errorf("client: put: PutOptions.Replicas is %d; want 0 to %d", po.Replicas, MaxReplicas)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	replicas, hint := po.Replicas, po.Hint
+	if replicas == 0 {
+		replicas = c.opts.Replicas
+	}
+	if hint == "" {
+		hint = c.opts.LocalNode
+	}
+	place, err := c.idx.Place(ctx, c.opts.Tenant, ids, replicas, hint)
+	if err != nil {
+		return nil, fmt.Errorf("client: place %d blocks of tenant %q: %w", len(ids), c.opts.Tenant, err)
+	}
+	if len(place) != len(ids) {
+		return nil, fmt.Errorf("client: place %d blocks: index answered %d placements: %w", len(ids), len(place), ErrBadIndex)
+	}
+	groups := map[string][]int{}
+	var order []string
+	errs := make([][]error, len(ids))
+	for i, nodes := range place {
+		if len(nodes) == 0 {
+			errs[i] = append(errs[i], fmt.Errorf("client: put block %016x: index chose no node", ids[i]))
+		}
+		for _, n := range nodes {
+			if groups[n] == nil {
+				order = append(order, n)
+			}
+			groups[n] = append(groups[n], i)
+		}
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, n := range order {
+		blocks := groups[n]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := c.mput(ctx, n, "", ids, payloads, blocks)
+			mu.Lock()
+			defer mu.Unlock()
+			for k, i := range blocks {
+				if out[k] != nil {
+					errs[i] = append(errs[i], out[k])
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	result := make([]error, len(ids))
+	for i := range errs {
+		result[i] = errors.Join(errs[i]...)
+	}
+	return result, nil
+}
+
+// mput stores blocks (indexes into ids) on node n with one MPUT bounded
+// by RequestTimeout, and returns one error per block.
+func (c *Client) mput(ctx context.Context, n, addr string, ids []uint64, payloads [][]byte, blocks []int) []error {
+	out := make([]error, len(blocks))
+	fail := func(err error) []error {
+		for k := range out {
+			out[k] = err
+		}
+		c.ctr.putFailed.Add(uint64(len(blocks)))
+		return out
+	}
+	if !c.usable(n) {
+		c.ctr.skipped.Add(1)
+		return fail(fmt.Errorf("client: put %d blocks on node %q: %w", len(blocks), n, ErrNodeDown))
+	}
+	p, err := c.pool(ctx, n, addr)
+	if err != nil {
+		return fail(fmt.Errorf("client: put %d blocks on node %q: %w", len(blocks), n, err))
+	}
+	bids := make([]uint64, len(blocks))
+	bp := make([][]byte, len(blocks))
+	for k, i := range blocks {
+		bids[k], bp[k] = ids[i], payloads[i]
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
+	defer cancel()
+	perKey, err := p.MPut(rctx, bids, bp)
+	if err == nil && len(perKey) != len(bids) {
+		err = fmt.Errorf("%d results", len(perKey))
+	}
+	if err != nil {
+		if !expired(ctx) {
+			c.markDown(n, err)
+		}
+		return fail(fmt.Errorf("client: put %d blocks on node %q: %w", len(blocks), n, err))
+	}
+	for k, e := range perKey {
+		if e != nil {
+			out[k] = fmt.Errorf("client: put block %016x on node %q: %w", bids[k], n, e)
+			c.ctr.putFailed.Add(1)
+		} else {
+			c.ctr.stored.Add(1)
+		}
+	}
+	return out
+}
+
+// PrefetchResult is the outcome of a Prefetch.
+type PrefetchResult struct {
+	// Cached is the length of the cached prefix of the request.
+	Cached int
+	// Present counts prefix blocks already in the node's RAM.
+	Present int
+	// Moved counts blocks copied into the node's RAM.
+	Moved int
+	// Failed counts blocks that could not be fetched or stored (they stay
+	// where they were; the request will fetch or recompute them).
+	Failed int
+}
+
+// Prefetch brings the cached prefix of ids into node's RAM ahead of use:
+// each prefix block without a RAM copy on node is fetched from where it is
+// (verified, coalesced like Get) and stored on node. Blocks already there
+// cost nothing. ctx bounds the whole call; the error is non-nil only when
+// the lookup failed.
+func (c *Client) Prefetch(ctx context.Context, ids []uint64, node string) (PrefetchResult, error) {
+	var r PrefetchResult
+	if err := c.check(); err != nil {
+		return r, err
+	}
+	if node == "" {
+		return r, fmt.Errorf("client: prefetch of %d blocks: empty target node", len(ids))
+	}
+	n, reps, err := c.lookup(ctx, ids, true)
+	if err != nil {
+		return r, err
+	}
+	r.Cached = n
+	var need []uint64
+	var needReps [][]Location
+	for i := 0; i < n; i++ {
+		inRAM := false
+		for _, l := range reps[i] {
+			if l.Node == node && l.Tier == TierRAM {
+				inRAM = true
+				break
+			}
+		}
+		if inRAM {
+			r.Present++
+			continue
+		}
+		need = append(need, ids[i])
+		needReps = append(needReps, reps[i])
+	}
+	if len(need) == 0 {
+		return r, nil
+	}
+	got := newGetResult(len(need))
+	c.getLocated(ctx, need, needReps, nil, &got)
+	var pids []uint64
+	var payloads [][]byte
+	for i, s := range got.Status {
+		if s == Loaded {
+			pids = append(pids, need[i])
+			payloads = append(payloads, got.Blocks[i])
+		} else {
+			r.Failed++
+		}
+	}
+	if len(pids) == 0 {
+		return r, nil
+	}
+	blocks := make([]int, len(pids))
+	for i := range blocks {
+		blocks[i] = i
+	}
+	for _, e := range c.mput(ctx, node, "", pids, payloads, blocks) {
+		if e == nil {
+			r.Moved++
+		} else {
+			r.Failed++
+		}
+	}
+	return r, nil
+}

@@ -1,0 +1,374 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// pollInterval is how often Start and the restart methods poll the
+// master's /nodes: 50 ms, a quarter of the shortest heartbeat the tests
+// use (200 ms), so waiting adds little to a restart's measured time.
+const pollInterval = 50 * time.Millisecond
+
+// Endpoint is one process of the cluster.
+type Endpoint struct {
+	// Name is the process's name: "master" or the node's ID ("node-0"…).
+	Name string
+	// Addr is the data-plane address (for the master: its protocol
+	// address, what nodes and clients dial).
+	Addr string
+	// AdminAddr is the HTTP admin address (/metrics, /health; the
+	// master's /nodes).
+	AdminAddr string
+	// DataDir is the node's data directory ("" for the master).
+	DataDir string
+}
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	opts    Options
+	binary  string
+	tempDir string // removed by Stop when DataDir was ""
+	outMu   sync.Mutex
+	http    *http.Client
+
+	// Master and Nodes are the processes' endpoints; they do not change
+	// across restarts.
+	Master Endpoint
+	Nodes  []Endpoint
+
+	mu      sync.Mutex // guards the procs and stopped
+	master  *proc
+	nodes   []*proc
+	stopped bool
+}
+
+// Start starts a master and opts.Nodes nodes and waits, within
+// opts.StartTimeout and ctx, until the master lists every node as live.
+// On failure everything started is stopped.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	o, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: o, binary: o.Binary, http: &http.Client{Timeout: time.Second}}
+	if c.binary == "" {
+		if c.binary, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("cluster: find the kvpool binary: %w", err)
+		}
+	}
+	dir := o.DataDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "kvpool-cluster-"); err != nil {
+			return nil, fmt.Errorf("cluster: make a data directory: %w", err)
+		}
+		c.tempDir = dir
+	}
+	ports, err := c.ports(2 + 2*o.Nodes)
+	if err != nil {
+		c.removeTemp()
+		return nil, err
+	}
+	addr := func(i int) string { return net.JoinHostPort(o.Host, strconv.Itoa(ports[i])) }
+	c.Master = Endpoint{Name: "master", Addr: addr(0), AdminAddr: addr(1)}
+	for i := range o.Nodes {
+		nd := filepath.Join(dir, fmt.Sprintf("node-%d", i))
+		if err := os.MkdirAll(nd, 0o755); err != nil {
+			c.removeTemp()
+			return nil, fmt.Errorf("cluster: make node %d's data directory: %w", i, err)
+		}
+		c.Nodes = append(c.Nodes, Endpoint{Name: fmt.Sprintf("node-%d", i), Addr: addr(2 + 2*i), AdminAddr: addr(3 + 2*i), DataDir: nd})
+	}
+	c.nodes = make([]*proc, o.Nodes)
+	if err := c.startMaster(); err != nil {
+		c.removeTemp()
+		return nil, err
+	}
+	for i := range c.nodes {
+		if err := c.startNode(i); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	if err := c.WaitLive(ctx, o.Nodes); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// ports returns n ports: numbered from BasePort, or free ones.
+func (c *Cluster) ports(n int) ([]int, error) {
+	out := make([]int, n)
+	if c.opts.BasePort != 0 {
+		for i := range out {
+			out[i] = c.opts.BasePort + i
+		}
+		return out, nil
+	}
+	// Hold every listener until all are chosen, so no port is picked
+	// twice; a process may still lose its port to another program in the
+	// moment between Close and its own bind, which Start then reports.
+	lns := make([]net.Listener, 0, n)
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for i := range out {
+		ln, err := net.Listen("tcp", net.JoinHostPort(c.opts.Host, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("cluster: pick a free port on %s: %w", c.opts.Host, err)
+		}
+		lns = append(lns, ln)
+		out[i] = ln.Addr().(*net.TCPAddr).Port
+	}
+	return out, nil
+}
+
+func (c *Cluster) masterArgs() []string {
+	args := []string{"master", "--listen", c.Master.Addr, "--admin-listen", c.Master.AdminAddr}
+	if c.opts.NodeTTL > 0 {
+		args = append(args, "--node-ttl", c.opts.NodeTTL.String())
+	}
+	if c.opts.Heartbeat > 0 {
+		args = append(args, "--heartbeat", c.opts.Heartbeat.String())
+	}
+	if c.opts.LeaseTTL > 0 {
+		args = append(args, "--lease-ttl", c.opts.LeaseTTL.String())
+	}
+	return append(args, c.opts.ExtraMasterArgs...)
+}
+
+func (c *Cluster) nodeArgs(i int) []string {
+	e := c.Nodes[i]
+	args := []string{"node", "--listen", e.Addr, "--admin-listen", e.AdminAddr, "--node-name", e.Name,
+		"--master", c.Master.Addr,
+		"--ram-bytes", strconv.FormatInt(c.opts.RAMBytes, 10),
+		"--block-size", strconv.FormatInt(c.opts.BlockSize, 10)}
+	if c.opts.SSD {
+		args = append(args, "--ssd-enabled=true", "--ssd-path", filepath.Join(e.DataDir, "ssd"),
+			"--ssd-bytes", strconv.FormatInt(c.opts.SSDBytes, 10))
+	}
+	if c.opts.Heartbeat > 0 {
+		args = append(args, "--heartbeat-interval", c.opts.Heartbeat.String())
+	}
+	return append(args, c.opts.ExtraNodeArgs...)
+}
+
+func (c *Cluster) startMaster() error {
+	p, err := startProc("master", c.binary, c.masterArgs(), c.opts.Stdout, c.opts.Stderr, &c.outMu)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.master = p
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Cluster) startNode(i int) error {
+	p, err := startProc(c.Nodes[i].Name, c.binary, c.nodeArgs(i), c.opts.Stdout, c.opts.Stderr, &c.outMu)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.nodes[i] = p
+	c.mu.Unlock()
+	return nil
+}
+
+// exitedEarly returns an error naming a process that has exited although
+// it should be running.
+func (c *Cluster) exitedEarly() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	all := append([]*proc{c.master}, c.nodes...)
+	for _, p := range all {
+		if p != nil && !p.ended.Load() && p.exited() {
+			return fmt.Errorf("cluster: %s exited: %v (see its output)", p.name, p.err)
+		}
+	}
+	return nil
+}
+
+// WaitLive waits, within StartTimeout and ctx, until the master lists at
+// least n live nodes.
+func (c *Cluster) WaitLive(ctx context.Context, n int) error {
+	_, err := c.waitNodes(ctx, func(ns []NodeState) bool { return countLive(ns) >= n })
+	if err != nil {
+		return fmt.Errorf("cluster: wait for %d live nodes: %w", n, err)
+	}
+	return nil
+}
+
+// waitNodes polls /nodes until ok accepts the list.
+func (c *Cluster) waitNodes(ctx context.Context, ok func([]NodeState) bool) ([]NodeState, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
+	defer cancel()
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	var last error
+	for {
+		if err := c.exitedEarly(); err != nil {
+			return nil, err
+		}
+		ns, err := FetchNodes(ctx, c.http, c.Master.AdminAddr)
+		if err == nil && ok(ns) {
+			return ns, nil
+		}
+		if err != nil {
+			last = err
+		} else {
+			last = fmt.Errorf("%d of %d nodes live", countLive(ns), len(ns))
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+		}
+	}
+}
+
+func countLive(ns []NodeState) int {
+	n := 0
+	for _, s := range ns {
+		if s.Live {
+			n++
+		}
+	}
+	return n
+}
+
+// NodeList returns the master's node list.
+func (c *Cluster) NodeList(ctx context.Context) ([]NodeState, error) {
+	return FetchNodes(ctx, c.http, c.Master.AdminAddr)
+}
+
+// KillNode kills node i with SIGKILL and waits for it to exit.
+func (c *Cluster) KillNode(i int) error {
+	p, err := c.nodeProc(i)
+	if err != nil {
+		return err
+	}
+	p.kill()
+	return nil
+}
+
+// RestartNode starts node i again, with the same addresses and data
+// directory (killing it first if it still runs), and waits until the
+// master lists it as live.
+func (c *Cluster) RestartNode(ctx context.Context, i int) error {
+	p, err := c.nodeProc(i)
+	if err != nil {
+		return err
+	}
+	p.kill()
+	if err := c.startNode(i); err != nil {
+		return err
+	}
+	name := c.Nodes[i].Name
+	_, err = c.waitNodes(ctx, func(ns []NodeState) bool {
+		for _, s := range ns {
+			if s.ID == name && s.Live {
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: wait for restarted %s to be live: %w", name, err)
+	}
+	return nil
+}
+
+func (c *Cluster) nodeProc(i int) (*proc, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i < 0 || i >= len(c.nodes) {
+		return nil, fmt.Errorf("cluster: node %d does not exist (the cluster has %d)", i, len(c.nodes))
+	}
+	if c.stopped {
+		return nil, errors.New("cluster: stopped")
+	}
+	return c.nodes[i], nil
+}
+
+// KillMaster kills the master with SIGKILL and waits for it to exit.
+func (c *Cluster) KillMaster() error {
+	c.mu.Lock()
+	p, stopped := c.master, c.stopped
+	c.mu.Unlock()
+	if stopped {
+		return errors.New("cluster: stopped")
+	}
+	p.kill()
+	return nil
+}
+
+// RestartMaster starts the master again at the same addresses (killing it
+// first if it still runs) and waits until every node has re-registered
+// and is live.
+func (c *Cluster) RestartMaster(ctx context.Context) error {
+	if err := c.KillMaster(); err != nil {
+		return err
+	}
+	if err := c.startMaster(); err != nil {
+		return err
+	}
+	return c.WaitLive(ctx, len(c.Nodes))
+}
+
+// Stop stops every process (SIGTERM, then SIGKILL after StopTimeout),
+// nodes first, and removes the temporary data directory. It returns the
+// processes' shutdown errors; calling it again does nothing.
+func (c *Cluster) Stop() error {
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return nil
+	}
+	c.stopped = true
+	nodes, master := c.nodes, c.master
+	c.mu.Unlock()
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, p := range nodes {
+		if p == nil {
+			continue
+		}
+		wg.Go(func() {
+			if err := p.stop(c.opts.StopTimeout); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if master != nil {
+		errs = append(errs, master.stop(c.opts.StopTimeout))
+	}
+	c.http.CloseIdleConnections()
+	errs = append(errs, c.removeTemp())
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) removeTemp() error {
+	if c.tempDir == "" {
+		return nil
+	}
+	if err := os.RemoveAll(c.tempDir); err != nil {
+		return fmt.Errorf("cluster: remove temporary data %s: %w", c.tempDir, err)
+	}
+	return nil
+}

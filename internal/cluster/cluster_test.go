@@ -1,0 +1,239 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// fakeEnv makes the test binary act as a fake kvpool (see fakeMain).
+const fakeEnv = "KVPOOL_CLUSTER_FAKE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeEnv) == "1" {
+		os.Exit(fakeMain(os.Args[1:]))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// fakeMain is a stand-in for `kvpool master` and `kvpool node`: the master
+// serves /nodes (live = heard from within 500 ms) on both its addresses;
+// a node heartbeats to the master over HTTP every 50 ms until SIGTERM.
+func fakeMain(args []string) int {
+	if len(args) == 0 {
+		return 2
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	listen := fs.String("listen", "", "")
+	admin := fs.String("admin-listen", "", "")
+	name := fs.String("node-name", "", "")
+	master := fs.String("master", "", "")
+	fs.String("node-ttl", "", "")
+	fs.String("heartbeat", "", "")
+	fs.String("heartbeat-interval", "", "")
+	fs.String("lease-ttl", "", "")
+	fs.String("ram-bytes", "", "")
+	fs.String("block-size", "", "")
+	fs.String("ssd-path", "", "")
+	fs.String("ssd-bytes", "", "")
+	fs.Bool("ssd-enabled", false, "")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	switch args[0] {
+	case "master":
+		var mu sync.Mutex
+		seen := map[string]time.Time{}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/hb", func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen[r.URL.Query().Get("id")] = time.Now()
+			mu.Unlock()
+		})
+		mux.HandleFunc("/nodes", func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			var parts []string
+			for id, t := range seen {
+				parts = append(parts, fmt.Sprintf(`{"Info":{"ID":%q},"Alive":%v}`, id, time.Since(t) < 500*time.Millisecond))
+			}
+			fmt.Fprintf(w, "[%s]", strings.Join(parts, ","))
+		})
+		for _, a := range []string{*listen, *admin} {
+			ln, err := net.Listen("tcp", a)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			go http.Serve(ln, mux)
+		}
+		fmt.Println("fake master up")
+		<-term
+		return 0
+	case "node":
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			return 1
+		}
+		defer ln.Close()
+		t := time.NewTicker(50 * time.Millisecond)
+		for {
+			select {
+			case <-term:
+				return 0
+			case <-t.C:
+				if resp, err := http.Get("http://" + *master + "/hb?id=" + *name); err == nil {
+					resp.Body.Close()
+				}
+			}
+		}
+	}
+	return 2
+}
+
+func fakeOptions(t *testing.T, nodes int) Options {
+	t.Setenv(fakeEnv, "1")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Options{Binary: exe, Nodes: nodes, StopTimeout: 5 * time.Second, StartTimeout: 20 * time.Second}
+}
+
+func liveSet(t *testing.T, c *Cluster) map[string]bool {
+	t.Helper()
+	ns, err := c.NodeList(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, n := range ns {
+		out[n.ID] = n.Live
+	}
+	return out
+}
+
+func TestStartKillRestartStop(t *testing.T) {
+	ctx := context.Background()
+	c, err := Start(ctx, fakeOptions(t, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir := c.tempDir
+	t.Cleanup(func() { c.Stop() })
+	if got := liveSet(t, c); !got["node-0"] || !got["node-1"] {
+		t.Fatalf("after Start: live %v, want node-0 and node-1", got)
+	}
+
+	if err := c.KillNode(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.waitNodes(ctx, func(ns []NodeState) bool { return countLive(ns) == 1 }); err != nil {
+		t.Fatalf("killed node never went silent: %v", err)
+	}
+	if err := c.RestartNode(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := liveSet(t, c); !got["node-1"] {
+		t.Fatalf("after RestartNode: live %v", got)
+	}
+
+	if err := c.KillMaster(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NodeList(ctx); err == nil {
+		t.Fatal("the killed master still answers")
+	}
+	if err := c.RestartMaster(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := c.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if _, err := os.Stat(dataDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("temporary data %s still there after Stop (%v)", dataDir, err)
+	}
+	if err := c.KillNode(0); err == nil {
+		t.Error("KillNode after Stop succeeded")
+	}
+}
+
+func TestStartFailsFast(t *testing.T) {
+	o := fakeOptions(t, 1)
+	o.ExtraNodeArgs = []string{"--no-such-flag"}
+	_, err := Start(context.Background(), o)
+	if err == nil || !strings.Contains(err.Error(), "node-0 exited") {
+		t.Fatalf("Start with a failing node: %v, want an error naming node-0", err)
+	}
+}
+
+func TestParseNodes(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       []NodeState
+		err        string
+	}{
+		{"master.NodeStatus", `[{"Info":{"ID":"a","Addr":"h:1"},"Alive":true},{"Info":{"ID":"b"},"Alive":false}]`,
+			[]NodeState{{"a", "h:1", true}, {"b", "", false}}, ""},
+		{"wrapped lower case", `{"nodes":[{"id":"a","addr":"h:1","live":true}]}`, []NodeState{{"a", "h:1", true}}, ""},
+		{"no liveness means live", `[{"name":"a"}]`, []NodeState{{"a", "", true}}, ""},
+		{"empty", `[]`, []NodeState{}, ""},
+		{"not json", `<html>`, nil, "decode node list"},
+		{"scalar", `3`, nil, "want a JSON array"},
+		{"entry not object", `[1]`, nil, "entry 0"},
+		{"no id", `[{"Alive":true}]`, nil, "entry 0 has no id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseNodes([]byte(tc.body))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"zero", Options{}, ""},
+		{"negative nodes", Options{Nodes: -1}, "Options.Nodes"},
+		{"too many nodes", Options{Nodes: 65}, "Options.Nodes"},
+		{"negative ram", Options{RAMBytes: -1}, "Options.RAMBytes"},
+		{"negative heartbeat", Options{Heartbeat: -1}, "Options.Heartbeat"},
+		{"port range", Options{BasePort: 65530}, "Options.BasePort"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.o.Validate()
+			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("Validate = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

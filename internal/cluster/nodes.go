@@ -1,0 +1,120 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// maxNodesBody bounds the /nodes response read: 16 MiB, thousands of nodes'
+// worth of JSON.
+const maxNodesBody = 16 << 20
+
+// NodeState is one node as the master's /nodes endpoint lists it.
+type NodeState struct {
+	ID   string
+	Addr string
+	Live bool
+}
+
+// FetchNodes reads the master's node list from its admin endpoint
+// http://adminAddr/nodes. It accepts a JSON array of node objects, or an
+// object holding one under any key; a node's ID, address and liveness are
+// read from the fields id/ID/name, addr/Addr and alive/live (also inside a
+// nested "info" object), case-insensitively. A node without a liveness
+// field counts as live.
+func FetchNodes(ctx context.Context, hc *http.Client, adminAddr string) ([]NodeState, error) {
+	url := "http://" + adminAddr + "/nodes"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: GET %s: %w", url, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: GET %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxNodesBody))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: read %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("cluster: GET %s: %s: %.200s", url, resp.Status, body)
+	}
+	ns, err := ParseNodes(body)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %s: %w", url, err)
+	}
+	return ns, nil
+}
+
+// ParseNodes decodes a /nodes body (see FetchNodes for the accepted
+// shapes).
+func ParseNodes(body []byte) ([]NodeState, error) {
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return nil, fmt.Errorf("decode node list: %w", err)
+	}
+	list, ok := v.([]any)
+	if !ok {
+		obj, isObj := v.(map[string]any)
+		if !isObj {
+			return nil, fmt.Errorf("decode node list: want a JSON array or object, got %T", v)
+		}
+		for _, x := range obj {
+			if l, isList := x.([]any); isList {
+				list, ok = l, true
+				break
+			}
+		}
+		if !ok && len(obj) == 0 {
+			return nil, nil
+		}
+		if !ok {
+			return nil, fmt.Errorf("decode node list: no array in the object")
+		}
+	}
+	out := make([]NodeState, 0, len(list))
+	for i, x := range list {
+		obj, ok := x.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("decode node list: entry %d is %T, want an object", i, x)
+		}
+		s := NodeState{Live: true}
+		scan := func(m map[string]any) {
+			for k, val := range m {
+				switch strings.ToLower(k) {
+				case "id", "name", "node", "node_id", "nodeid":
+					if str, ok := val.(string); ok && s.ID == "" {
+						s.ID = str
+					}
+				case "addr", "address", "data_addr":
+					if str, ok := val.(string); ok && s.Addr == "" {
+						s.Addr = str
+					}
+				case "alive", "live":
+					if b, ok := val.(bool); ok {
+						s.Live = b
+					}
+				}
+			}
+		}
+		scan(obj)
+		for k, val := range obj {
+			if strings.EqualFold(k, "info") {
+				if m, ok := val.(map[string]any); ok {
+					scan(m)
+				}
+			}
+		}
+		if s.ID == "" {
+			return nil, fmt.Errorf("decode node list: entry %d has no id", i)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

@@ -1,0 +1,134 @@
+package cluster
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// Defaults of Options (kvpool up's defaults too).
+const (
+	// DefaultNodes is the number of nodes: 3, the smallest cluster where a
+	// block with two replicas can still be read from a third node.
+	DefaultNodes = 3
+	// DefaultRAMBytes is each node's RAM tier budget: 256 MiB, a thousand
+	// 256 KiB live-run blocks per node, small enough for a laptop.
+	DefaultRAMBytes = 256 << 20
+	// DefaultSSDBytes is each node's SSD tier capacity when SSD is on:
+	// 1 GiB, four times the RAM tier (Mooncake's pool is mostly SSD).
+	DefaultSSDBytes = 1 << 30
+	// DefaultBlockSize is the largest block payload: 256 KiB, the largest
+	// live payload of the scale model (DESIGN.md, 64–256 KiB).
+	DefaultBlockSize = 256 << 10
+	// DefaultStartTimeout bounds Start's wait for every node to be live:
+	// 30 s, a cold start of N processes on a loaded 2-core machine.
+	DefaultStartTimeout = 30 * time.Second
+	// DefaultStopTimeout is how long Stop waits after SIGTERM before
+	// SIGKILL: 10 s, time for a node to flush its SSD tier.
+	DefaultStopTimeout = 10 * time.Second
+	// maxNodes bounds Options.Nodes: a local cluster is a handful of
+	// processes; more would exhaust a laptop's memory at the default RAM.
+	maxNodes = 64
+)
+
+// Options configure a local cluster. The zero value of each field means
+// its default.
+type Options struct {
+	// Binary is the kvpool executable (default: os.Executable()).
+	Binary string
+	// Nodes is the number of nodes (DefaultNodes, at most 64).
+	Nodes int
+	// RAMBytes, SSDBytes and BlockSize configure every node
+	// (DefaultRAMBytes, DefaultSSDBytes, DefaultBlockSize).
+	RAMBytes, SSDBytes, BlockSize int64
+	// SSD turns every node's SSD tier on, under DataDir/node-<i>/ssd.
+	SSD bool
+	// DataDir holds the nodes' data; "" means a temporary directory
+	// removed by Stop.
+	DataDir string
+	// Heartbeat is the nodes' heartbeat interval and NodeTTL the master's
+	// node TTL (0: the processes' own defaults). LeaseTTL is the master's
+	// read lease (0: its default).
+	Heartbeat, NodeTTL, LeaseTTL time.Duration
+	// ExtraNodeArgs and ExtraMasterArgs are appended to every node's and
+	// the master's command line.
+	ExtraNodeArgs, ExtraMasterArgs []string
+	// Stdout and Stderr receive the processes' output, each line prefixed
+	// with the process name (nil discards it).
+	Stdout, Stderr io.Writer
+	// Host is the address every process binds (default 127.0.0.1).
+	Host string
+	// BasePort, when not 0, numbers the ports: the master at BasePort
+	// (data) and BasePort+1 (admin), node i at BasePort+2+2i and
+	// BasePort+3+2i. 0 picks free ports.
+	BasePort int
+	// StartTimeout bounds the wait for the cluster to come up, and for a
+	// restarted process to rejoin (DefaultStartTimeout).
+	StartTimeout time.Duration
+	// StopTimeout is how long to wait after SIGTERM before SIGKILL
+	// (DefaultStopTimeout).
+	StopTimeout time.Duration
+}
+
+// Validate reports the first bad field.
+func (o Options) Validate() error {
+	_, err := o.resolve()
+	return err
+}
+
+func (o Options) resolve() (Options, error) {
+	ints := []struct {
+		name string
+		v    *int64
+		def  int64
+	}{
+		{"RAMBytes", &o.RAMBytes, DefaultRAMBytes},
+		{"SSDBytes", &o.SSDBytes, DefaultSSDBytes},
+		{"BlockSize", &o.BlockSize, DefaultBlockSize},
+	}
+	for _, f := range ints {
+		switch {
+		case *f.v < 0:
+			return o, fmt.Errorf("cluster: Options.%s is %d; want >= 0 (0 means the default, %d)", f.name, *f.v, f.def)
+		case *f.v == 0:
+			*f.v = f.def
+		}
+	}
+	switch {
+	case o.Nodes < 0 || o.Nodes > maxNodes:
+		return o, fmt.Errorf("cluster: Options.Nodes is %d; want 0 to %d (0 means the default, %d)", o.Nodes, maxNodes, DefaultNodes)
+	case o.Nodes == 0:
+		o.Nodes = DefaultNodes
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"Heartbeat", &o.Heartbeat, 0},
+		{"NodeTTL", &o.NodeTTL, 0},
+		{"LeaseTTL", &o.LeaseTTL, 0},
+		{"StartTimeout", &o.StartTimeout, DefaultStartTimeout},
+		{"StopTimeout", &o.StopTimeout, DefaultStopTimeout},
+	} {
+		switch {
+		case *d.v < 0:
+			return o, fmt.Errorf("cluster: Options.%s is %v; want >= 0", d.name, *d.v)
+		case *d.v == 0:
+			*d.v = d.def
+		}
+	}
+	if o.BasePort < 0 || o.BasePort+3+2*o.Nodes > 65535 {
+		return o, fmt.Errorf("cluster: Options.BasePort is %d; want 0, or a port leaving room for %d ports below 65536", o.BasePort, 2+2*o.Nodes)
+	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
+	return o, nil
+}

@@ -1,0 +1,114 @@
+// Package masterproto is the codec of the master's control plane: the
+// length-prefixed binary protocol nodes and clients speak to the kvpool
+// master over TCP to register, heartbeat, look up prefixes, check
+// existence, place new blocks and list nodes. It encodes and decodes; the
+// server (masterserver) and the client (masterclient) live elsewhere. This
+// comment is the protocol specification. It follows the conventions of the
+// node data plane (package wire).
+//
+// # Conventions
+//
+// All integers are little-endian. Sizes are in bytes, durations in
+// nanoseconds (u64), times in unix nanoseconds (i64, 0 = no time).
+// Reserved fields are written as zero and a decoder rejects any other value
+// (ErrMalformed), booleans are one byte 0 or 1, and tables list their
+// entries once each in order of first use, so every accepted frame has
+// exactly one encoding and re-encodes to the same bytes (FuzzDecode checks
+// this). str8 is a u8 length then that many bytes. Node IDs are at most
+// MaxNodeIDLen (64) bytes, addresses at most 255, tenants are block tenant
+// names (at most 64 bytes of [A-Za-z0-9._-], validated on decode).
+//
+// # Frames
+//
+// Every frame is a 16-byte header followed by a body of length-16 bytes:
+//
+//	offset  size  field        meaning
+//	0       4     length       total frame length, header included (16 ≤ length ≤ Limits.MaxFrame)
+//	4       1     op           operation (table below)
+//	5       1     flags        0 (version 1 defines none)
+//	6       2     reserved     0
+//	8       8     request id   chosen by the client; a response echoes its request's
+//
+// A connection starts with HELLO; the server answers with a HELLO response
+// and, unless its code is OK, closes the connection. Then the client may
+// pipeline requests; the server answers them in order, each with the
+// response op (request op | 0x80) or ERROR, carrying the request's id. The
+// header and the HELLO bodies never change between versions.
+//
+//	op    name        request body                          response body
+//	0x01  HELLO       magic "KVPM", version u16,             magic, version u16, code u16, max frame u32,
+//	                  token len u16, reserved u32, token     max batch u32, max items u32, msg len u16,
+//	                                                         reserved u16, message
+//	0x02  REGISTER    str8 node, str8 addr, ram u64, ssd     session u64, heartbeat u64, node TTL u64
+//	                  u64, block size u64, usage (ram u64,
+//	                  ssd u64), tenants, inventory
+//	0x03  HEARTBEAT   str8 node, session u64, usage,         heartbeat u64, tenants, u32 n, n × task
+//	                  tenants, added, removed, moved,
+//	                  ssd hits, done
+//	0x04  LOOKUP      lease u8, str8 tenant, u32 n, n × id   hit u32, node table, hit × (u16 r, r × replica)
+//	0x05  EXISTS      str8 tenant, u32 n, n × id u64         u32 n, n × u8 (1 present, 0 absent)
+//	0x06  PLACE       str8 tenant, str8 hint, replicas u16,  per block u16, degraded u8, reserved u8,
+//	                  strategy u8, reserved u8, u32 n, ids   node table, u32 m, m × u16 node index
+//	0x07  NODES       (empty)                                u32 n, n × node status
+//	0x08  QUERY       str8 tenant, id u64                    u32 n, n × replica status
+//	0xFF  ERROR       —                                      code u16 (never 0), msg len u16, message
+//
+// Tables and entries:
+//
+//	tenants         u16 n, n × str8 tenant; entries refer to a tenant by its u16 index
+//	item (24)       tenant u16, tier u8, reserved u8, checksum u32, id u64, size u64
+//	inventory,
+//	added           u32 n, n × item
+//	removed         u32 n, n × (tenant u16, tier u8, reserved u8, id u64)
+//	moved           u32 n, n × (tenant u16, from tier u8, to tier u8, id u64)
+//	ssd hits        u32 n, n × (tenant u16, id u64)
+//	done            u32 n, n × (task id u64, bytes u64, ok u8)
+//	task (20)       task id u64, kind u8 (1 demote, 2 drop, 3 promote), reserved u8, tenant u16, key id u64
+//	node table      u16 n, n × (str8 node, str8 data-plane address)
+//	replica (16)    node index u16, tier u8, reserved u8, checksum u32, size u64
+//	node status     str8 node, str8 addr, ram u64, ssd u64, block size u64, session u64, alive u8,
+//	                last heartbeat i64, heartbeat age i64, reported (2 × u64), indexed (2 × u64),
+//	                ram replicas, ssd replicas, evicting, promotions queued, tasks in flight (5 × u32)
+//	replica status  str8 node, str8 addr, tier u8, flags u8 (0x01 node alive, 0x02 evicting),
+//	                checksum u32, size u64, lease until i64
+//
+// Tiers are 1 (RAM) and 2 (SSD). A LOOKUP response lists each distinct node
+// of its replicas once, with its data-plane address, so a client needs no
+// second round trip to reach the blocks, and a 32-key response of a few
+// nodes stays small. Every prefix block has at least one replica.
+//
+// # Status codes
+//
+//	code  name              error (ErrorFor / CodeOf)
+//	0     ok                nil
+//	1     bad request       master.ErrBadRequest (also ErrMalformed, ErrBatchTooLong, ErrTooLong)
+//	2     unknown node      master.ErrUnknownNode: re-register with the full inventory
+//	3     no nodes          master.ErrNoNodes
+//	4     unsupported op    ErrUnknownOp
+//	5     unauthorized      ErrUnauthorized (HELLO only)
+//	6     internal          ErrInternal
+//	7     version mismatch  ErrVersion (HELLO only)
+//	8     unavailable       ErrUnavailable: the master is shutting down
+//	9     too large         ErrFrameTooLarge
+//
+// # Decoding rules
+//
+// The Reader checks a frame's length against Limits.MaxFrame before
+// reading its body and grows its buffer as the bytes arrive, never to the
+// announced length up front. Every count is checked against its limit
+// (Limits.MaxBatch for the keys of LOOKUP, EXISTS and PLACE,
+// Limits.MaxItems for other lists) and against the bytes left in the frame
+// before anything is allocated for it. A length out of range, a truncated
+// frame or an I/O error loses the stream: the connection closes. Any other
+// error (unknown op, malformed body, batch over a limit) leaves the stream
+// in sync: the server answers ERROR with the request's id and carries on.
+//
+// # Performance
+//
+// LOOKUP is the hot path. DecodeLookup reuses the request's id slice and
+// its tenant string when unchanged; AppendLookupResult and
+// DecodeLookupResult reuse the result's slices and intern node IDs and
+// addresses across calls; no reflection, no maps: a server or client
+// holding one Lookup and one LookupResult per connection allocates nothing
+// per request in steady state (TestLookupDecodeAllocs).
+package masterproto

@@ -1,0 +1,176 @@
+package masterproto
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/kvpool/kvpool/block"
+)
+
+type malformed struct {
+	name  string
+	frame []byte
+	want  error
+}
+
+// smallLimits make limits reachable with small inputs.
+var smallLimits = Limits{MaxFrame: 4096, MaxBatch: 8, MaxItems: 16, MaxToken: 16}
+
+// malformedFrames are whole frames (valid length, so the stream stays in
+// sync) that a decoder must reject with the given error.
+func malformedFrames(t *testing.T) []malformed {
+	t.Helper()
+	enc := func(name string) []byte {
+		b, err := encode(nil, sampleNamed(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// set returns a copy of b with b[off:] overwritten by v.
+	set := func(b []byte, off int, v ...byte) []byte {
+		c := bytes.Clone(b)
+		copy(c[off:], v)
+		return c
+	}
+	body := HeaderLen
+	lookup := enc("lookup")         // lease, tenant "t1", count 3, ids
+	register := enc("register")     // id "node-1", addr, 5×u64, tenant table {a, b}, 3 items
+	regTable := body + 7 + 15 + 40  // tenant table count
+	regItem := regTable + 2 + 4 + 4 // first item
+	lres := enc("lookup_result")    // hit 2, node table {n1, n2}, blocks
+	lresBlock := body + 4 + 2 + (1 + 2 + 1 + 14) + (1 + 2 + 1 + 14)
+	big, err := AppendLookup(nil, 1, &Lookup{Tenant: "t", IDs: make([]uint64, smallLimits.MaxBatch+1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trailing := append(bytes.Clone(lookup), 0)
+	le.PutUint32(trailing, uint32(len(trailing)))
+	return []malformed{
+		{"header_flags", set(lookup, 5, 1), ErrMalformed},
+		{"header_reserved", set(lookup, 6, 1), ErrMalformed},
+		{"unknown_op", set(lookup, 4, 0x42), ErrUnknownOp},
+		{"lease_flag_2", set(lookup, body, 2), ErrMalformed},
+		{"bad_tenant", set(lookup, body+2, '/'), ErrMalformed},
+		{"count_over_length", set(lookup, body+4, 4), ErrMalformed},
+		{"batch_over_limit", big, ErrBatchTooLong},
+		{"trailing_byte", trailing, ErrMalformed},
+		{"item_tier_9", set(register, regItem+2, 9), ErrMalformed},
+		{"item_reserved", set(register, regItem+3, 1), ErrMalformed},
+		{"tenant_index_out_of_range", set(register, regItem, 5), ErrMalformed},
+		{"tenant_index_out_of_order", set(register, regItem, 1), ErrMalformed},
+		{"tenant_listed_twice", set(register, regTable+5, 'a'), ErrMalformed},
+		{"negative_size", set(register, regItem+16+7, 0x80), ErrMalformed},
+		{"hello_magic", set(enc("hello"), body, 'X'), ErrBadMagic},
+		{"hello_version_0", set(enc("hello"), body+4, 0, 0), ErrMalformed},
+		{"hello_token_over_limit", set(enc("hello"), body+6, 17), ErrTooLong},
+		{"error_code_ok", set(enc("error"), body, 0, 0), ErrMalformed},
+		{"replica_count_0", set(lres, lresBlock, 0, 0), ErrMalformed},
+		{"replica_node_out_of_order", set(lres, lresBlock+2, 1), ErrMalformed},
+		{"replica_tier_0", set(lres, lresBlock+4, 0), ErrMalformed},
+		{"task_kind_9", set(enc("heartbeat_reply"), body+8+2+2+2+4+8, 9), ErrMalformed},
+		{"exists_answer_2", set(enc("exists_result"), body+4, 2), ErrMalformed},
+		{"query_flags", set(enc("query_result"), body+4+1+2+1+14+1, 4), ErrMalformed},
+	}
+}
+
+// TestMalformed: every malformed frame is rejected with its error, the
+// Reader stays in sync (the next frame decodes), and nothing panics.
+func TestMalformed(t *testing.T) {
+	next, err := AppendNodes(nil, 77), error(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range malformedFrames(t) {
+		t.Run(m.name, func(t *testing.T) {
+			r, err := NewReader(bytes.NewReader(append(bytes.Clone(m.frame), next...)), smallLimits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, body, err := r.ReadFrame()
+			if err != nil {
+				t.Fatalf("ReadFrame: %v", err)
+			}
+			_, err = decode(h, body, smallLimits)
+			if !errors.Is(err, m.want) {
+				t.Fatalf("decode: %v, want %v", err, m.want)
+			}
+			if CodeOf(err) != CodeBadRequest && CodeOf(err) != CodeUnsupportedOp {
+				t.Errorf("code %v for a malformed request", CodeOf(err))
+			}
+			h, _, err = r.ReadFrame()
+			if err != nil || h.Op != OpNodes || h.ReqID != 77 {
+				t.Fatalf("next frame: %+v %v", h, err)
+			}
+		})
+	}
+}
+
+// TestStreamErrors: a frame length out of range or a truncated frame is
+// fatal and sticky.
+func TestStreamErrors(t *testing.T) {
+	lookup, err := AppendLookup(nil, 1, &Lookup{Tenant: "t", IDs: []uint64{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := bytes.Clone(lookup)
+	le.PutUint32(short, 15)
+	huge := bytes.Clone(lookup)
+	le.PutUint32(huge, uint32(smallLimits.MaxFrame+1))
+	cases := []struct {
+		name string
+		data []byte
+		want error
+	}{
+		{"length_below_header", short, ErrMalformed},
+		{"length_over_limit", huge, ErrFrameTooLarge},
+		{"truncated_header", lookup[:7], io.ErrUnexpectedEOF},
+		{"truncated_body", lookup[:len(lookup)-1], io.ErrUnexpectedEOF},
+		{"empty", nil, io.EOF},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := NewReader(bytes.NewReader(c.data), smallLimits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // sticky
+				if _, _, err := r.ReadFrame(); !errors.Is(err, c.want) {
+					t.Fatalf("err %v, want %v", err, c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestAnnouncedLengthNotAllocated: a header announcing a large frame
+// whose bytes never come does not make the Reader allocate it.
+func TestAnnouncedLengthNotAllocated(t *testing.T) {
+	hdr := make([]byte, HeaderLen)
+	le.PutUint32(hdr, DefaultMaxFrame)
+	hdr[4] = byte(OpRegister)
+	r, err := NewReader(bytes.NewReader(hdr), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.ReadFrame(); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("err %v", err)
+	}
+	if cap(r.buf) > growChunk {
+		t.Fatalf("buffer of %d bytes for a frame that sent none", cap(r.buf))
+	}
+}
+
+// TestDecodeWrongOp: a decoder given another op's frame says so.
+func TestDecodeWrongOp(t *testing.T) {
+	b, err := AppendQuery(nil, 1, block.Key{Tenant: "t", ID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l Lookup
+	if err := DecodeLookup(ParseHeader(b), b[HeaderLen:], Limits{}, &l); !errors.Is(err, ErrUnknownOp) {
+		t.Fatalf("err %v", err)
+	}
+}

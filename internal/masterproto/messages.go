@@ -1,0 +1,1236 @@
+package masterproto
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/master"
+)
+
+// Body sizes of fixed-size entries, in bytes.
+const (
+	helloLen      = 12 // magic, version, token length, reserved
+	helloReplyLen = 24 // magic, version, code, 3 limits, message length, reserved
+	itemLen       = 24 // tenant index, tier, reserved, checksum, id, size
+	itemKeyLen    = 12 // tenant index, tier, reserved, id
+	moveLen       = 12 // tenant index, from, to, id
+	hitLen        = 10 // tenant index, id
+	resultLen     = 17 // id, bytes, ok
+	taskLen       = 20 // id, kind, reserved, tenant index, key id
+	replicaLen    = 16 // node index, tier, reserved, checksum, size
+	targetMinLen  = 2  // node ID length, address length
+	nodeStatusMin = 2 + 3*8 + 8 + 1 + 2*8 + 4*8 + 5*4
+	queryEntryMin = 2 + 1 + 1 + 4 + 8 + 8
+)
+
+// newDec checks h against the op a decoder expects and returns a decoder
+// of body.
+func newDec(h Header, body []byte, want Op, lim Limits) (dec, error) {
+	d := dec{b: body, op: want, lim: lim.withDefaults()}
+	switch {
+	case h.Op != want:
+		return dec{}, fmt.Errorf("masterproto: decode %v: frame is %v: %w", want, h.Op, ErrUnknownOp)
+	case h.Flags != 0:
+		return dec{}, fmt.Errorf("masterproto: %v frame (request %d): flags 0x%02x, want 0: %w", h.Op, h.ReqID, h.Flags, ErrMalformed)
+	case h.Reserved != 0:
+		return dec{}, fmt.Errorf("masterproto: %v frame (request %d): reserved header field %d, want 0: %w", h.Op, h.ReqID, h.Reserved, ErrMalformed)
+	case h.BodyLen() != len(body):
+		return dec{}, fmt.Errorf("masterproto: %v frame (request %d): header says %d body bytes, got %d: %w", h.Op, h.ReqID, h.BodyLen(), len(body), ErrMalformed)
+	}
+	return d, nil
+}
+
+// ---- HELLO ----
+
+// Hello opens a connection (client to server).
+type Hello struct {
+	// Version is the protocol version the client speaks; 0 means Version.
+	Version uint16
+	// Token is the auth token (may be empty).
+	Token []byte
+}
+
+// AppendHello appends a HELLO frame.
+func AppendHello(dst []byte, reqID uint64, h *Hello) ([]byte, error) {
+	dst, start := begin(dst, OpHello, reqID)
+	if len(h.Token) > MaxTokenLen {
+		return encodeError(dst, start, OpHello, fmt.Errorf("token of %d bytes, limit %d: %w", len(h.Token), MaxTokenLen, ErrTooLong))
+	}
+	v := h.Version
+	if v == 0 {
+		v = Version
+	}
+	dst = append(dst, Magic...)
+	dst = le.AppendUint16(dst, v)
+	dst = le.AppendUint16(dst, uint16(len(h.Token)))
+	dst = le.AppendUint32(dst, 0)
+	dst = append(dst, h.Token...)
+	return finish(dst, start, OpHello)
+}
+
+// DecodeHello decodes a HELLO body into dst (Token aliases body). A body
+// without the magic is ErrBadMagic; a token over lim.MaxToken is
+// ErrTooLong.
+func DecodeHello(h Header, body []byte, lim Limits, dst *Hello) error {
+	d, err := newDec(h, body, OpHello, lim)
+	if err != nil {
+		return err
+	}
+	if d.need(helloLen, "hello") && string(body[:4]) != Magic {
+		return fmt.Errorf("masterproto: HELLO body starts with %q, want %q: %w", body[:4], Magic, ErrBadMagic)
+	}
+	d.off = min(4, len(body))
+	dst.Version = d.u16("version")
+	if d.err == nil && dst.Version == 0 {
+		d.fail(ErrMalformed, "version 0 (versions start at 1)")
+	}
+	n := int(d.u16("token length"))
+	if v := d.u32("reserved"); v != 0 {
+		d.fail(ErrMalformed, "reserved field is %d, want 0", v)
+	}
+	if d.err == nil && n > d.lim.MaxToken {
+		d.fail(ErrTooLong, "token of %d bytes, limit %d", n, d.lim.MaxToken)
+	}
+	dst.Token = nil
+	if d.need(n, "token") && n > 0 {
+		dst.Token = body[d.off : d.off+n]
+		d.off += n
+	}
+	return d.end()
+}
+
+// HelloReply answers a HELLO. On CodeOK it carries the server's limits; on
+// any other code the server closes the connection after it.
+type HelloReply struct {
+	// Version is the version the server speaks; 0 means Version.
+	Version uint16
+	// Code is CodeOK when the connection is accepted.
+	Code Code
+	// Message explains a refusal (at most MaxMessageLen bytes).
+	Message string
+	// MaxFrame, MaxBatch and MaxItems are the server's Limits.
+	MaxFrame, MaxBatch, MaxItems uint32
+}
+
+// Err returns nil for an accepted connection in this Version, a
+// *RemoteError for a refusal, and an error wrapping ErrVersion when the
+// server accepted a version this side does not speak.
+func (r *HelloReply) Err() error {
+	switch {
+	case r.Code != CodeOK:
+		msg := r.Message
+		if r.Code == CodeVersionMismatch {
+			msg = fmt.Sprintf("server speaks protocol version %d, client %d: %s", r.Version, Version, r.Message)
+		}
+		return &RemoteError{Code: r.Code, Message: msg}
+	case r.Version != Version:
+		return fmt.Errorf("masterproto: hello: server accepted protocol version %d, client speaks %d: %w", r.Version, Version, ErrVersion)
+	}
+	return nil
+}
+
+// HelloReplyFor returns the reply a server sends after a HELLO with result
+// err, advertising lim.
+func HelloReplyFor(err error, lim Limits) HelloReply {
+	lim = lim.withDefaults()
+	if err != nil {
+		c := CodeOf(err)
+		if c == CodeOK {
+			c = CodeInternal
+		}
+		return HelloReply{Version: Version, Code: c, Message: truncateMessage(err.Error())}
+	}
+	return HelloReply{Version: Version, MaxFrame: uint32(lim.MaxFrame), MaxBatch: uint32(lim.MaxBatch), MaxItems: uint32(lim.MaxItems)}
+}
+
+// AppendHelloReply appends a HELLO response; a long message is truncated.
+func AppendHelloReply(dst []byte, reqID uint64, r *HelloReply) ([]byte, error) {
+	dst, start := begin(dst, OpHelloResponse, reqID)
+	v := r.Version
+	if v == 0 {
+		v = Version
+	}
+	msg := truncateMessage(r.Message)
+	dst = append(dst, Magic...)
+	dst = le.AppendUint16(dst, v)
+	dst = le.AppendUint16(dst, uint16(r.Code))
+	dst = le.AppendUint32(dst, r.MaxFrame)
+	dst = le.AppendUint32(dst, r.MaxBatch)
+	dst = le.AppendUint32(dst, r.MaxItems)
+	dst = le.AppendUint16(dst, uint16(len(msg)))
+	dst = le.AppendUint16(dst, 0)
+	dst = append(dst, msg...)
+	return finish(dst, start, OpHelloResponse)
+}
+
+// DecodeHelloReply decodes a HELLO response body into dst.
+func DecodeHelloReply(h Header, body []byte, lim Limits, dst *HelloReply) error {
+	d, err := newDec(h, body, OpHelloResponse, lim)
+	if err != nil {
+		return err
+	}
+	if d.need(helloReplyLen, "hello response") && string(body[:4]) != Magic {
+		return fmt.Errorf("masterproto: HELLO response body starts with %q, want %q: %w", body[:4], Magic, ErrBadMagic)
+	}
+	d.off = min(4, len(body))
+	dst.Version = d.u16("version")
+	if d.err == nil && dst.Version == 0 {
+		d.fail(ErrMalformed, "version 0 (versions start at 1)")
+	}
+	dst.Code = Code(d.u16("code"))
+	dst.MaxFrame = d.u32("max frame")
+	dst.MaxBatch = d.u32("max batch")
+	dst.MaxItems = d.u32("max items")
+	n := int(d.u16("message length"))
+	d.zero16("field")
+	if d.err == nil && n > MaxMessageLen {
+		d.fail(ErrTooLong, "message of %d bytes, limit %d", n, MaxMessageLen)
+	}
+	if d.need(n, "message") {
+		dst.Message = string(body[d.off : d.off+n])
+		d.off += n
+	}
+	return d.end()
+}
+
+// ---- ERROR ----
+
+// AppendError appends an ERROR frame answering request reqID; code CodeOK
+// is sent as CodeInternal, and a long message is truncated.
+func AppendError(dst []byte, reqID uint64, code Code, msg string) []byte {
+	if code == CodeOK {
+		code = CodeInternal
+	}
+	msg = truncateMessage(msg)
+	dst, start := begin(dst, OpError, reqID)
+	dst = le.AppendUint16(dst, uint16(code))
+	dst = le.AppendUint16(dst, uint16(len(msg)))
+	dst = append(dst, msg...)
+	dst, _ = finish(dst, start, OpError) // at most 16+4+1024 bytes
+	return dst
+}
+
+// DecodeError decodes an ERROR body into a *RemoteError.
+func DecodeError(h Header, body []byte) (*RemoteError, error) {
+	lim := DefaultLimits()
+	d, err := newDec(h, body, OpError, lim)
+	if err != nil {
+		return nil, err
+	}
+	code := Code(d.u16("code"))
+	n := int(d.u16("message length"))
+	switch {
+	case d.err != nil:
+	case code == CodeOK:
+		d.fail(ErrMalformed, "code is ok (an ERROR never is)")
+	case n > MaxMessageLen:
+		d.fail(ErrTooLong, "message of %d bytes, limit %d", n, MaxMessageLen)
+	}
+	var msg string
+	if d.need(n, "message") {
+		msg = string(body[d.off : d.off+n])
+		d.off += n
+	}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return &RemoteError{Code: code, Message: msg}, nil
+}
+
+// ---- shared pieces ----
+
+func appendNodeInfo(dst []byte, ni *master.NodeInfo) ([]byte, error) {
+	if err := checkNodeID("node", string(ni.ID)); err != nil {
+		return dst, err
+	}
+	if err := checkAddr(string(ni.ID), ni.Addr); err != nil {
+		return dst, err
+	}
+	dst = appendStr8(dst, string(ni.ID))
+	dst = appendStr8(dst, ni.Addr)
+	dst = le.AppendUint64(dst, uint64(ni.RAMBytes))
+	dst = le.AppendUint64(dst, uint64(ni.SSDBytes))
+	return le.AppendUint64(dst, uint64(ni.BlockSize)), nil
+}
+
+func (d *dec) nodeInfo(ni *master.NodeInfo) {
+	ni.ID = master.NodeID(d.str8("node ID", MaxNodeIDLen))
+	ni.Addr = d.str8("address", MaxAddrLen)
+	ni.RAMBytes = d.nonNeg("RAM bytes")
+	ni.SSDBytes = d.nonNeg("SSD bytes")
+	ni.BlockSize = d.nonNeg("block size")
+}
+
+func appendUsage(dst []byte, u master.NodeUsage) []byte {
+	dst = le.AppendUint64(dst, uint64(u.RAMUsed))
+	return le.AppendUint64(dst, uint64(u.SSDUsed))
+}
+
+func (d *dec) usage() master.NodeUsage {
+	return master.NodeUsage{RAMUsed: d.nonNeg("RAM used"), SSDUsed: d.nonNeg("SSD used")}
+}
+
+func validTier(t master.Tier) bool { return t == master.TierRAM || t == master.TierSSD }
+
+func checkItem(what string, i int, it *master.Item) error {
+	if !validTier(it.Tier) {
+		return fmt.Errorf("%s[%d]: key %v: %v is not a tier: %w", what, i, it.Key, it.Tier, master.ErrBadRequest)
+	}
+	if it.Size < 0 {
+		return fmt.Errorf("%s[%d]: key %v: negative size %d: %w", what, i, it.Key, it.Size, master.ErrBadRequest)
+	}
+	return nil
+}
+
+func appendItems(dst []byte, te *tenantEnc, items []master.Item) []byte {
+	dst = le.AppendUint32(dst, uint32(len(items)))
+	for i := range items {
+		it := &items[i]
+		dst = le.AppendUint16(dst, te.idx[it.Key.Tenant])
+		dst = append(dst, byte(it.Tier), 0)
+		dst = le.AppendUint32(dst, it.Sum)
+		dst = le.AppendUint64(dst, it.Key.ID)
+		dst = le.AppendUint64(dst, uint64(it.Size))
+	}
+	return dst
+}
+
+func (d *dec) tier(what string) master.Tier {
+	t := master.Tier(d.u8(what))
+	if d.err == nil && !validTier(t) {
+		d.fail(ErrMalformed, "%s %d is not a tier (want 1 ram or 2 ssd)", what, uint8(t))
+	}
+	return t
+}
+
+// tenantRef reads a tenant index and returns the tenant.
+func (d *dec) tenantRef(tenants []string, r *refs) string {
+	i := r.use(d, "tenant", int(d.u16("tenant index")))
+	if d.err != nil {
+		return ""
+	}
+	return tenants[i]
+}
+
+func (d *dec) items(what string, tenants []string, r *refs) []master.Item {
+	n := d.count(what, d.lim.MaxItems, itemLen)
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	out := make([]master.Item, n)
+	for i := range out {
+		it := &out[i]
+		it.Key.Tenant = d.tenantRef(tenants, r)
+		it.Tier = d.tier("tier")
+		d.zero8("byte")
+		it.Sum = d.u32("checksum")
+		it.Key.ID = d.u64("id")
+		it.Size = d.nonNeg("size")
+		if d.err != nil {
+			return nil
+		}
+	}
+	return out
+}
+
+// ---- REGISTER ----
+
+// Register is a REGISTER request: a node's identity, usage and full
+// inventory.
+type Register struct {
+	Info      master.NodeInfo
+	Usage     master.NodeUsage
+	Inventory master.Inventory
+}
+
+// AppendRegister appends a REGISTER frame.
+func AppendRegister(dst []byte, reqID uint64, r *Register) ([]byte, error) {
+	dst, start := begin(dst, OpRegister, reqID)
+	var te tenantEnc
+	for i := range r.Inventory {
+		if err := checkItem("inventory", i, &r.Inventory[i]); err != nil {
+			return encodeError(dst, start, OpRegister, err)
+		}
+		te.add(fmt.Sprintf("inventory[%d]", i), r.Inventory[i].Key.Tenant)
+	}
+	if te.err != nil {
+		return encodeError(dst, start, OpRegister, te.err)
+	}
+	dst, err := appendNodeInfo(dst, &r.Info)
+	if err != nil {
+		return encodeError(dst, start, OpRegister, err)
+	}
+	dst = appendUsage(dst, r.Usage)
+	dst = te.appendTable(dst)
+	dst = appendItems(dst, &te, r.Inventory)
+	return finish(dst, start, OpRegister)
+}
+
+// DecodeRegister decodes a REGISTER body into dst.
+func DecodeRegister(h Header, body []byte, lim Limits, dst *Register) error {
+	d, err := newDec(h, body, OpRegister, lim)
+	if err != nil {
+		return err
+	}
+	d.nodeInfo(&dst.Info)
+	dst.Usage = d.usage()
+	tenants, r := d.tenantTable()
+	dst.Inventory = d.items("inventory", tenants, &r)
+	r.done(&d, "tenant")
+	return d.end()
+}
+
+// AppendRegisterReply appends a REGISTER response.
+func AppendRegisterReply(dst []byte, reqID uint64, r *master.RegisterReply) ([]byte, error) {
+	dst, start := begin(dst, OpRegisterResponse, reqID)
+	if r.HeartbeatInterval < 0 || r.NodeTTL < 0 {
+		return encodeError(dst, start, OpRegisterResponse, fmt.Errorf("negative duration in %+v: %w", *r, master.ErrBadRequest))
+	}
+	dst = le.AppendUint64(dst, uint64(r.Session))
+	dst = le.AppendUint64(dst, uint64(r.HeartbeatInterval))
+	dst = le.AppendUint64(dst, uint64(r.NodeTTL))
+	return finish(dst, start, OpRegisterResponse)
+}
+
+// DecodeRegisterReply decodes a REGISTER response body into dst.
+func DecodeRegisterReply(h Header, body []byte, dst *master.RegisterReply) error {
+	lim := DefaultLimits()
+	d, err := newDec(h, body, OpRegisterResponse, lim)
+	if err != nil {
+		return err
+	}
+	dst.Session = master.Session(d.u64("session"))
+	dst.HeartbeatInterval = time.Duration(d.nonNeg("heartbeat interval"))
+	dst.NodeTTL = time.Duration(d.nonNeg("node TTL"))
+	return d.end()
+}
+
+// ---- HEARTBEAT ----
+
+// Heartbeat is a HEARTBEAT request (see master.Master.Heartbeat).
+type Heartbeat struct {
+	Node    master.NodeID
+	Session master.Session
+	Usage   master.NodeUsage
+	Delta   master.Delta
+	SSDHits []block.Key
+	Done    []master.TaskResult
+}
+
+// AppendHeartbeat appends a HEARTBEAT frame.
+func AppendHeartbeat(dst []byte, reqID uint64, hb *Heartbeat) ([]byte, error) {
+	dst, start := begin(dst, OpHeartbeat, reqID)
+	if err := checkNodeID("heartbeat", string(hb.Node)); err != nil {
+		return encodeError(dst, start, OpHeartbeat, err)
+	}
+	var te tenantEnc
+	for i := range hb.Delta.Added {
+		if err := checkItem("delta.Added", i, &hb.Delta.Added[i]); err != nil {
+			return encodeError(dst, start, OpHeartbeat, err)
+		}
+		te.add(fmt.Sprintf("delta.Added[%d]", i), hb.Delta.Added[i].Key.Tenant)
+	}
+	for i, ik := range hb.Delta.Removed {
+		if !validTier(ik.Tier) {
+			return encodeError(dst, start, OpHeartbeat, fmt.Errorf("delta.Removed[%d]: %v is not a tier: %w", i, ik.Tier, master.ErrBadRequest))
+		}
+		te.add(fmt.Sprintf("delta.Removed[%d]", i), ik.Key.Tenant)
+	}
+	for i, mv := range hb.Delta.Moved {
+		if !validTier(mv.From) || !validTier(mv.To) {
+			return encodeError(dst, start, OpHeartbeat, fmt.Errorf("delta.Moved[%d]: %v→%v is not a pair of tiers: %w", i, mv.From, mv.To, master.ErrBadRequest))
+		}
+		te.add(fmt.Sprintf("delta.Moved[%d]", i), mv.Key.Tenant)
+	}
+	for i, k := range hb.SSDHits {
+		te.add(fmt.Sprintf("ssdHits[%d]", i), k.Tenant)
+	}
+	for i, r := range hb.Done {
+		if r.Bytes < 0 {
+			return encodeError(dst, start, OpHeartbeat, fmt.Errorf("done[%d]: negative bytes %d: %w", i, r.Bytes, master.ErrBadRequest))
+		}
+	}
+	if te.err != nil {
+		return encodeError(dst, start, OpHeartbeat, te.err)
+	}
+	dst = appendStr8(dst, string(hb.Node))
+	dst = le.AppendUint64(dst, uint64(hb.Session))
+	dst = appendUsage(dst, hb.Usage)
+	dst = te.appendTable(dst)
+	dst = appendItems(dst, &te, hb.Delta.Added)
+	dst = le.AppendUint32(dst, uint32(len(hb.Delta.Removed)))
+	for _, ik := range hb.Delta.Removed {
+		dst = le.AppendUint16(dst, te.idx[ik.Key.Tenant])
+		dst = append(dst, byte(ik.Tier), 0)
+		dst = le.AppendUint64(dst, ik.Key.ID)
+	}
+	dst = le.AppendUint32(dst, uint32(len(hb.Delta.Moved)))
+	for _, mv := range hb.Delta.Moved {
+		dst = le.AppendUint16(dst, te.idx[mv.Key.Tenant])
+		dst = append(dst, byte(mv.From), byte(mv.To))
+		dst = le.AppendUint64(dst, mv.Key.ID)
+	}
+	dst = le.AppendUint32(dst, uint32(len(hb.SSDHits)))
+	for _, k := range hb.SSDHits {
+		dst = le.AppendUint16(dst, te.idx[k.Tenant])
+		dst = le.AppendUint64(dst, k.ID)
+	}
+	dst = le.AppendUint32(dst, uint32(len(hb.Done)))
+	for _, r := range hb.Done {
+		dst = le.AppendUint64(dst, r.ID)
+		dst = le.AppendUint64(dst, uint64(r.Bytes))
+		dst = appendBool(dst, r.OK)
+	}
+	return finish(dst, start, OpHeartbeat)
+}
+
+// DecodeHeartbeat decodes a HEARTBEAT body into dst.
+func DecodeHeartbeat(h Header, body []byte, lim Limits, dst *Heartbeat) error {
+	d, err := newDec(h, body, OpHeartbeat, lim)
+	if err != nil {
+		return err
+	}
+	*dst = Heartbeat{}
+	dst.Node = master.NodeID(d.str8("node ID", MaxNodeIDLen))
+	dst.Session = master.Session(d.u64("session"))
+	dst.Usage = d.usage()
+	tenants, r := d.tenantTable()
+	dst.Delta.Added = d.items("delta.Added", tenants, &r)
+	if n := d.count("delta.Removed", d.lim.MaxItems, itemKeyLen); n > 0 {
+		dst.Delta.Removed = make([]master.ItemKey, n)
+		for i := range dst.Delta.Removed {
+			ik := &dst.Delta.Removed[i]
+			ik.Key.Tenant = d.tenantRef(tenants, &r)
+			ik.Tier = d.tier("tier")
+			d.zero8("byte")
+			ik.Key.ID = d.u64("id")
+		}
+	}
+	if n := d.count("delta.Moved", d.lim.MaxItems, moveLen); n > 0 {
+		dst.Delta.Moved = make([]master.Move, n)
+		for i := range dst.Delta.Moved {
+			mv := &dst.Delta.Moved[i]
+			mv.Key.Tenant = d.tenantRef(tenants, &r)
+			mv.From = d.tier("from tier")
+			mv.To = d.tier("to tier")
+			mv.Key.ID = d.u64("id")
+		}
+	}
+	if n := d.count("ssdHits", d.lim.MaxItems, hitLen); n > 0 {
+		dst.SSDHits = make([]block.Key, n)
+		for i := range dst.SSDHits {
+			dst.SSDHits[i].Tenant = d.tenantRef(tenants, &r)
+			dst.SSDHits[i].ID = d.u64("id")
+		}
+	}
+	r.done(&d, "tenant")
+	if n := d.count("done", d.lim.MaxItems, resultLen); n > 0 {
+		dst.Done = make([]master.TaskResult, n)
+		for i := range dst.Done {
+			tr := &dst.Done[i]
+			tr.ID = d.u64("task ID")
+			tr.Bytes = d.nonNeg("bytes")
+			tr.OK = d.bool("ok")
+		}
+	}
+	if err := d.end(); err != nil {
+		*dst = Heartbeat{}
+		return err
+	}
+	return nil
+}
+
+// AppendHeartbeatReply appends a HEARTBEAT response.
+func AppendHeartbeatReply(dst []byte, reqID uint64, r *master.HeartbeatReply) ([]byte, error) {
+	dst, start := begin(dst, OpHeartbeatResponse, reqID)
+	if r.HeartbeatInterval < 0 {
+		return encodeError(dst, start, OpHeartbeatResponse, fmt.Errorf("negative heartbeat interval %v: %w", r.HeartbeatInterval, master.ErrBadRequest))
+	}
+	var te tenantEnc
+	for i, t := range r.Tasks {
+		if t.Kind < master.TaskDemote || t.Kind > master.TaskPromote {
+			return encodeError(dst, start, OpHeartbeatResponse, fmt.Errorf("tasks[%d]: unknown kind %v: %w", i, t.Kind, master.ErrBadRequest))
+		}
+		te.add(fmt.Sprintf("tasks[%d]", i), t.Key.Tenant)
+	}
+	if te.err != nil {
+		return encodeError(dst, start, OpHeartbeatResponse, te.err)
+	}
+	dst = le.AppendUint64(dst, uint64(r.HeartbeatInterval))
+	dst = te.appendTable(dst)
+	dst = le.AppendUint32(dst, uint32(len(r.Tasks)))
+	for _, t := range r.Tasks {
+		dst = le.AppendUint64(dst, t.ID)
+		dst = append(dst, byte(t.Kind), 0)
+		dst = le.AppendUint16(dst, te.idx[t.Key.Tenant])
+		dst = le.AppendUint64(dst, t.Key.ID)
+	}
+	return finish(dst, start, OpHeartbeatResponse)
+}
+
+// DecodeHeartbeatReply decodes a HEARTBEAT response body into dst.
+func DecodeHeartbeatReply(h Header, body []byte, lim Limits, dst *master.HeartbeatReply) error {
+	d, err := newDec(h, body, OpHeartbeatResponse, lim)
+	if err != nil {
+		return err
+	}
+	*dst = master.HeartbeatReply{HeartbeatInterval: time.Duration(d.nonNeg("heartbeat interval"))}
+	tenants, r := d.tenantTable()
+	if n := d.count("tasks", d.lim.MaxItems, taskLen); n > 0 {
+		dst.Tasks = make([]master.Task, n)
+		for i := range dst.Tasks {
+			t := &dst.Tasks[i]
+			t.ID = d.u64("task ID")
+			t.Kind = master.TaskKind(d.u8("kind"))
+			if d.err == nil && (t.Kind < master.TaskDemote || t.Kind > master.TaskPromote) {
+				d.fail(ErrMalformed, "task kind %d (want 1 demote, 2 drop or 3 promote)", uint8(t.Kind))
+			}
+			d.zero8("byte")
+			t.Key.Tenant = d.tenantRef(tenants, &r)
+			t.Key.ID = d.u64("key id")
+		}
+	}
+	r.done(&d, "tenant")
+	if err := d.end(); err != nil {
+		*dst = master.HeartbeatReply{}
+		return err
+	}
+	return nil
+}
+
+// ---- key batches: LOOKUP, EXISTS ----
+
+func appendIDs(dst []byte, ids []uint64) []byte {
+	dst = le.AppendUint32(dst, uint32(len(ids)))
+	for _, id := range ids {
+		dst = le.AppendUint64(dst, id)
+	}
+	return dst
+}
+
+// ids appends a u32-counted list of ids to dst[:0].
+func (d *dec) ids(dst []uint64) []uint64 {
+	dst = dst[:0]
+	n := d.count("keys", d.lim.MaxBatch, 8)
+	if d.err != nil {
+		return dst
+	}
+	for i := 0; i < n; i++ {
+		dst = append(dst, le.Uint64(d.b[d.off:]))
+		d.off += 8
+	}
+	return dst
+}
+
+// internTenant reads a tenant and returns cur when it is equal (so a
+// decoder reused across requests of one tenant allocates nothing).
+func (d *dec) internTenant(cur string) string {
+	b := d.bytes8("tenant", block.MaxTenantLen)
+	if d.err != nil {
+		return ""
+	}
+	if string(b) == cur {
+		return cur
+	}
+	s := string(b)
+	if err := (block.Key{Tenant: s}).Validate(); err != nil {
+		d.fail(ErrMalformed, "tenant %q: %v", s, err)
+		return ""
+	}
+	return s
+}
+
+func checkBatch(what, tenant string, n int) error {
+	if err := checkTenant(what, tenant); err != nil {
+		return err
+	}
+	if uint64(n) > 1<<32-1 {
+		return fmt.Errorf("%s: %d keys, the count field allows %d: %w", what, n, uint32(1<<32-1), ErrBatchTooLong)
+	}
+	return nil
+}
+
+// Lookup is a LOOKUP request (see master.Master.Lookup).
+type Lookup struct {
+	Tenant string
+	IDs    []uint64
+	// Lease asks for read leases (a Get is coming).
+	Lease bool
+}
+
+// AppendLookup appends a LOOKUP frame.
+func AppendLookup(dst []byte, reqID uint64, l *Lookup) ([]byte, error) {
+	dst, start := begin(dst, OpLookup, reqID)
+	if err := checkBatch("lookup", l.Tenant, len(l.IDs)); err != nil {
+		return encodeError(dst, start, OpLookup, err)
+	}
+	dst = appendBool(dst, l.Lease)
+	dst = appendStr8(dst, l.Tenant)
+	dst = appendIDs(dst, l.IDs)
+	return finish(dst, start, OpLookup)
+}
+
+// DecodeLookup decodes a LOOKUP body into dst, reusing dst.IDs and, when
+// the tenant is unchanged, dst.Tenant: a server decoding into one Lookup
+// per connection allocates nothing.
+func DecodeLookup(h Header, body []byte, lim Limits, dst *Lookup) error {
+	d, err := newDec(h, body, OpLookup, lim)
+	if err != nil {
+		return err
+	}
+	dst.Lease = d.bool("lease flag")
+	dst.Tenant = d.internTenant(dst.Tenant)
+	dst.IDs = d.ids(dst.IDs)
+	return d.end()
+}
+
+// Replica is one copy of a block as a LOOKUP response gives it: the node,
+// its data-plane address, and the copy's tier, size and checksum.
+type Replica struct {
+	Node master.NodeID
+	Addr string
+	Tier master.Tier
+	Size int64
+	Sum  uint32
+}
+
+// Target is a node and its data-plane address.
+type Target struct {
+	Node master.NodeID
+	Addr string
+}
+
+// LookupResult is a LOOKUP response: the prefix found and its replicas.
+// Its slices are reused from call to call, and node IDs and addresses are
+// interned across calls, so decoding into one LookupResult allocates
+// nothing in steady state.
+type LookupResult struct {
+	// Hit is the length of the prefix found.
+	Hit int
+	// Replicas holds the replicas of the Hit prefix blocks, block after
+	// block, in the master's order (RAM before SSD, then by node ID).
+	Replicas []Replica
+	// Ends[i] is where block i's replicas end in Replicas.
+	Ends []int
+
+	table, spare []Target // node table scratch (encode and decode)
+}
+
+// Block returns the replicas of prefix block i (0 <= i < Hit).
+func (r *LookupResult) Block(i int) []Replica {
+	start := 0
+	if i > 0 {
+		start = r.Ends[i-1]
+	}
+	return r.Replicas[start:r.Ends[i]]
+}
+
+// Reset empties r keeping its storage.
+func (r *LookupResult) Reset() {
+	r.Hit = 0
+	r.Replicas = r.Replicas[:0]
+	r.Ends = r.Ends[:0]
+}
+
+// targetIndex returns t's index in *table, appending it when new.
+func targetIndex(table *[]Target, node master.NodeID, addr string) (int, error) {
+	for i := range *table {
+		if e := &(*table)[i]; e.Node == node && e.Addr == addr {
+			return i, nil
+		}
+	}
+	if len(*table) == MaxTableLen {
+		return 0, fmt.Errorf("more than %d nodes in one frame: %w", MaxTableLen, ErrBatchTooLong)
+	}
+	if err := checkNodeID("replica", string(node)); err != nil {
+		return 0, err
+	}
+	if err := checkAddr(string(node), addr); err != nil {
+		return 0, err
+	}
+	*table = append(*table, Target{node, addr})
+	return len(*table) - 1, nil
+}
+
+func appendTargetTable(dst []byte, table []Target) []byte {
+	dst = le.AppendUint16(dst, uint16(len(table)))
+	for _, t := range table {
+		dst = appendStr8(dst, string(t.Node))
+		dst = appendStr8(dst, t.Addr)
+	}
+	return dst
+}
+
+// targetTable decodes a node table into (*cur)[:0], reusing the strings of
+// prev where an entry repeats one of it. Entries must be distinct.
+func (d *dec) targetTable(cur *[]Target, prev []Target) refs {
+	n := d.count16("node table", targetMinLen)
+	t := (*cur)[:0]
+	var seen map[Target]struct{}
+	if n > 16 {
+		seen = make(map[Target]struct{}, n)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		idb := d.bytes8("node ID", MaxNodeIDLen)
+		ab := d.bytes8("address", MaxAddrLen)
+		if d.err != nil {
+			break
+		}
+		var e Target
+		found := false
+		for j := range prev {
+			if p := &prev[j]; string(p.Node) == string(idb) && p.Addr == string(ab) {
+				e, found = *p, true
+				break
+			}
+		}
+		if !found {
+			e = Target{master.NodeID(idb), string(ab)}
+		}
+		dup := false
+		if seen != nil {
+			_, dup = seen[e]
+			seen[e] = struct{}{}
+		} else {
+			for j := range t {
+				dup = dup || t[j] == e
+			}
+		}
+		if dup {
+			d.fail(ErrMalformed, "node table entry %d (%q at %q) listed twice", i, e.Node, e.Addr)
+			break
+		}
+		t = append(t, e)
+	}
+	*cur = t
+	return refs{n: len(t)}
+}
+
+// AppendLookupResult appends a LOOKUP response for r (r's Replicas, Ends
+// and Hit must agree; r's node table scratch is used).
+func AppendLookupResult(dst []byte, reqID uint64, r *LookupResult) ([]byte, error) {
+	dst, start := begin(dst, OpLookupResponse, reqID)
+	if r.Hit < 0 || r.Hit != len(r.Ends) || (r.Hit > 0 && r.Ends[r.Hit-1] != len(r.Replicas)) || (r.Hit == 0 && len(r.Replicas) > 0) {
+		return encodeError(dst, start, OpLookupResponse, fmt.Errorf("hit %d, %d ends, %d replicas disagree: %w", r.Hit, len(r.Ends), len(r.Replicas), master.ErrBadRequest))
+	}
+	r.table = r.table[:0]
+	for i := range r.Replicas {
+		rep := &r.Replicas[i]
+		if _, err := targetIndex(&r.table, rep.Node, rep.Addr); err != nil {
+			return encodeError(dst, start, OpLookupResponse, err)
+		}
+		if !validTier(rep.Tier) || rep.Size < 0 {
+			return encodeError(dst, start, OpLookupResponse, fmt.Errorf("replica %d: tier %v, size %d: %w", i, rep.Tier, rep.Size, master.ErrBadRequest))
+		}
+	}
+	dst = le.AppendUint32(dst, uint32(r.Hit))
+	dst = appendTargetTable(dst, r.table)
+	prev := 0
+	for _, end := range r.Ends {
+		n := end - prev
+		if n <= 0 || n > MaxTableLen {
+			return encodeError(dst, start, OpLookupResponse, fmt.Errorf("a block with %d replicas (want 1 to %d): %w", n, MaxTableLen, master.ErrBadRequest))
+		}
+		dst = le.AppendUint16(dst, uint16(n))
+		for i := prev; i < end; i++ {
+			rep := &r.Replicas[i]
+			idx, _ := targetIndex(&r.table, rep.Node, rep.Addr)
+			dst = le.AppendUint16(dst, uint16(idx))
+			dst = append(dst, byte(rep.Tier), 0)
+			dst = le.AppendUint32(dst, rep.Sum)
+			dst = le.AppendUint64(dst, uint64(rep.Size))
+		}
+		prev = end
+	}
+	return finish(dst, start, OpLookupResponse)
+}
+
+// DecodeLookupResult decodes a LOOKUP response body into dst, reusing its
+// storage and interning node IDs and addresses across calls.
+func DecodeLookupResult(h Header, body []byte, lim Limits, dst *LookupResult) error {
+	dst.Reset()
+	d, err := newDec(h, body, OpLookupResponse, lim)
+	if err != nil {
+		return err
+	}
+	hit := d.count("hit blocks", d.lim.MaxBatch, 2+replicaLen)
+	dst.table, dst.spare = dst.spare, dst.table
+	r := d.targetTable(&dst.table, dst.spare)
+	for b := 0; b < hit && d.err == nil; b++ {
+		n := int(d.u16("replica count"))
+		if d.err == nil && n == 0 {
+			d.fail(ErrMalformed, "block %d of the prefix has no replica", b)
+		}
+		if !d.need(n*replicaLen, "replicas") {
+			break
+		}
+		for range n {
+			i := r.use(&d, "node", int(d.u16("node index")))
+			tier := d.tier("tier")
+			d.zero8("byte")
+			sum := d.u32("checksum")
+			size := d.nonNeg("size")
+			if d.err != nil {
+				break
+			}
+			t := &dst.table[i]
+			dst.Replicas = append(dst.Replicas, Replica{Node: t.Node, Addr: t.Addr, Tier: tier, Size: size, Sum: sum})
+		}
+		dst.Ends = append(dst.Ends, len(dst.Replicas))
+	}
+	r.done(&d, "node")
+	if err := d.end(); err != nil {
+		dst.Reset()
+		return err
+	}
+	dst.Hit = hit
+	return nil
+}
+
+// Exists is an EXISTS request (see master.Master.Exists).
+type Exists struct {
+	Tenant string
+	IDs    []uint64
+}
+
+// AppendExists appends an EXISTS frame.
+func AppendExists(dst []byte, reqID uint64, e *Exists) ([]byte, error) {
+	dst, start := begin(dst, OpExists, reqID)
+	if err := checkBatch("exists", e.Tenant, len(e.IDs)); err != nil {
+		return encodeError(dst, start, OpExists, err)
+	}
+	dst = appendStr8(dst, e.Tenant)
+	dst = appendIDs(dst, e.IDs)
+	return finish(dst, start, OpExists)
+}
+
+// DecodeExists decodes an EXISTS body into dst (reused like DecodeLookup).
+func DecodeExists(h Header, body []byte, lim Limits, dst *Exists) error {
+	d, err := newDec(h, body, OpExists, lim)
+	if err != nil {
+		return err
+	}
+	dst.Tenant = d.internTenant(dst.Tenant)
+	dst.IDs = d.ids(dst.IDs)
+	return d.end()
+}
+
+// AppendExistsResult appends an EXISTS response: one byte per key, 1
+// present, 0 absent.
+func AppendExistsResult(dst []byte, reqID uint64, present []bool) ([]byte, error) {
+	dst, start := begin(dst, OpExistsResponse, reqID)
+	dst = le.AppendUint32(dst, uint32(len(present)))
+	for _, p := range present {
+		dst = appendBool(dst, p)
+	}
+	return finish(dst, start, OpExistsResponse)
+}
+
+// DecodeExistsResult decodes an EXISTS response body, appending to dst[:0].
+func DecodeExistsResult(h Header, body []byte, lim Limits, dst []bool) ([]bool, error) {
+	dst = dst[:0]
+	d, err := newDec(h, body, OpExistsResponse, lim)
+	if err != nil {
+		return dst, err
+	}
+	n := d.count("answers", d.lim.MaxBatch, 1)
+	for i := 0; i < n && d.err == nil; i++ {
+		dst = append(dst, d.bool("answer"))
+	}
+	if err := d.end(); err != nil {
+		return dst[:0], err
+	}
+	return dst, nil
+}
+
+// ---- PLACE ----
+
+// Place is a PLACE request (see master.Master.Place).
+type Place struct {
+	Tenant   string
+	IDs      []uint64
+	Replicas int
+	Hint     master.NodeID
+	Strategy master.Strategy
+}
+
+// AppendPlace appends a PLACE frame.
+func AppendPlace(dst []byte, reqID uint64, p *Place) ([]byte, error) {
+	dst, start := begin(dst, OpPlace, reqID)
+	if err := checkBatch("place", p.Tenant, len(p.IDs)); err != nil {
+		return encodeError(dst, start, OpPlace, err)
+	}
+	if err := checkNodeID("place hint", string(p.Hint)); err != nil {
+		return encodeError(dst, start, OpPlace, err)
+	}
+	if p.Replicas < 0 || p.Replicas > 0xFFFF {
+		return encodeError(dst, start, OpPlace, fmt.Errorf("%d replicas (the field holds 0 to 65535): %w", p.Replicas, master.ErrBadRequest))
+	}
+	dst = appendStr8(dst, p.Tenant)
+	dst = appendStr8(dst, string(p.Hint))
+	dst = le.AppendUint16(dst, uint16(p.Replicas))
+	dst = append(dst, byte(p.Strategy), 0)
+	dst = appendIDs(dst, p.IDs)
+	return finish(dst, start, OpPlace)
+}
+
+// DecodePlace decodes a PLACE body into dst.
+func DecodePlace(h Header, body []byte, lim Limits, dst *Place) error {
+	d, err := newDec(h, body, OpPlace, lim)
+	if err != nil {
+		return err
+	}
+	dst.Tenant = d.internTenant(dst.Tenant)
+	hint := d.bytes8("hint", MaxNodeIDLen)
+	if string(hint) != string(dst.Hint) {
+		dst.Hint = master.NodeID(hint)
+	}
+	dst.Replicas = int(d.u16("replicas"))
+	dst.Strategy = master.Strategy(d.u8("strategy"))
+	d.zero8("byte")
+	dst.IDs = d.ids(dst.IDs)
+	return d.end()
+}
+
+// Placement is a PLACE response: block i goes to
+// Nodes[i*PerBlock:(i+1)*PerBlock], the first the preferred one.
+type Placement struct {
+	PerBlock int
+	Degraded bool
+	Nodes    []Target
+
+	table, spare []Target
+}
+
+// Block returns the targets chosen for block i.
+func (p *Placement) Block(i int) []Target { return p.Nodes[i*p.PerBlock : (i+1)*p.PerBlock] }
+
+// AppendPlacement appends a PLACE response.
+func AppendPlacement(dst []byte, reqID uint64, p *Placement) ([]byte, error) {
+	dst, start := begin(dst, OpPlaceResponse, reqID)
+	if p.PerBlock < 0 || p.PerBlock > 0xFFFF || (p.PerBlock == 0 && len(p.Nodes) > 0) || (p.PerBlock > 0 && len(p.Nodes)%p.PerBlock != 0) {
+		return encodeError(dst, start, OpPlaceResponse, fmt.Errorf("%d nodes for %d per block: %w", len(p.Nodes), p.PerBlock, master.ErrBadRequest))
+	}
+	p.table = p.table[:0]
+	for _, t := range p.Nodes {
+		if _, err := targetIndex(&p.table, t.Node, t.Addr); err != nil {
+			return encodeError(dst, start, OpPlaceResponse, err)
+		}
+	}
+	dst = le.AppendUint16(dst, uint16(p.PerBlock))
+	dst = appendBool(dst, p.Degraded)
+	dst = append(dst, 0)
+	dst = appendTargetTable(dst, p.table)
+	dst = le.AppendUint32(dst, uint32(len(p.Nodes)))
+	for _, t := range p.Nodes {
+		idx, _ := targetIndex(&p.table, t.Node, t.Addr)
+		dst = le.AppendUint16(dst, uint16(idx))
+	}
+	return finish(dst, start, OpPlaceResponse)
+}
+
+// DecodePlacement decodes a PLACE response body into dst.
+func DecodePlacement(h Header, body []byte, lim Limits, dst *Placement) error {
+	dst.PerBlock, dst.Degraded, dst.Nodes = 0, false, dst.Nodes[:0]
+	d, err := newDec(h, body, OpPlaceResponse, lim)
+	if err != nil {
+		return err
+	}
+	per := int(d.u16("per block"))
+	deg := d.bool("degraded")
+	d.zero8("byte")
+	dst.table, dst.spare = dst.spare, dst.table
+	r := d.targetTable(&dst.table, dst.spare)
+	n := d.count("choices", d.lim.MaxItems, 2)
+	if d.err == nil && ((per == 0 && n > 0) || (per > 0 && n%per != 0)) {
+		d.fail(ErrMalformed, "%d choices are not whole blocks of %d", n, per)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		idx := r.use(&d, "node", int(d.u16("node index")))
+		if d.err == nil {
+			dst.Nodes = append(dst.Nodes, dst.table[idx])
+		}
+	}
+	r.done(&d, "node")
+	if err := d.end(); err != nil {
+		dst.Nodes = dst.Nodes[:0]
+		return err
+	}
+	dst.PerBlock, dst.Degraded = per, deg
+	return nil
+}
+
+// ---- NODES ----
+
+// AppendNodes appends a NODES request (empty body).
+func AppendNodes(dst []byte, reqID uint64) []byte {
+	dst, start := begin(dst, OpNodes, reqID)
+	dst, _ = finish(dst, start, OpNodes)
+	return dst
+}
+
+// DecodeNodes checks a NODES request.
+func DecodeNodes(h Header, body []byte) error {
+	lim := DefaultLimits()
+	d, err := newDec(h, body, OpNodes, lim)
+	if err != nil {
+		return err
+	}
+	return d.end()
+}
+
+// AppendNodesResult appends a NODES response.
+func AppendNodesResult(dst []byte, reqID uint64, nodes []master.NodeStatus) ([]byte, error) {
+	dst, start := begin(dst, OpNodesResponse, reqID)
+	dst = le.AppendUint32(dst, uint32(len(nodes)))
+	for i := range nodes {
+		ns := &nodes[i]
+		var err error
+		if dst, err = appendNodeInfo(dst, &ns.Info); err != nil {
+			return encodeError(dst, start, OpNodesResponse, err)
+		}
+		counts := [...]int{ns.RAMReplicas, ns.SSDReplicas, ns.Evicting, ns.PromotionsQueued, ns.TasksInFlight}
+		for _, c := range counts {
+			if c < 0 || c > 1<<32-1 {
+				return encodeError(dst, start, OpNodesResponse, fmt.Errorf("node %q: count %d out of range: %w", ns.Info.ID, c, master.ErrBadRequest))
+			}
+		}
+		dst = le.AppendUint64(dst, uint64(ns.Session))
+		dst = appendBool(dst, ns.Alive)
+		dst = le.AppendUint64(dst, uint64(unixNano(ns.LastHeartbeat)))
+		dst = le.AppendUint64(dst, uint64(ns.HeartbeatAge))
+		dst = appendUsage(dst, ns.Reported)
+		dst = appendUsage(dst, ns.Indexed)
+		for _, c := range counts {
+			dst = le.AppendUint32(dst, uint32(c))
+		}
+	}
+	return finish(dst, start, OpNodesResponse)
+}
+
+// DecodeNodesResult decodes a NODES response body, appending to dst[:0].
+func DecodeNodesResult(h Header, body []byte, lim Limits, dst []master.NodeStatus) ([]master.NodeStatus, error) {
+	dst = dst[:0]
+	d, err := newDec(h, body, OpNodesResponse, lim)
+	if err != nil {
+		return dst, err
+	}
+	n := d.count("nodes", d.lim.MaxItems, nodeStatusMin)
+	for i := 0; i < n && d.err == nil; i++ {
+		var ns master.NodeStatus
+		d.nodeInfo(&ns.Info)
+		ns.Session = master.Session(d.u64("session"))
+		ns.Alive = d.bool("alive")
+		ns.LastHeartbeat = fromUnixNano(d.signed("last heartbeat"))
+		ns.HeartbeatAge = time.Duration(d.signed("heartbeat age"))
+		ns.Reported = d.usage()
+		ns.Indexed = d.usage()
+		ns.RAMReplicas = int(d.u32("RAM replicas"))
+		ns.SSDReplicas = int(d.u32("SSD replicas"))
+		ns.Evicting = int(d.u32("evicting"))
+		ns.PromotionsQueued = int(d.u32("promotions queued"))
+		ns.TasksInFlight = int(d.u32("tasks in flight"))
+		dst = append(dst, ns)
+	}
+	if err := d.end(); err != nil {
+		return dst[:0], err
+	}
+	return dst, nil
+}
+
+// ---- QUERY ----
+
+// AppendQuery appends a QUERY request for key k.
+func AppendQuery(dst []byte, reqID uint64, k block.Key) ([]byte, error) {
+	dst, start := begin(dst, OpQuery, reqID)
+	if err := checkTenant("query", k.Tenant); err != nil {
+		return encodeError(dst, start, OpQuery, err)
+	}
+	dst = appendStr8(dst, k.Tenant)
+	dst = le.AppendUint64(dst, k.ID)
+	return finish(dst, start, OpQuery)
+}
+
+// DecodeQuery decodes a QUERY request body.
+func DecodeQuery(h Header, body []byte) (block.Key, error) {
+	lim := DefaultLimits()
+	d, err := newDec(h, body, OpQuery, lim)
+	if err != nil {
+		return block.Key{}, err
+	}
+	k := block.Key{Tenant: d.tenant("tenant")}
+	k.ID = d.u64("id")
+	if err := d.end(); err != nil {
+		return block.Key{}, err
+	}
+	return k, nil
+}
+
+// ReplicaStatus is one replica as a QUERY response shows it: the master's
+// view plus the node's data-plane address ("" if the node is unknown).
+type ReplicaStatus struct {
+	master.ReplicaStatus
+	Addr string
+}
+
+// AppendQueryResult appends a QUERY response.
+func AppendQueryResult(dst []byte, reqID uint64, reps []ReplicaStatus) ([]byte, error) {
+	dst, start := begin(dst, OpQueryResponse, reqID)
+	dst = le.AppendUint32(dst, uint32(len(reps)))
+	for i := range reps {
+		r := &reps[i]
+		if err := checkNodeID("query", string(r.Node)); err != nil {
+			return encodeError(dst, start, OpQueryResponse, err)
+		}
+		if err := checkAddr(string(r.Node), r.Addr); err != nil {
+			return encodeError(dst, start, OpQueryResponse, err)
+		}
+		if !validTier(r.Tier) || r.Size < 0 {
+			return encodeError(dst, start, OpQueryResponse, fmt.Errorf("replica %d: tier %v, size %d: %w", i, r.Tier, r.Size, master.ErrBadRequest))
+		}
+		var flags byte
+		if r.NodeAlive {
+			flags |= 1
+		}
+		if r.Evicting {
+			flags |= 2
+		}
+		dst = appendStr8(dst, string(r.Node))
+		dst = appendStr8(dst, r.Addr)
+		dst = append(dst, byte(r.Tier), flags)
+		dst = le.AppendUint32(dst, r.Sum)
+		dst = le.AppendUint64(dst, uint64(r.Size))
+		dst = le.AppendUint64(dst, uint64(unixNano(r.LeaseUntil)))
+	}
+	return finish(dst, start, OpQueryResponse)
+}
+
+// DecodeQueryResult decodes a QUERY response body.
+func DecodeQueryResult(h Header, body []byte, lim Limits) ([]ReplicaStatus, error) {
+	d, err := newDec(h, body, OpQueryResponse, lim)
+	if err != nil {
+		return nil, err
+	}
+	n := d.count("replicas", d.lim.MaxItems, queryEntryMin)
+	out := make([]ReplicaStatus, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		var r ReplicaStatus
+		r.Node = master.NodeID(d.str8("node ID", MaxNodeIDLen))
+		r.Addr = d.str8("address", MaxAddrLen)
+		r.Tier = d.tier("tier")
+		flags := d.u8("flags")
+		if d.err == nil && flags&^3 != 0 {
+			d.fail(ErrMalformed, "replica flags 0x%02x (defined: 0x01 alive, 0x02 evicting)", flags)
+		}
+		r.NodeAlive, r.Evicting = flags&1 != 0, flags&2 != 0
+		r.Sum = d.u32("checksum")
+		r.Size = d.nonNeg("size")
+		r.LeaseUntil = fromUnixNano(d.signed("lease until"))
+		out = append(out, r)
+	}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,145 @@
+package masterserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+
+	"github.com/kvpool/kvpool/internal/master"
+)
+
+// Default listen addresses of `kvpool master`: loopback, so a master
+// started without flags is not reachable from other hosts by accident.
+// 7470 and 7471 sit just below the nodes' 7480 range.
+const (
+	DefaultListen      = "127.0.0.1:7470"
+	DefaultAdminListen = "127.0.0.1:7471"
+)
+
+// AdminOff as Config.AdminListen disables the admin HTTP endpoints.
+const AdminOff = "off"
+
+// Config is what `kvpool master` runs: where to listen, the master's
+// options and the server's. The zero value means every default.
+type Config struct {
+	// Listen is the control-plane address (DefaultListen).
+	Listen string
+	// AdminListen is the admin HTTP address (DefaultAdminListen; AdminOff
+	// disables it).
+	AdminListen string
+	// Master configures the master core.
+	Master master.Options
+	// Server configures the front end.
+	Server Options
+}
+
+// withDefaults fills the listen addresses.
+func (c Config) withDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.AdminListen == "" {
+		c.AdminListen = DefaultAdminListen
+	}
+	return c
+}
+
+// Validate reports the first bad field.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("masterserver: Config.Listen %q: %w", c.Listen, err)
+	}
+	if c.AdminListen != AdminOff {
+		if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {
+			return fmt.Errorf("masterserver: Config.AdminListen %q: %w (or %q to disable)", c.AdminListen, err, AdminOff)
+		}
+	}
+	if err := c.Master.Validate(); err != nil {
+		return fmt.Errorf("masterserver: Config.Master: %w", err)
+	}
+	if err := c.Server.Validate(); err != nil {
+		return fmt.Errorf("masterserver: Config.Server: %w", err)
+	}
+	return nil
+}
+
+// StartupLine describes a running master in one line: its addresses and
+// the settings an operator checks first. It never includes the token.
+func StartupLine(listen, admin net.Addr, o master.Options, s *Server) string {
+	adminS := "off"
+	if admin != nil {
+		adminS = "http://" + admin.String()
+	}
+	auth := "off"
+	if len(s.opts.Token) > 0 {
+		auth = "on"
+	}
+	return fmt.Sprintf("kvpool master: listening on %v, admin %s; node TTL %v, heartbeat %v, lease %v, eviction %s, placement %v, max promotions per heartbeat %d, maintenance every %v, auth %s",
+		listen, adminS, o.NodeTTL, o.HeartbeatInterval, o.LeaseTTL, o.Eviction, o.Placement, o.Promotion.MaxPerHeartbeat, s.interval, auth)
+}
+
+// Run builds a master and its server from cfg, listens, writes the startup
+// line (and then the server's log) to logw, and serves until ctx is done;
+// then it closes everything and returns nil. A listen or serve failure is
+// returned.
+func Run(ctx context.Context, cfg Config, logw io.Writer) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg = cfg.withDefaults()
+	m, err := master.New(cfg.Master)
+	if err != nil {
+		return err
+	}
+	if cfg.Server.Logger == nil {
+		cfg.Server.Logger = slog.New(slog.NewTextHandler(logw, nil))
+	}
+	s, err := New(m, cfg.Server)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("masterserver: listen on %s: %w", cfg.Listen, err)
+	}
+	var aln net.Listener
+	if cfg.AdminListen != AdminOff {
+		if aln, err = lc.Listen(ctx, "tcp", cfg.AdminListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("masterserver: admin listen on %s: %w", cfg.AdminListen, err)
+		}
+	}
+	var adminAddr net.Addr
+	if aln != nil {
+		adminAddr = aln.Addr()
+	}
+	fmt.Fprintln(logw, StartupLine(ln.Addr(), adminAddr, m.Options(), s))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	n := 1
+	go func() { errc <- s.Serve(ctx, ln) }()
+	if aln != nil {
+		n++
+		go func() { errc <- s.ServeAdmin(ctx, aln) }()
+	}
+	var first error
+	for range n {
+		if err := <-errc; err != nil && first == nil && !errors.Is(err, ErrServerClosed) {
+			first = err
+			cancel() // one failed: stop the other
+		}
+	}
+	s.Close()
+	if first == nil {
+		fmt.Fprintln(logw, "kvpool master: stopped")
+	}
+	return first
+}
