@@ -29,6 +29,11 @@ func commands() []command {
 		{"hitrate", "order-only hit-ratio engine (no timing)", runHitrate},
 		{"sim", "discrete-event cluster simulator in model time", runSim},
 		{"compare", "run the standard comparison matrix and write a report", runCompare},
+		{"master", "run the master (global block index) until interrupted", runMaster},
+		{"node", "run a node (RAM and SSD tiers, data plane, master agent) until interrupted", runNode},
+		{"up", "start a local cluster (master and nodes) until interrupted", runUp},
+		{"ctl", "admin commands against a running cluster (nodes, stat, get, put, query)", runCtl},
+		{"replay", "replay a trace live against a cluster (scale model), in the simulator's formats", runReplay},
 	}
 }
 

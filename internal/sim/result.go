@@ -179,8 +179,8 @@ func ratio(a, b float64) float64 {
 	return a / b
 }
 
-// percentile returns the nearest-rank q-quantile of sorted (0 if empty).
-func percentile(sorted []float64, q float64) float64 {
+// Percentile returns the nearest-rank q-quantile of sorted (0 if empty).
+func Percentile(sorted []float64, q float64) float64 {
 	if len(sorted) == 0 {
 		return 0
 	}
@@ -188,8 +188,11 @@ func percentile(sorted []float64, q float64) float64 {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-// summarize fills the per-record aggregates of s from recs.
-func summarize(s *Summary, recs []Record) {
+// Summarize fills the per-record aggregates of s (hit ratios by source,
+// bytes, TTFT statistics, SLO attainment) from recs; s.SLO must be set. The
+// live replayer calls it too, so simulated and live runs are summarised by
+// the same code.
+func Summarize(s *Summary, recs []Record) {
 	s.Requests = len(recs)
 	var hitTok, hitBlk [numSources]int64
 	var ttfts []float64
@@ -247,9 +250,9 @@ func summarize(s *Summary, recs []Record) {
 		}
 		s.TTFTMean = sum / n
 		slices.Sort(ttfts)
-		s.TTFTP50 = percentile(ttfts, 0.50)
-		s.TTFTP90 = percentile(ttfts, 0.90)
-		s.TTFTP99 = percentile(ttfts, 0.99)
+		s.TTFTP50 = Percentile(ttfts, 0.50)
+		s.TTFTP90 = Percentile(ttfts, 0.90)
+		s.TTFTP99 = Percentile(ttfts, 0.99)
 		s.TTFTMax = ttfts[len(ttfts)-1]
 		s.QueueMean = queue / n
 		s.TransferMean = transfer / n

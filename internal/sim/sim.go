@@ -650,6 +650,6 @@ func (s *simulator) result() *Result {
 	if !s.cached {
 		sum.RAMBlocks, sum.SSDBlocks = 0, 0
 	}
-	summarize(&sum, s.records)
+	Summarize(&sum, s.records)
 	return &Result{Records: s.records, Summary: sum}
 }

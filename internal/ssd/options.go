@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/internal/vfs"
 )
@@ -117,6 +118,45 @@ type Options struct {
 	// start-up scan (headers are always checked; payloads are still
 	// verified on every Get). The default verifies.
 	SkipScanVerify bool
+	// OnRemove, when set, is called for every block the tier removes on
+	// its own: evicted to make room for a Put, or dropped because a Get
+	// found its slot corrupt or unreadable. It is called after the block
+	// has left the index (Contains reports false), without the tier's
+	// lock held, on the goroutine of the Put or Get, possibly
+	// concurrently; it must be safe for concurrent use and must not block
+	// for long. It is not called for Delete, for a copy replaced by a Put
+	// of the same key, or for the slots the start-up scan drops (they
+	// were never in the index). A node uses it to tell its master which
+	// replicas are gone.
+	OnRemove func(Removed)
+}
+
+// RemoveReason says why the tier removed a block on its own.
+type RemoveReason uint8
+
+// The reasons of Removed.
+const (
+	// RemovedEvicted: the eviction policy chose the block to make room.
+	RemovedEvicted RemoveReason = iota + 1
+	// RemovedCorrupt: a read found the slot corrupt or unreadable.
+	RemovedCorrupt
+)
+
+// String returns "evicted", "corrupt" or "reason(N)".
+func (r RemoveReason) String() string {
+	switch r {
+	case RemovedEvicted:
+		return "evicted"
+	case RemovedCorrupt:
+		return "corrupt"
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+// Removed is what Options.OnRemove receives.
+type Removed struct {
+	Key    block.Key
+	Reason RemoveReason
 }
 
 // ErrNoDirectIO is returned by Open when DirectIO is set but the platform

@@ -434,6 +434,15 @@ func (t *Tier) Put(ctx context.Context, k block.Key, payload []byte, sum uint32)
 	}
 	defer t.ops.Done()
 	victims := t.makeRoomLocked()
+	if t.opts.OnRemove != nil && len(victims) > 0 {
+		// Every return below unlocks t.mu first, so the deferred call
+		// runs without the lock, once the victims have left the index.
+		evicted := make([]block.Key, len(victims))
+		for i, v := range victims {
+			evicted[i] = t.slots[v].key
+		}
+		defer t.notifyRemoved(evicted, RemovedEvicted)
+	}
 	var s int32
 	takeover := false
 	switch {
@@ -687,11 +696,16 @@ func (t *Tier) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint32
 	} else {
 		t.stats.Corruptions++
 	}
+	dropped := false
 	if cur := t.slots[s]; cur.state == slotLive && cur.gen == m.gen {
 		t.dropLocked(s)
+		dropped = true
 	}
 	t.mu.Unlock()
 	t.unpin(s)
+	if dropped && t.opts.OnRemove != nil {
+		t.notifyRemoved([]block.Key{k}, RemovedCorrupt)
+	}
 	reason := ioErr
 	if reason == nil {
 		reason = checkErr
@@ -740,6 +754,53 @@ func (t *Tier) readSlot(s int32, m slotMeta, dst []byte) (out []byte, ioErr, che
 		return dst[:0], nil, fmt.Errorf("payload checksum %08x, header says %08x", block.Checksum(m.key, out), m.sum)
 	}
 	return out, nil, nil
+}
+
+// notifyRemoved calls Options.OnRemove for each key. t.mu is not held.
+func (t *Tier) notifyRemoved(keys []block.Key, why RemoveReason) {
+	for _, k := range keys {
+		t.opts.OnRemove(Removed{Key: k, Reason: why})
+	}
+}
+
+// Item describes one block the tier holds.
+type Item struct {
+	Key  block.Key
+	Size int    // payload bytes
+	Sum  uint32 // block.Checksum(Key, payload)
+}
+
+// Items returns every block in the index, in no particular order: a
+// snapshot taken under the lock, without reading the disk, touching the
+// eviction policy or any counter. A node sends it to its master as its
+// SSD inventory at registration.
+func (t *Tier) Items() []Item {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	out := make([]Item, 0, len(t.index))
+	for k, s := range t.index {
+		m := &t.slots[s]
+		out = append(out, Item{Key: k, Size: int(m.n), Sum: m.sum})
+	}
+	return out
+}
+
+// Stat returns k's size and checksum as the index holds them, and whether
+// k is resident. Like Contains it changes no policy state and no counter.
+func (t *Tier) Stat(k block.Key) (Item, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return Item{}, false
+	}
+	s, ok := t.index[k]
+	if !ok {
+		return Item{}, false
+	}
+	return Item{Key: k, Size: int(t.slots[s].n), Sum: t.slots[s].sum}, true
 }
 
 // Section pins k's slot and returns where its payload lies, for a

@@ -141,6 +141,14 @@ type Options struct {
 	// promotion task ends (a node reports completions to its master this
 	// way). It must not block for long.
 	OnPromotion func(PromotionResult)
+	// OnEvent, when set, is called after every change to which tiers hold
+	// a key (see Event and EventKind for when each kind is reported). It
+	// runs on the goroutine making the change, possibly with internal
+	// locks held and concurrently with other calls: it must be safe for
+	// concurrent use, must not block for long, and must not call the
+	// store's methods other than Contains, Exists, Locate and SSDItem. A
+	// node uses it to keep its master's index up to date.
+	OnEvent func(Event)
 }
 
 // Validate reports the first bad field, by name.
@@ -152,6 +160,9 @@ func (o Options) Validate() error {
 		return fmt.Errorf("store: Options.RAM.OnEvict: must be nil (the store demotes evicted blocks itself)")
 	}
 	if o.SSD != nil {
+		if o.SSD.OnRemove != nil {
+			return fmt.Errorf("store: Options.SSD.OnRemove: must be nil (the store reports SSD removals through Options.OnEvent)")
+		}
 		if err := o.SSD.Validate(); err != nil {
 			return fmt.Errorf("store: Options.SSD: %w", err)
 		}

@@ -114,7 +114,8 @@ type Stats struct {
 	// DemotionFailures: evicted blocks the SSD tier refused (disk full,
 	// I/O error), dropped. DemotionsFull counts those refused as full.
 	DemotionFailures, DemotionsFull uint64
-	// Dropped: evicted blocks dropped because SSD offload is off.
+	// Dropped: evicted blocks dropped because SSD offload is off, and RAM
+	// copies removed by DropRAM (or by Demote without an SSD tier).
 	Dropped uint64
 	// WriteArounds: Puts RAM refused that were stored on SSD instead.
 	WriteArounds uint64
@@ -151,6 +152,7 @@ type Store struct {
 	clock       Clock
 	popts       PromotionOptions // with defaults
 	onPromotion func(PromotionResult)
+	onEvent     func(Event)
 	stripes     [stripeCount]sync.Mutex
 	bufs        sync.Pool // *[]byte of the SSD block size, for SSD reads by View and promotion
 	c           counters
@@ -180,6 +182,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		clock:       opts.Clock,
 		popts:       opts.Promotion.withDefaults(),
 		onPromotion: opts.OnPromotion,
+		onEvent:     opts.OnEvent,
 		kick:        make(chan struct{}, 1),
 		quit:        make(chan struct{}),
 		done:        make(chan struct{}),
@@ -195,7 +198,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	s.ram = r
 	if opts.SSD != nil {
-		t, err := ssd.Open(ctx, *opts.SSD)
+		so := *opts.SSD
+		if s.onEvent != nil {
+			so.OnRemove = s.onSSDRemove
+		}
+		t, err := ssd.Open(ctx, so)
 		if err != nil {
 			r.Close()
 			return nil, fmt.Errorf("store: open SSD tier: %w", err)
@@ -253,6 +260,7 @@ func (s *Store) Put(ctx context.Context, k block.Key, payload []byte, sum uint32
 		if s.ssd != nil {
 			s.dropStale(ctx, k, gen)
 		}
+		s.emit(Event{Kind: EventPut, Key: k, Size: len(payload), Sum: sum})
 		return InRAM, nil
 	case s.ssd != nil && (errors.Is(err, ram.ErrNotAdmitted) || errors.Is(err, tier.ErrFull)):
 		return s.writeAround(ctx, k, payload, sum, err)
@@ -290,9 +298,11 @@ func (s *Store) writeAround(ctx context.Context, k block.Key, payload []byte, su
 	if err := s.ssd.Put(ctx, k, payload, sum); err != nil {
 		// Any older SSD copy must not outlive this Put.
 		s.dropSSD(k)
+		s.emit(Event{Kind: EventDelete, Key: k})
 		return 0, fmt.Errorf("store: put %s: RAM refused it (%w), and SSD: %w", k, cause, err)
 	}
 	s.c.writeArounds.Add(1)
+	s.emit(Event{Kind: EventWriteAround, Key: k, Size: len(payload), Sum: sum})
 	return InSSD, nil
 }
 
@@ -310,6 +320,7 @@ func (s *Store) dropSSD(k block.Key) {
 func (s *Store) demote(ev ram.Evicted) {
 	if s.ssd == nil {
 		s.c.dropped.Add(1)
+		s.emit(Event{Kind: EventDropped, Key: ev.Key})
 		return
 	}
 	mu := s.stripe(ev.Key)
@@ -321,6 +332,7 @@ func (s *Store) demote(ev ram.Evicted) {
 	}
 	if ev.Clean && s.ssd.Contains(ev.Key) {
 		s.c.demotionsClean.Add(1)
+		s.emit(Event{Kind: EventDemoted, Key: ev.Key, Size: len(ev.Payload), Sum: ev.Sum})
 		return
 	}
 	// Not the evicting Put's context: its caller giving up must not lose
@@ -331,10 +343,12 @@ func (s *Store) demote(ev ram.Evicted) {
 			s.c.demotionsFull.Add(1)
 		}
 		s.dropSSD(ev.Key) // an older SSD copy must not outlive this newer one
+		s.emit(Event{Kind: EventDropped, Key: ev.Key})
 		return
 	}
 	s.c.demotions.Add(1)
 	s.c.demotedBytes.Add(uint64(len(ev.Payload)))
+	s.emit(Event{Kind: EventDemoted, Key: ev.Key, Size: len(ev.Payload), Sum: ev.Sum})
 }
 
 // Get appends k's payload to dst[:0] and returns it with its checksum and
@@ -375,6 +389,7 @@ func (s *Store) ramMiss(k block.Key, err error) error {
 		return nil
 	case errors.Is(err, tier.ErrCorrupt):
 		s.c.ramCorruptions.Add(1)
+		s.emit(Event{Kind: EventRAMCorrupt, Key: k})
 		return nil
 	}
 	return fmt.Errorf("store: read %s from RAM: %w", k, err)
@@ -547,6 +562,9 @@ func (s *Store) Delete(ctx context.Context, k block.Key) error {
 		serr = s.ssd.Delete(ctx, k)
 	}
 	rAbsent, sAbsent := errors.Is(rerr, tier.ErrNotFound), errors.Is(serr, tier.ErrNotFound)
+	if rerr == nil || serr == nil {
+		s.emit(Event{Kind: EventDelete, Key: k})
+	}
 	switch {
 	case rAbsent && sAbsent:
 		return fmt.Errorf("store: delete %s: %w", k, tier.ErrNotFound)

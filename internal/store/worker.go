@@ -183,6 +183,7 @@ func (s *Store) execute(ctx context.Context, t task) PromotionResult {
 		return res
 	}
 	res.Outcome, res.Bytes = Completed, len(out)
+	s.emit(Event{Kind: EventPromoted, Key: t.key, Size: len(out), Sum: sum})
 	return res
 }
 

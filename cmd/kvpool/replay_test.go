@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvpool/kvpool/internal/sim"
+	"github.com/kvpool/kvpool/internal/tracegen"
+	"github.com/kvpool/kvpool/trace"
+)
+
+func TestReplayUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"neither local nor master", []string{"--trace", "x"}, "exactly one of"},
+		{"both", []string{"--local", "2", "--master", "m:1"}, "exactly one of"},
+		{"bad payload", []string{"--local", "2", "--payload", "big"}, "--payload"},
+		{"bad prefetch", []string{"--local", "2", "--prefetch", "maybe"}, "--prefetch"},
+		{"bad mode", []string{"--master", "m:1", "--mode", "cloud"}, "Mode"},
+		{"bad speed", []string{"--master", "m:1", "--speed", "-1"}, "Speed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := run(context.Background(), append([]string{"replay"}, tt.args...), &out, &errb); code != 2 {
+				t.Fatalf("exit code %d, want 2 (stderr %q)", code, errb.String())
+			}
+			if !strings.Contains(errb.String(), tt.want) {
+				t.Fatalf("stderr %q does not mention %q", errb.String(), tt.want)
+			}
+		})
+	}
+}
+
+// TestReplayLocalCluster runs kvpool replay --local 2 (real processes: the
+// test binary re-executed as kvpool) in local and global mode on a small
+// generated trace and compares it with kvpool's simulator.
+func TestReplayLocalCluster(t *testing.T) {
+	if !hasCommand("master") || !hasCommand("node") {
+		t.Skip("kvpool master/node are not commands yet")
+	}
+	if testing.Short() {
+		t.Skip("multi-process replay in -short mode")
+	}
+	// cluster.Start runs os.Executable(), this test binary, which acts as
+	// kvpool under asKvpoolEnv (see TestMain).
+	t.Setenv(asKvpoolEnv, "1")
+	o := tracegen.ChatOptions()
+	o.Requests, o.Rate, o.SystemPrompts, o.ThinkTime = 100, 0.8, 4, 15*time.Second
+	o.Input.Mean = 3000
+	reqs, err := tracegen.Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gen.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := trace.NewWriter(f)
+	for _, r := range reqs {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	hit := map[string]float64{}
+	for _, mode := range []string{"local", "global"} {
+		t.Run(mode, func(t *testing.T) {
+			recs := filepath.Join(dir, mode+".csv")
+			var out, errb bytes.Buffer
+			args := []string{"replay", "--local", "2", "--trace", path, "--mode", mode, "--payload", "16KiB",
+				"--speed", "100", "--ram-blocks", "4000", "--verify", "full", "--json", "--quiet", "--records", recs}
+			if code := run(context.Background(), args, &out, &errb); code != 0 {
+				t.Fatalf("kvpool replay exit %d: %s", code, errb.String())
+			}
+			var doc struct {
+				Summary struct {
+					sim.Summary
+					Completed   int   `json:"completed"`
+					Partial     bool  `json:"partial"`
+					WrongBlocks int64 `json:"wrong_blocks"`
+				} `json:"summary"`
+			}
+			if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+				t.Fatalf("JSON output: %v\n%s", err, out.String())
+			}
+			s := doc.Summary
+			if s.Completed != len(reqs) || s.Partial || s.WrongBlocks != 0 {
+				t.Fatalf("completed %d of %d, partial %v, %d wrong blocks", s.Completed, len(reqs), s.Partial, s.WrongBlocks)
+			}
+			if b, err := os.ReadFile(recs); err != nil || bytes.Count(b, []byte("\n")) != len(reqs)+1 {
+				t.Fatalf("records file: %v, %d lines", err, bytes.Count(b, []byte("\n")))
+			}
+			sr, err := sim.Run(context.Background(), reqs, sim.Options{Instances: 2, RAMBlocks: 4000, Mode: sim.Mode(mode)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: live hit %.4f TTFT mean %.3f s; sim hit %.4f TTFT mean %.3f s", mode,
+				s.TokenHitRatio, s.TTFTMean, sr.Summary.TokenHitRatio, sr.Summary.TTFTMean)
+			if d := math.Abs(s.TokenHitRatio - sr.Summary.TokenHitRatio); d > 0.05 {
+				t.Errorf("live hit ratio %.4f vs sim %.4f", s.TokenHitRatio, sr.Summary.TokenHitRatio)
+			}
+			hit[mode] = s.TokenHitRatio
+		})
+	}
+	if hit["global"] <= 0 || hit["global"] < hit["local"] {
+		t.Errorf("global hit ratio %.4f, local %.4f: want global > 0 and >= local", hit["global"], hit["local"])
+	}
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/kvpool/kvpool/internal/cluster"
+	"github.com/kvpool/kvpool/internal/config"
+)
+
+// runUp implements `kvpool up`: a local cluster of one master and N nodes
+// as separate processes, until interrupted.
+func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("up", stderr)
+	nodes := fs.Int("nodes", cluster.DefaultNodes, "number of nodes")
+	ram := fs.String("ram", config.Size(cluster.DefaultRAMBytes).String(), "RAM tier budget per node")
+	ssd := fs.String("ssd", "", "SSD tier capacity per node (e.g. 1GiB; empty: no SSD tier)")
+	blockSize := fs.String("block-size", config.Size(cluster.DefaultBlockSize).String(), "largest block payload")
+	dataDir := fs.String("data-dir", "", "directory for the nodes' data (default: a temporary directory removed on exit)")
+	heartbeat := fs.Duration("heartbeat", 0, "node heartbeat interval (0: the processes' default)")
+	nodeTTL := fs.Duration("node-ttl", 0, "master's node TTL (0: its default)")
+	basePort := fs.Int("base-port", 0, "first port (master data, master admin, then two per node); 0 picks free ports")
+	quiet := fs.Bool("quiet", false, "do not show the processes' logs")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments %q", fs.Args())
+	}
+	opts := cluster.Options{Nodes: *nodes, DataDir: *dataDir, Heartbeat: *heartbeat, NodeTTL: *nodeTTL, BasePort: *basePort,
+		Stdout: stderr, Stderr: stderr}
+	if *quiet {
+		opts.Stdout, opts.Stderr = nil, nil
+	}
+	for _, f := range []struct {
+		flag, val string
+		dst       *int64
+	}{{"--ram", *ram, &opts.RAMBytes}, {"--block-size", *blockSize, &opts.BlockSize}, {"--ssd", *ssd, &opts.SSDBytes}} {
+		if f.val == "" {
+			continue
+		}
+		n, err := config.ParseSize(f.val)
+		if err != nil {
+			return usageErrorf("%s %q: %v", f.flag, f.val, err)
+		}
+		*f.dst = int64(n)
+	}
+	opts.SSD = opts.SSDBytes > 0
+	if err := opts.Validate(); err != nil {
+		return usageErrorf("%v", err)
+	}
+	c, err := cluster.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "master   data %s  admin http://%s\n", c.Master.Addr, c.Master.AdminAddr)
+	for _, n := range c.Nodes {
+		fmt.Fprintf(stdout, "%-8s data %s  admin http://%s  dir %s\n", n.Name, n.Addr, n.AdminAddr, n.DataDir)
+	}
+	fmt.Fprintf(stdout, "try: kvpool ctl --master %s nodes    (Ctrl-C stops the cluster)\n", c.Master.Addr)
+	<-ctx.Done()
+	fmt.Fprintln(stdout, "stopping…")
+	start := time.Now()
+	if err := c.Stop(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "stopped in %v\n", time.Since(start).Round(time.Millisecond))
+	return nil
+}

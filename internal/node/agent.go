@@ -1,0 +1,511 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/store"
+	"github.com/kvpool/kvpool/internal/tier"
+)
+
+// Agent tuning. Each constant says where its value comes from.
+const (
+	// minBackoff is the first wait after a failed call to the master; it
+	// doubles per failure up to maxBackoff. 100 ms retries a master that
+	// restarts in a blink almost at once.
+	minBackoff = 100 * time.Millisecond
+	// maxBackoff caps the wait: 10 s bounds how long a node stays out of
+	// the index once its master is back, while one connection attempt
+	// every 10 s per node costs a down master nothing.
+	maxBackoff = 10 * time.Second
+	// rpcTimeout bounds one Register or Heartbeat call. The largest
+	// registration (masterproto's 2^21 items, 48 MiB) crosses a 1 Gbit/s
+	// link in 0.4 s; a master slower than 10 s is stuck, and the node's
+	// TTL (3 s by default) has lapsed anyway.
+	rpcTimeout = 10 * time.Second
+	// maxSSDHits bounds the distinct keys served from SSD kept for the next
+	// beat: the master admits at most max_per_heartbeat promotions (16 by
+	// default) per beat, so 65,536 candidates lose no information that
+	// matters, and the list stays under 2 MiB.
+	maxSSDHits = 1 << 16
+	// maxResults bounds the task results kept while the master is
+	// unreachable: the tasks of an unreachable master expire on its side
+	// anyway (TaskTimeout), so older results only cost memory.
+	maxResults = 1 << 16
+)
+
+// meta is a block's size and checksum as the master indexes them.
+type meta struct {
+	size int64
+	sum  uint32
+}
+
+// mark is a dirty key: its tiers may have changed since the last report.
+type mark struct {
+	meta    meta
+	hasMeta bool // meta comes from an event (the newest copy)
+	// leaving: an eviction was reported while the RAM copy was still
+	// leaving RAM; a beat that still finds it in RAM looks again at the
+	// next beat once (retried) rather than reporting it.
+	leaving, retried bool
+}
+
+// merge folds an older mark o into m (m holds newer information).
+func (m mark) merge(o mark) mark {
+	if !m.hasMeta && o.hasMeta {
+		m.meta, m.hasMeta = o.meta, true
+	}
+	m.leaving = m.leaving || o.leaving
+	return m
+}
+
+// entry is what the master's index holds for one of the node's keys.
+type entry struct {
+	loc  store.Location
+	meta meta
+}
+
+// AgentStats count the agent's calls to the master.
+type AgentStats struct {
+	// Registers and Beats count successful calls; Failures failed ones
+	// (either kind); Reregisters the registrations caused by the master
+	// answering master.ErrUnknownNode.
+	Registers, Beats, Failures, Reregisters uint64
+	// Registered reports whether the node holds a live session.
+	Registered bool
+}
+
+// agent keeps a master informed about one node's store and executes the
+// master's orders. Its event hooks (onEvent, onPromotion, Consider) are
+// called by the store from any goroutine; register, beat and run are
+// called by one goroutine at a time.
+type agent struct {
+	client   MasterClient
+	interval time.Duration // the configured heartbeat interval
+	log      *slog.Logger
+	st       *store.Store
+	info     master.NodeInfo
+
+	mu      sync.Mutex // guards the fields up to the blank line
+	dirty   map[block.Key]mark
+	hits    []block.Key
+	hitSet  map[block.Key]struct{}
+	results []master.TaskResult
+	promos  map[block.Key]uint64 // promotion task in flight per key
+
+	// Owned by the goroutine calling register and beat.
+	reported   map[block.Key]entry
+	session    master.Session
+	registered bool
+	every      time.Duration // the beat interval in effect
+
+	registers, beats, failures, reregisters atomic.Uint64
+	live                                    atomic.Bool
+}
+
+var _ store.Promoter = (*agent)(nil)
+
+func newAgent(c MasterClient, interval time.Duration, log *slog.Logger) *agent {
+	return &agent{
+		client:   c,
+		interval: interval,
+		every:    interval,
+		log:      log,
+		dirty:    make(map[block.Key]mark),
+		hitSet:   make(map[block.Key]struct{}),
+		promos:   make(map[block.Key]uint64),
+		reported: make(map[block.Key]entry),
+	}
+}
+
+// attach gives the agent its store and identity and marks every block the
+// store holds as dirty, so the first registration reports them. Call it
+// before the store serves anything.
+func (a *agent) attach(st *store.Store, info master.NodeInfo) {
+	a.st, a.info = st, info
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, it := range st.SSDItems() {
+		m := mark{meta: meta{int64(it.Size), it.Sum}, hasMeta: true}
+		a.dirty[it.Key] = a.dirty[it.Key].merge(m)
+	}
+}
+
+// stats returns the agent's counters.
+func (a *agent) stats() AgentStats {
+	return AgentStats{
+		Registers: a.registers.Load(), Beats: a.beats.Load(),
+		Failures: a.failures.Load(), Reregisters: a.reregisters.Load(),
+		Registered: a.live.Load(),
+	}
+}
+
+// onEvent is the store's OnEvent: it marks the key dirty.
+func (a *agent) onEvent(e store.Event) {
+	var m mark
+	switch e.Kind {
+	case store.EventPut, store.EventWriteAround, store.EventPromoted:
+		m.meta, m.hasMeta = meta{int64(e.Size), e.Sum}, true
+	case store.EventDemoted:
+		m.meta, m.hasMeta, m.leaving = meta{int64(e.Size), e.Sum}, true, true
+	case store.EventDropped:
+		m.leaving = true
+	}
+	a.mu.Lock()
+	old, ok := a.dirty[e.Key]
+	if ok {
+		if e.Kind == store.EventPut || e.Kind == store.EventPromoted {
+			old.leaving = false // a newer RAM copy: nothing is leaving
+		}
+		m = m.merge(old)
+	}
+	a.dirty[e.Key] = m
+	a.mu.Unlock()
+}
+
+// onPromotion is the store's OnPromotion: it turns the outcome of a
+// promotion the master asked for into a task result for the next beat.
+func (a *agent) onPromotion(r store.PromotionResult) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	id, ok := a.promos[r.Key]
+	if !ok {
+		return
+	}
+	delete(a.promos, r.Key)
+	ok = r.Outcome == store.Completed || r.Outcome == store.AlreadyInRAM
+	a.addResultLocked(master.TaskResult{ID: id, OK: ok, Bytes: int64(r.Bytes)})
+}
+
+func (a *agent) addResultLocked(r master.TaskResult) {
+	if len(a.results) < maxResults {
+		a.results = append(a.results, r)
+	}
+}
+
+// Consider records an SSD hit for the master, which decides promotions;
+// the node never promotes on its own (store.Skip).
+func (a *agent) Consider(k block.Key, _ store.Load) store.Verdict {
+	a.mu.Lock()
+	if _, dup := a.hitSet[k]; !dup && len(a.hits) < maxSSDHits {
+		a.hitSet[k] = struct{}{}
+		a.hits = append(a.hits, k)
+	}
+	a.mu.Unlock()
+	return store.Skip
+}
+
+// takeDirty empties the dirty set and returns it.
+func (a *agent) takeDirty() map[block.Key]mark {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d := a.dirty
+	a.dirty = make(map[block.Key]mark, len(d))
+	return d
+}
+
+// restoreDirty puts marks back into the dirty set (newer marks win).
+func (a *agent) restoreDirty(d map[block.Key]mark) {
+	if len(d) == 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, m := range d {
+		if cur, ok := a.dirty[k]; ok {
+			m = cur.merge(m)
+		}
+		a.dirty[k] = m
+	}
+}
+
+// reconcile looks up the current tiers of the dirty keys and returns the
+// delta from base (what the master holds) to them, the new entries
+// (loc 0: gone), and the marks to look at again at the next beat.
+func (a *agent) reconcile(d map[block.Key]mark, base map[block.Key]entry) (master.Delta, map[block.Key]entry, map[block.Key]mark) {
+	var delta master.Delta
+	updates := make(map[block.Key]entry, len(d))
+	var later map[block.Key]mark
+	if len(d) == 0 {
+		return delta, updates, later
+	}
+	keys := make([]block.Key, 0, len(d))
+	for k := range d {
+		keys = append(keys, k)
+	}
+	locs := a.st.Locate(keys)
+	for i, k := range keys {
+		m, loc := d[k], locs[i]
+		if m.leaving && !m.retried && loc&store.InRAM != 0 {
+			m.retried = true
+			if later == nil {
+				later = make(map[block.Key]mark)
+			}
+			later[k] = m
+			continue
+		}
+		old := base[k]
+		md := old.meta
+		switch {
+		case loc == 0:
+		case m.hasMeta:
+			md = m.meta
+		case old.loc == 0:
+			it, ok := a.st.SSDItem(k)
+			if !ok {
+				// In RAM with no event saying what it holds: cannot
+				// happen (every RAM copy arrives by an event with its
+				// size); leave it out rather than report a wrong size.
+				a.log.Warn("node agent: block in RAM without a reported size; not indexed", "key", k.String())
+				continue
+			}
+			md = meta{int64(it.Size), it.Sum}
+		}
+		next := entry{loc: loc, meta: md}
+		diff(&delta, k, old, next)
+		updates[k] = next
+	}
+	return delta, updates, later
+}
+
+// diff appends to d the change of key k from old to next.
+func diff(d *master.Delta, k block.Key, old, next entry) {
+	const r, s = store.InRAM, store.InSSD
+	same := old.meta == next.meta
+	switch {
+	case old.loc == next.loc && same:
+		return
+	case old.loc == r && next.loc == s && same:
+		d.Moved = append(d.Moved, master.Move{Key: k, From: master.TierRAM, To: master.TierSSD})
+		return
+	case old.loc == s && next.loc == r && same:
+		d.Moved = append(d.Moved, master.Move{Key: k, From: master.TierSSD, To: master.TierRAM})
+		return
+	}
+	for _, t := range [...]struct {
+		loc store.Location
+		t   master.Tier
+	}{{r, master.TierRAM}, {s, master.TierSSD}} {
+		was, now := old.loc&t.loc != 0, next.loc&t.loc != 0
+		switch {
+		case now && (!was || !same):
+			d.Added = append(d.Added, master.Item{Key: k, Tier: t.t, Size: next.meta.size, Sum: next.meta.sum})
+		case was && !now:
+			d.Removed = append(d.Removed, master.ItemKey{Key: k, Tier: t.t})
+		}
+	}
+}
+
+// apply sets the entries of updates in m (deleting those gone).
+func apply(m map[block.Key]entry, updates map[block.Key]entry) {
+	for k, e := range updates {
+		if e.loc == 0 {
+			delete(m, k)
+		} else {
+			m[k] = e
+		}
+	}
+}
+
+// usage is the store's own account of its tiers.
+func (a *agent) usage() master.NodeUsage {
+	st := a.st.Stats()
+	return master.NodeUsage{RAMUsed: st.RAM.Bytes, SSDUsed: st.SSD.Bytes}
+}
+
+// register sends the full inventory and starts a new session. The tasks
+// of an earlier session are void (the master closed them).
+func (a *agent) register(ctx context.Context) error {
+	d := a.takeDirty()
+	_, updates, later := a.reconcile(d, a.reported)
+	next := make(map[block.Key]entry, len(a.reported)+len(updates))
+	for k, e := range a.reported {
+		next[k] = e
+	}
+	apply(next, updates)
+	inv := make(master.Inventory, 0, len(next))
+	for k, e := range next {
+		if e.loc&store.InRAM != 0 {
+			inv = append(inv, master.Item{Key: k, Tier: master.TierRAM, Size: e.meta.size, Sum: e.meta.sum})
+		}
+		if e.loc&store.InSSD != 0 {
+			inv = append(inv, master.Item{Key: k, Tier: master.TierSSD, Size: e.meta.size, Sum: e.meta.sum})
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	reply, err := a.client.Register(cctx, a.info, inv, a.usage())
+	cancel()
+	if err != nil {
+		a.restoreDirty(d)
+		a.failures.Add(1)
+		return fmt.Errorf("node: register %q with %d blocks: %w", a.info.ID, len(inv), err)
+	}
+	a.reported, a.session, a.registered = next, reply.Session, true
+	a.live.Store(true)
+	a.registers.Add(1)
+	a.restoreDirty(later)
+	a.mu.Lock()
+	a.results = nil
+	clear(a.promos)
+	a.mu.Unlock()
+	a.setInterval(reply.HeartbeatInterval)
+	a.log.Info("node agent: registered with the master", "node", string(a.info.ID), "session", uint64(reply.Session),
+		"blocks", len(inv), "heartbeat", a.every.String(), "ttl", reply.NodeTTL.String())
+	return nil
+}
+
+// setInterval beats at the configured interval, or faster when the master
+// asks for it (its TTL is counted in its own intervals).
+func (a *agent) setInterval(fromMaster time.Duration) {
+	a.every = a.interval
+	if fromMaster > 0 && fromMaster < a.every {
+		a.every = fromMaster
+	}
+}
+
+// beat sends one heartbeat and executes the tasks of its reply. On
+// master.ErrUnknownNode it registers again with the full inventory.
+func (a *agent) beat(ctx context.Context) error {
+	if !a.registered {
+		return a.register(ctx)
+	}
+	d := a.takeDirty()
+	delta, updates, later := a.reconcile(d, a.reported)
+	a.mu.Lock()
+	hits, results := a.hits, a.results
+	a.hits, a.results = nil, nil
+	clear(a.hitSet)
+	a.mu.Unlock()
+
+	cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	reply, err := a.client.Heartbeat(cctx, a.info.ID, a.session, delta, a.usage(), hits, results)
+	cancel()
+	if err != nil {
+		a.restoreDirty(d)
+		a.restoreHits(hits)
+		if errors.Is(err, master.ErrUnknownNode) {
+			a.registered = false
+			a.live.Store(false)
+			a.reregisters.Add(1)
+			a.log.Warn("node agent: the master does not know this node (restarted, or the node was silent past its TTL); registering again",
+				"node", string(a.info.ID), "err", err)
+			return a.register(ctx)
+		}
+		a.restoreResults(results)
+		a.failures.Add(1)
+		return fmt.Errorf("node: heartbeat of %q: %w", a.info.ID, err)
+	}
+	apply(a.reported, updates)
+	a.restoreDirty(later)
+	a.beats.Add(1)
+	if reply.HeartbeatInterval > 0 {
+		a.setInterval(reply.HeartbeatInterval)
+	}
+	a.execute(ctx, reply.Tasks)
+	return nil
+}
+
+func (a *agent) restoreHits(hits []block.Key) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, k := range hits {
+		if _, dup := a.hitSet[k]; !dup && len(a.hits) < maxSSDHits {
+			a.hitSet[k] = struct{}{}
+			a.hits = append(a.hits, k)
+		}
+	}
+}
+
+func (a *agent) restoreResults(rs []master.TaskResult) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.results = append(rs, a.results...)
+	if len(a.results) > maxResults {
+		a.results = a.results[len(a.results)-maxResults:]
+	}
+}
+
+// execute runs the master's tasks: eviction orders now (their effect
+// reaches the master in the next beat's delta, with the result), and
+// promotions on the store's worker (results when they finish).
+func (a *agent) execute(ctx context.Context, tasks []master.Task) {
+	for _, t := range tasks {
+		switch t.Kind {
+		case master.TaskDemote, master.TaskDrop:
+			var err error
+			if t.Kind == master.TaskDemote {
+				err = a.st.Demote(ctx, t.Key)
+			} else {
+				err = a.st.DropRAM(ctx, t.Key)
+			}
+			// Not in RAM: it left already, and the delta says how.
+			ok := err == nil || errors.Is(err, tier.ErrNotFound)
+			if !ok {
+				a.log.Warn("node agent: eviction order failed", "task", t.ID, "kind", t.Kind.String(), "key", t.Key.String(), "err", err)
+			}
+			a.mu.Lock()
+			a.addResultLocked(master.TaskResult{ID: t.ID, OK: ok})
+			a.mu.Unlock()
+		case master.TaskPromote:
+			a.mu.Lock()
+			a.promos[t.Key] = t.ID
+			a.mu.Unlock()
+			n, err := a.st.Promote(ctx, []block.Key{t.Key})
+			if n == 1 {
+				continue
+			}
+			a.mu.Lock()
+			if id, ok := a.promos[t.Key]; ok && id == t.ID {
+				delete(a.promos, t.Key)
+				a.addResultLocked(master.TaskResult{ID: t.ID, OK: false})
+			}
+			a.mu.Unlock()
+			a.log.Debug("node agent: promotion not queued", "task", t.ID, "key", t.Key.String(), "err", err)
+		default:
+			a.log.Warn("node agent: unknown task kind; refused", "task", t.ID, "kind", t.Kind.String())
+			a.mu.Lock()
+			a.addResultLocked(master.TaskResult{ID: t.ID, OK: false})
+			a.mu.Unlock()
+		}
+	}
+}
+
+// run registers and heartbeats until ctx ends, retrying with capped,
+// jittered exponential backoff while the master is unreachable.
+func (a *agent) run(ctx context.Context) {
+	var backoff time.Duration
+	failures := 0
+	for {
+		err := a.beat(ctx) // registers first when needed
+		if ctx.Err() != nil {
+			return
+		}
+		wait := a.every
+		if err != nil {
+			failures++
+			backoff = min(max(2*backoff, minBackoff), maxBackoff)
+			wait = backoff/2 + rand.N(backoff/2+1) // equal jitter: nodes spread out
+			if failures == 1 || failures%10 == 0 {
+				a.log.Warn("node agent: master unreachable; the data plane keeps serving", "attempt", failures, "retry_in", wait.String(), "err", err)
+			}
+		} else if failures > 0 {
+			a.log.Info("node agent: master reachable again", "failed_attempts", failures)
+			failures, backoff = 0, 0
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}

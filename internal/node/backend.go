@@ -1,0 +1,57 @@
+package node
+
+import (
+	"context"
+
+	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/nodeserver"
+	"github.com/kvpool/kvpool/internal/store"
+	"github.com/kvpool/kvpool/internal/wire"
+)
+
+// backend serves a store through nodeserver.Backend.
+type backend struct {
+	s *store.Store
+}
+
+var _ nodeserver.Backend = backend{}
+
+// Acquire pins k where it lies: a RAM slot (sent with writev) or an SSD
+// slot's file region (sent with sendfile).
+func (b backend) Acquire(ctx context.Context, k block.Key) (nodeserver.Ref, error) {
+	r, err := b.s.Acquire(ctx, k)
+	if err != nil {
+		return nodeserver.Ref{}, err
+	}
+	ref := nodeserver.Ref{Sum: r.Sum, Release: r.Release}
+	if r.From == store.InSSD {
+		ref.File, ref.Off, ref.Len = r.File, r.Off, r.Len
+	} else {
+		ref.Payload = r.Payload
+	}
+	return ref, nil
+}
+
+// Put stores payload; the store verifies sum (tier.ErrCorrupt on a
+// mismatch) and copies the bytes.
+func (b backend) Put(ctx context.Context, k block.Key, payload []byte, sum uint32) error {
+	_, err := b.s.Put(ctx, k, payload, sum)
+	return err
+}
+
+// Exists reports whether either tier holds k, touching no policy state.
+func (b backend) Exists(k block.Key) bool { return b.s.Contains(k) }
+
+// Delete removes k from both tiers.
+func (b backend) Delete(ctx context.Context, k block.Key) error { return b.s.Delete(ctx, k) }
+
+// Stats returns the RAM tier's counters, and the SSD tier's while SSD
+// offload is on.
+func (b backend) Stats() []wire.TierStats {
+	st := b.s.Stats()
+	out := []wire.TierStats{{Name: "ram", Stats: st.RAM}}
+	if st.SSDOn {
+		out = append(out, wire.TierStats{Name: "ssd", Stats: st.SSD})
+	}
+	return out
+}

@@ -1,0 +1,464 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvpool/kvpool/internal/config"
+	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/nodemetrics"
+	"github.com/kvpool/kvpool/internal/nodeserver"
+	"github.com/kvpool/kvpool/internal/pacer"
+	"github.com/kvpool/kvpool/internal/policy"
+	"github.com/kvpool/kvpool/internal/ram"
+	"github.com/kvpool/kvpool/internal/ssd"
+	"github.com/kvpool/kvpool/internal/store"
+	"github.com/kvpool/kvpool/internal/vfs"
+	"github.com/kvpool/kvpool/internal/wire"
+)
+
+// Timeouts of the admin endpoint. Each says where its value comes from.
+const (
+	// adminReadHeaderTimeout bounds reading a request's headers: 10 s, as
+	// the data plane bounds its handshake (nodeserver.DefaultHandshakeTimeout).
+	adminReadHeaderTimeout = 10 * time.Second
+	// adminShutdownTimeout bounds the wait for scrapes in flight at
+	// shutdown: a scrape reads counters only and takes milliseconds, and
+	// Prometheus's default scrape timeout is 10 s.
+	adminShutdownTimeout = 5 * time.Second
+)
+
+// Node is one kvpool node process. Build it with New and run it with Run
+// (once). Addr, AdminAddr and AgentStats are safe for concurrent use once
+// Ready is closed.
+type Node struct {
+	cfg      config.Node
+	opts     Options
+	log      *slog.Logger
+	reg      prometheus.Registerer
+	gatherer prometheus.Gatherer
+
+	started  atomic.Bool
+	stopping atomic.Bool
+	ready    chan struct{}
+	addr     string // set before ready closes
+	admin    string
+	name     master.NodeID
+	ag       *agent
+}
+
+// New checks the configuration and the options and returns a node; it
+// does no I/O.
+func New(cfg config.Node, opts Options) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("node: configuration: %w", err)
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, opts: opts, log: opts.Logger, reg: opts.Registry, ready: make(chan struct{})}
+	if n.log == nil {
+		n.log = slog.New(slog.DiscardHandler)
+	}
+	if n.reg == nil {
+		r := prometheus.NewRegistry()
+		n.reg, n.gatherer = r, r
+	} else {
+		n.gatherer = n.reg.(prometheus.Gatherer) // checked by Validate
+	}
+	return n, nil
+}
+
+// Ready is closed once the node serves: its listeners are bound and
+// Addr and AdminAddr return their addresses. It is never closed when Run
+// fails before serving (wait for Run's return too).
+func (n *Node) Ready() <-chan struct{} { return n.ready }
+
+// Addr returns the data-plane address really bound (":0" resolved); ""
+// before Ready.
+func (n *Node) Addr() string {
+	select {
+	case <-n.ready:
+		return n.addr
+	default:
+		return ""
+	}
+}
+
+// AdminAddr returns the admin HTTP address really bound; "" before Ready.
+func (n *Node) AdminAddr() string {
+	select {
+	case <-n.ready:
+		return n.admin
+	default:
+		return ""
+	}
+}
+
+// Name returns the node's name for the master and metrics; "" before
+// Ready.
+func (n *Node) Name() string {
+	select {
+	case <-n.ready:
+		return string(n.name)
+	default:
+		return ""
+	}
+}
+
+// AgentStats returns the master agent's counters (zero when standalone).
+func (n *Node) AgentStats() AgentStats {
+	select {
+	case <-n.ready:
+		if n.ag != nil {
+			return n.ag.stats()
+		}
+	default:
+	}
+	return AgentStats{}
+}
+
+// Run opens the store, binds the listeners, serves until ctx ends, then
+// shuts everything down and waits for it (see the package comment). It
+// returns nil after a clean shutdown, and an error when the node cannot
+// start or a server fails. Run may be called once.
+func (n *Node) Run(ctx context.Context) error {
+	if !n.started.CompareAndSwap(false, true) {
+		return errors.New("node: Run called twice")
+	}
+	cfg := n.cfg
+	if cfg.SSD.Enabled {
+		if err := config.CheckSSDDir(cfg.SSD.Path); err != nil {
+			return fmt.Errorf("node: SSD offload: %w", err)
+		}
+	}
+	pacers, err := pacer.NewSet(pacer.SetOptions{
+		NetEgress: float64(cfg.Pacers.NetEgress), NetIngress: float64(cfg.Pacers.NetIngress),
+		SSDRead: float64(cfg.Pacers.SSDRead), SSDWrite: float64(cfg.Pacers.SSDWrite),
+	})
+	if err != nil {
+		return fmt.Errorf("node: pacers: %w", err)
+	}
+	var ag *agent
+	if n.opts.Master != nil {
+		ag = newAgent(n.opts.Master, cfg.HeartbeatInterval, n.log)
+	}
+	so, pfs, err := storeOptions(cfg, pacers, ag)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, so)
+	if err != nil {
+		return fmt.Errorf("node: open the store: %w", err)
+	}
+	if pfs != nil {
+		pfs.armed.Store(true)
+	}
+	err = n.serve(ctx, cfg, st, pacers, ag)
+	if cerr := st.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("node: close the store: %w", cerr))
+	}
+	if err == nil {
+		n.log.Info("kvpool node: stopped", "node", string(n.name))
+	}
+	return err
+}
+
+// serve binds the listeners and runs the servers and the agent over an
+// open store until ctx ends or a server fails.
+func (n *Node) serve(ctx context.Context, cfg config.Node, st *store.Store, pacers *pacer.Set, ag *agent) error {
+	srv, err := nodeserver.New(nodeserver.Options{
+		Backend: backend{st},
+		Limits:  limitsFor(int(cfg.BlockSize)),
+		Egress:  pacerOrNil(pacers, pacer.NetEgress, float64(cfg.Pacers.NetEgress)),
+		Ingress: pacerOrNil(pacers, pacer.NetIngress, float64(cfg.Pacers.NetIngress)),
+		Token:   []byte(cfg.AuthToken.Reveal()),
+		Logger:  n.log,
+	})
+	if err != nil {
+		return fmt.Errorf("node: data plane: %w", err)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("node: listen on %s (listen): %w", cfg.Listen, err)
+	}
+	adminLn, err := lc.Listen(ctx, "tcp", cfg.AdminListen)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("node: listen on %s (admin_listen): %w", cfg.AdminListen, err)
+	}
+	collector, err := nodemetrics.New(n.reg, func() nodemetrics.Snapshot { return snapshot(st, srv, pacers) })
+	if err != nil {
+		ln.Close()
+		adminLn.Close()
+		return fmt.Errorf("node: metrics: %w", err)
+	}
+	defer n.reg.Unregister(collector)
+
+	n.addr, n.admin = ln.Addr().String(), adminLn.Addr().String()
+	n.name = master.NodeID(cfg.NodeName)
+	if n.name == "" {
+		n.name = master.NodeID(nameFromAddr(n.addr))
+	}
+	if ag != nil {
+		ag.attach(st, master.NodeInfo{
+			ID:        n.name,
+			Addr:      advertised(n.addr),
+			RAMBytes:  int64(cfg.RAM.Bytes),
+			SSDBytes:  ssdBytes(cfg),
+			BlockSize: int64(cfg.BlockSize),
+		})
+		n.ag = ag
+	}
+	line := n.opts.StartupLine
+	if line == "" {
+		line = (&config.Loaded{Node: cfg}).StartupLine()
+	}
+	attrs := []any{"addr", n.addr, "admin_addr", n.admin, "node", string(n.name), "ssd", st.SSDOn()}
+	if ost, ok := st.SSDOpenStats(); ok {
+		attrs = append(attrs, "ssd_recovered", ost.Recovered, "ssd_dropped", ost.Torn+ost.Corrupt+ost.IOErrors)
+	}
+	n.log.Info(line, attrs...)
+	close(n.ready)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	wg.Go(func() {
+		if err := srv.Serve(runCtx, ln); err != nil {
+			errs <- fmt.Errorf("node: data plane on %s: %w", n.addr, err)
+			cancel()
+		}
+	})
+	hs := &http.Server{
+		Handler:           nodemetrics.NewMux(n.gatherer, n.health),
+		ReadHeaderTimeout: adminReadHeaderTimeout,
+		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return runCtx },
+	}
+	wg.Go(func() {
+		if err := hs.Serve(adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs <- fmt.Errorf("node: admin HTTP on %s: %w", n.admin, err)
+			cancel()
+		}
+	})
+	if ag != nil {
+		wg.Go(func() { ag.run(runCtx) })
+	}
+
+	<-runCtx.Done()
+	n.stopping.Store(true)
+	n.log.Info("kvpool node: shutting down", "node", string(n.name))
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), adminShutdownTimeout)
+	herr := hs.Shutdown(sctx)
+	scancel()
+	if herr != nil {
+		hs.Close()
+	}
+	wg.Wait()
+	close(errs)
+	var out []error
+	for err := range errs {
+		out = append(out, err)
+	}
+	return errors.Join(out...)
+}
+
+// health is /health: OK while the node serves.
+func (n *Node) health(context.Context) error {
+	if n.stopping.Load() {
+		return errors.New("shutting down")
+	}
+	return nil
+}
+
+// storeOptions maps the configuration onto the store's options. With a
+// master agent the agent decides nothing locally: it records SSD hits for
+// the master (store.Promoter) and follows the store's events. The
+// returned pacedFS, when not nil, is to be armed once the store is open.
+func storeOptions(cfg config.Node, pacers *pacer.Set, ag *agent) (store.Options, *pacedFS, error) {
+	spec, err := policy.ParseSpec(cfg.RAM.Policy)
+	if err != nil {
+		return store.Options{}, nil, fmt.Errorf("node: ram.policy %q: %w", cfg.RAM.Policy, err)
+	}
+	so := store.Options{
+		RAM: ram.Options{
+			BlockSize:     int(cfg.BlockSize),
+			CapacityBytes: int64(cfg.RAM.Bytes),
+			Eviction:      spec.Eviction,
+			Admission:     spec.Admission,
+			HighWatermark: cfg.RAM.HighWatermark,
+			LowWatermark:  cfg.RAM.LowWatermark,
+		},
+		Promotion: store.PromotionOptions{
+			Off:             cfg.Promotion.MaxPerHeartbeat == 0, // the configuration's "0 disables promotion"
+			Threshold:       cfg.Promotion.Threshold,
+			Watermark:       cfg.Promotion.RAMWatermark,
+			QueueCap:        cfg.Promotion.QueueCap,
+			MaxPerHeartbeat: cfg.Promotion.MaxPerHeartbeat,
+			Heartbeat:       cfg.HeartbeatInterval,
+		},
+	}
+	if ag != nil {
+		so.Promoter = ag
+		so.OnEvent = ag.onEvent
+		so.OnPromotion = ag.onPromotion
+	}
+	var pfs *pacedFS
+	if cfg.SSD.Enabled {
+		so.SSD = &ssd.Options{
+			Dir:           cfg.SSD.Path,
+			BlockSize:     int(cfg.BlockSize),
+			CapacityBytes: int64(cfg.SSD.Bytes),
+			Sync:          cfg.SSD.Sync,
+			HighWatermark: cfg.SSD.HighWatermark,
+			LowWatermark:  cfg.SSD.LowWatermark,
+			DirectIO:      cfg.SSD.DirectIO,
+		}
+		read := pacerOrNil(pacers, pacer.SSDRead, float64(cfg.Pacers.SSDRead))
+		write := pacerOrNil(pacers, pacer.SSDWrite, float64(cfg.Pacers.SSDWrite))
+		if read != nil || write != nil {
+			pfs = &pacedFS{FS: vfs.Default()}
+			if read != nil {
+				pfs.read = pacers.Pacer(pacer.SSDRead)
+			}
+			if write != nil {
+				pfs.write = pacers.Pacer(pacer.SSDWrite)
+			}
+			so.SSD.FS = pfs
+		}
+	}
+	return so, pfs, nil
+}
+
+// pacerOrNil returns path's pacer when its rate is set, so that an
+// unpaced path costs nothing and the server logs it as unpaced.
+func pacerOrNil(ps *pacer.Set, path pacer.Path, rate float64) nodeserver.Pacer {
+	if rate <= 0 {
+		return nil
+	}
+	return ps.Pacer(path)
+}
+
+// limitsFor returns the wire limits for blocks of blockSize bytes: the
+// defaults, with the payload (and frame) limit raised when a block is
+// larger than the default payload limit.
+func limitsFor(blockSize int) wire.Limits {
+	if blockSize <= wire.DefaultMaxPayload {
+		return wire.Limits{}
+	}
+	return wire.Limits{MaxPayload: blockSize, MaxFrame: blockSize + (wire.DefaultMaxFrame - wire.DefaultMaxPayload)}
+}
+
+func ssdBytes(cfg config.Node) int64 {
+	if !cfg.SSD.Enabled {
+		return 0
+	}
+	return int64(cfg.SSD.Bytes)
+}
+
+// nameFromAddr derives a node name from its bound data-plane address:
+// "127.0.0.1:7480" → "node-127.0.0.1-7480" (letters, digits, '.', '-').
+func nameFromAddr(addr string) string {
+	var b strings.Builder
+	b.WriteString("node-")
+	for _, r := range addr {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.':
+			b.WriteRune(r)
+		case r == ':':
+			b.WriteByte('-')
+		}
+	}
+	s := b.String()
+	if len(s) > 64 { // config's and masterproto's node-name limit
+		s = s[len(s)-64:]
+	}
+	return s
+}
+
+// advertised is the data-plane address given to the master: the bound
+// address, with an unspecified host (0.0.0.0, ::) replaced by the host
+// name so that clients elsewhere can reach it.
+func advertised(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		return addr
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return net.JoinHostPort(h, port)
+	}
+	return addr
+}
+
+// snapshot reads every counter the node's metrics show.
+func snapshot(st *store.Store, srv *nodeserver.Server, ps *pacer.Set) nodemetrics.Snapshot {
+	s := st.Stats()
+	out := nodemetrics.Snapshot{
+		RAM:        s.RAM,
+		SSD:        s.SSD,
+		SSDEnabled: s.SSDOn,
+		Store: nodemetrics.StoreStats{
+			Demotions:           s.Demotions,
+			DemotionFailures:    s.DemotionFailures,
+			PromotionsCompleted: s.Promotion.Completed,
+			PromotionsFailed:    s.Promotion.Failed,
+		},
+		PacerWait: ps.Waited(),
+	}
+	ss := srv.Stats()
+	for op := range nodeserver.OpSlots {
+		for code := range nodeserver.CodeSlots {
+			if c := ss.Requests[op][code]; c > 0 {
+				out.Requests = append(out.Requests, nodemetrics.RequestCount{Op: opLabel(op), Status: statusLabel(code), Count: c})
+			}
+		}
+	}
+	return out
+}
+
+// opLabel names a request slot of nodeserver.Stats.Requests.
+func opLabel(slot int) string {
+	switch wire.Op(slot) {
+	case wire.OpGet:
+		return "get"
+	case wire.OpMGet:
+		return "batch_get"
+	case wire.OpPut:
+		return "put"
+	case wire.OpMPut:
+		return "batch_put"
+	case wire.OpExists:
+		return "exists"
+	case wire.OpDelete:
+		return "delete"
+	case wire.OpStats:
+		return "stats"
+	}
+	return "other"
+}
+
+// statusLabel names a status slot of nodeserver.Stats.Requests: "ok",
+// "not_found", … ("other" for the catch-all slot).
+func statusLabel(slot int) string {
+	if slot >= nodeserver.CodeSlots-1 {
+		return "other"
+	}
+	return strings.ReplaceAll(wire.Code(slot).String(), " ", "_")
+}

@@ -1,0 +1,54 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/master"
+)
+
+// MasterClient is the node's view of its master: master.Master's Register
+// and Heartbeat, across a network (package masterclient) or in process.
+// Errors that mean "register again" wrap master.ErrUnknownNode. It is used
+// by one goroutine at a time.
+type MasterClient interface {
+	// Register announces the node with its full inventory and usage.
+	Register(ctx context.Context, info master.NodeInfo, inv master.Inventory, usage master.NodeUsage) (master.RegisterReply, error)
+	// Heartbeat reports the changes since the previous beat and returns
+	// the node's tasks.
+	Heartbeat(ctx context.Context, id master.NodeID, s master.Session, d master.Delta, u master.NodeUsage, ssdHits []block.Key, done []master.TaskResult) (master.HeartbeatReply, error)
+}
+
+// Options configure a Node beyond its configuration. The zero value is a
+// standalone node logging nowhere with a fresh metrics registry.
+type Options struct {
+	// Logger receives the startup line and operational events (nil:
+	// discarded).
+	Logger *slog.Logger
+	// Master connects the node to its master; nil runs it standalone
+	// (the store's own promoter decides promotions).
+	Master MasterClient
+	// Registry is where the node registers its metrics and what /metrics
+	// serves, so it must also be a prometheus.Gatherer (a
+	// *prometheus.Registry is both); nil means a fresh registry.
+	Registry prometheus.Registerer
+	// StartupLine is the configuration's startup line
+	// (config.Loaded.StartupLine, which knows where each value came
+	// from); empty means one built from the configuration alone, every
+	// value shown as a default.
+	StartupLine string
+}
+
+// Validate reports the first bad field.
+func (o Options) Validate() error {
+	if o.Registry != nil {
+		if _, ok := o.Registry.(prometheus.Gatherer); !ok {
+			return errors.New("node: Options.Registry is not a prometheus.Gatherer, so /metrics could not serve it (use a *prometheus.Registry)")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,54 @@
+// Package replay is the live trace replayer: it drives a running kvpool
+// cluster (a master and N nodes) with a request trace under the scale
+// model of DESIGN.md, mirroring the simulator (package sim) so that a sim
+// run and a live run of the same configuration can be compared record by
+// record, in the same formats (sim.Record, sim.Summary, sim.WriteRecordsCSV).
+//
+// # Workers and time
+//
+// Worker i is a prefill instance bound to node i (the live nodes sorted by
+// ID): one goroutine serving a FIFO queue. A dispatcher starts request k
+// at (timestamp_k - timestamp_0) / S of live time and measures how late it
+// was (the lag; Summary.KeptUp is false when its p99 exceeds MaxLagP99).
+// Every interval is measured live and reported ×S as model seconds; the
+// live seconds are kept in LiveRecord.
+//
+// # One request
+//
+// At arrival the dispatcher looks the request's keys up on the master (no
+// lease), routes it (rr, least-loaded or cache-aware, the simulator's
+// estimates: a worker's queue estimate is the estimated service of its
+// waiting requests plus the rest of its running one) and fixes its plan
+// exactly as sim does ("fetch or recompute": reuse the local RAM prefix,
+// the local RAM+SSD prefix, or in global mode the global prefix, whichever
+// has the lowest estimated transfer + prefill). In local mode replicas on
+// other nodes are ignored. With prefetch the plan's loads start at once:
+// one MGET per source node, in parallel, paced by the source's egress and
+// SSD pacers; every block is checked by the node client (key, checksum)
+// and, with VerifyFull, regenerated (package payload) and compared byte
+// for byte. Blocks already in the worker node's RAM are reused without
+// being read (in the model they are in the prefill node's own memory).
+// At the head of the queue the worker waits for the transfer, then
+// "prefills" the tokens after the reused prefix for PrefillSeconds/S
+// (sleep, or a busy CPU kernel). The reused prefix ends at the first
+// planned block that did not arrive. The request's TTFT ends here. Then,
+// off the critical path, the worker's store goroutine PUTs every block of
+// the request except the planned local RAM ones into its node, so fetched
+// blocks replicate. Recompute mode looks up, loads and stores nothing.
+//
+// # Differences from the simulator
+//
+// The master learns of stored blocks at the nodes' next heartbeat, so a
+// block becomes visible a heartbeat after its PUT (use a short heartbeat;
+// kvpool replay --local uses 20 ms). The nodes evict with their own
+// watermarks (RAMSlotsFor sizes the RAM tier so the resident set stays
+// near RAMBlocks). A local RAM hit is not read, so it does not refresh the
+// block's recency on the node as the simulator's access does. The
+// destination's ingress pacer paces the stores rather than the loads (a
+// load travels from the source node to this process).
+//
+// # Cancellation
+//
+// When the context ends, dispatching stops, requests not yet finished are
+// abandoned, and Run returns the completed ones with Summary.Partial set.
+package replay
