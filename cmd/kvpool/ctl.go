@@ -19,6 +19,10 @@ const ctlTimeout = 10 * time.Second
 
 // runCtl implements `kvpool ctl`: human admin commands against a running
 // cluster.
+// ctlIndexWait bounds how long put waits for the block to appear in the
+// master's index: a few default heartbeats (1 s).
+const ctlIndexWait = 5 * time.Second
+
 func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("ctl", stderr)
 	masterAddr := fs.String("master", "", "master address host:port (required)")
@@ -93,6 +97,26 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		if errs[0] != nil {
 			return errs[0]
+		}
+		// A stored block enters the master's index with its node's next
+		// heartbeat; wait for it so that a get right after put finds it.
+		visible := false
+		for wait := time.Now().Add(ctlIndexWait); !visible && time.Now().Before(wait); {
+			p, err := c.Lookup(ctx, []uint64{id})
+			if err != nil {
+				return err
+			}
+			if visible = p.Len == 1; !visible {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}
+		if !visible {
+			fmt.Fprintf(stdout, "stored block %d (%d bytes); not yet in the master's index after %v\n", id, len(data), ctlIndexWait)
+			return nil
 		}
 		fmt.Fprintf(stdout, "stored block %d (%d bytes)\n", id, len(data))
 		return nil
