@@ -16,15 +16,16 @@ type backend struct {
 
 var _ nodeserver.Backend = backend{}
 
-// Acquire pins k where it lies: a RAM slot (sent with writev) or an SSD
-// slot's file region (sent with sendfile).
+// Acquire pins k where it lies: a RAM slot or a verified SSD read (sent
+// with writev), or with the store's ZeroCopySSD an SSD slot's file region
+// (sent with sendfile).
 func (b backend) Acquire(ctx context.Context, k block.Key) (nodeserver.Ref, error) {
 	r, err := b.s.Acquire(ctx, k)
 	if err != nil {
 		return nodeserver.Ref{}, err
 	}
 	ref := nodeserver.Ref{Sum: r.Sum, Release: r.Release}
-	if r.From == store.InSSD {
+	if r.File != nil {
 		ref.File, ref.Off, ref.Len = r.File, r.Off, r.Len
 	} else {
 		ref.Payload = r.Payload

@@ -149,6 +149,12 @@ type Options struct {
 	// store's methods other than Contains, Exists, Locate and SSDItem. A
 	// node uses it to keep its master's index up to date.
 	OnEvent func(Event)
+	// ZeroCopySSD makes Acquire hand out SSD blocks as file regions (for
+	// sendfile) without reading them. Off by default: then Acquire reads
+	// an SSD block into memory and verifies its checksum first, so a
+	// corrupt copy is counted and dropped on the node instead of being
+	// sent (the client would still reject it, but the bad copy would stay).
+	ZeroCopySSD bool
 }
 
 // Validate reports the first bad field, by name.

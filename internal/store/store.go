@@ -154,7 +154,8 @@ type Store struct {
 	onPromotion func(PromotionResult)
 	onEvent     func(Event)
 	stripes     [stripeCount]sync.Mutex
-	bufs        sync.Pool // *[]byte of the SSD block size, for SSD reads by View and promotion
+	bufs        sync.Pool // *[]byte of the SSD block size, for SSD reads by View, Acquire and promotion
+	zeroCopySSD bool      // Options.ZeroCopySSD
 	c           counters
 
 	life   sync.Mutex // guards closed; ops.Add happens under it
@@ -183,6 +184,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		popts:       opts.Promotion.withDefaults(),
 		onPromotion: opts.OnPromotion,
 		onEvent:     opts.OnEvent,
+		zeroCopySSD: opts.ZeroCopySSD,
 		kick:        make(chan struct{}, 1),
 		quit:        make(chan struct{}),
 		done:        make(chan struct{}),
@@ -459,13 +461,14 @@ func (s *Store) View(ctx context.Context, k block.Key, fn func(payload []byte, s
 	return nil
 }
 
-// Ref is a block held in place for an asynchronous sender: a pinned RAM
-// slot, or the section of an SSD slot file holding the payload (for
-// sendfile). Neither is verified here; the receiver verifies against Sum.
-// Call Release once the bytes are sent.
+// Ref is a block held for an asynchronous sender: a pinned RAM slot (not
+// verified here; the receiver verifies against Sum), or an SSD block —
+// read into a pooled buffer and verified (the default), or with
+// Options.ZeroCopySSD the section of its slot file (for sendfile, verified
+// only by the receiver). Call Release once the bytes are sent.
 type Ref struct {
 	From Location // InRAM or InSSD
-	// Payload is the RAM slot's bytes (From == InRAM); read-only.
+	// Payload is the block's bytes (RAM, or a verified SSD read); read-only.
 	Payload []byte
 	// Len is the payload's length; File and Off locate it on SSD (From
 	// == InSSD).
@@ -506,6 +509,20 @@ func (s *Store) Acquire(ctx context.Context, k block.Key) (Ref, error) {
 	if s.ssd == nil {
 		s.c.misses.Add(1)
 		return Ref{}, fmt.Errorf("store: acquire %s: %w", k, tier.ErrNotFound)
+	}
+	if !s.zeroCopySSD {
+		// A verified read: the SSD tier checks header and checksum and
+		// drops a corrupt slot, so the node never sends a bad copy.
+		bp := s.bufs.Get().(*[]byte)
+		p, sum, err := s.ssd.Get(ctx, k, (*bp)[:0])
+		if err != nil {
+			s.bufs.Put(bp)
+			return Ref{}, s.ssdMiss(k, "acquire", err)
+		}
+		s.ssdHit(k)
+		var once sync.Once
+		release := func() { once.Do(func() { *bp = p[:0]; s.bufs.Put(bp) }) }
+		return Ref{From: InSSD, Payload: p, Len: len(p), Sum: sum, release: release}, nil
 	}
 	f, off, n, sum, rel, err := s.ssd.Section(k)
 	if err != nil {

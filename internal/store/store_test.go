@@ -404,7 +404,7 @@ func TestViewAndAcquire(t *testing.T) {
 			t.Fatalf("Acquire %d: %v", i, err)
 		}
 		got := ref.Payload
-		if ref.From == InSSD {
+		if ref.File != nil {
 			got = make([]byte, ref.Len)
 			if _, err := ref.File.ReadAt(got, ref.Off); err != nil {
 				t.Fatal(err)
@@ -596,7 +596,7 @@ func TestConcurrent(t *testing.T) {
 					var ref Ref
 					if ref, err = s.Acquire(ctx, k); err == nil {
 						p := ref.Payload
-						if ref.From == InSSD {
+						if ref.File != nil {
 							p = make([]byte, ref.Len)
 							_, err = ref.File.ReadAt(p, ref.Off)
 						}
@@ -653,4 +653,52 @@ func TestWriteAroundReplacesPinned(t *testing.T) {
 		t.Fatalf("block 1 in %v, want ssd only", loc)
 	}
 	mustGet(t, s, key(1), []byte("new"))
+}
+
+// TestAcquireSSDVerified: by default Acquire of an SSD block reads and
+// verifies it, so a flipped bit is a counted miss and the copy is dropped
+// on the node; with ZeroCopySSD it hands out the file region unread.
+func TestAcquireSSDVerified(t *testing.T) {
+	const ramSlots, bs = 2, 4096
+	for _, zeroCopy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("zerocopy=%v", zeroCopy), func(t *testing.T) {
+			efs := errorfs.Wrap(vfs.NewMem(), nil)
+			o := testOpts(bs, ramSlots, efs, 16)
+			o.Promotion.Off = true
+			o.ZeroCopySSD = zeroCopy
+			s := mustOpen(t, o)
+			for i := range uint64(4) { // 0 and 1 are demoted to SSD
+				put(t, s, key(i), tiertest.Payload(i, 1, bs))
+			}
+			ref, err := s.Acquire(ctx, key(0))
+			if err != nil || ref.From != InSSD {
+				t.Fatalf("Acquire of an SSD block: from %v, %v", ref.From, err)
+			}
+			if zeroCopy != (ref.File != nil) || zeroCopy == (ref.Payload != nil) {
+				t.Fatalf("zero copy %v: File %v, %d payload bytes", zeroCopy, ref.File != nil, len(ref.Payload))
+			}
+			if !zeroCopy && !bytes.Equal(ref.Payload, tiertest.Payload(0, 1, bs)) {
+				t.Fatal("verified SSD read returned other bytes")
+			}
+			ref.Release()
+
+			efs.SetInjector(errorfs.OnPath("slots-*", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(9))))
+			ref, err = s.Acquire(ctx, key(1))
+			efs.SetInjector(nil)
+			if zeroCopy {
+				// Unread: the flip is the receiver's to catch (it verifies Sum).
+				if err != nil {
+					t.Fatalf("zero-copy Acquire: %v", err)
+				}
+				ref.Release()
+				return
+			}
+			if !errors.Is(err, tier.ErrCorrupt) || ref.Payload != nil {
+				t.Fatalf("Acquire of a flipped SSD block = %v with %d bytes; want a corrupt miss", err, len(ref.Payload))
+			}
+			if s.Contains(key(1)) || s.Stats().SSDCorruptions != 1 {
+				t.Fatalf("corrupt copy kept (present %v, %d corruptions counted)", s.Contains(key(1)), s.Stats().SSDCorruptions)
+			}
+		})
+	}
 }
