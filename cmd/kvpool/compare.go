@@ -2,18 +2,28 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/kvpool/kvpool/internal/compare"
+	"github.com/kvpool/kvpool/internal/config"
+	"github.com/kvpool/kvpool/internal/demo"
+	"github.com/kvpool/kvpool/internal/sim"
+	"github.com/kvpool/kvpool/internal/tracesample"
+	"github.com/kvpool/kvpool/internal/validate"
+	"github.com/kvpool/kvpool/trace"
 )
 
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("compare", stderr)
-	simFlag := fs.Bool("sim", false, "run the arms in the simulator (model time); required until live arms exist")
+	simFlag := fs.Bool("sim", false, "run the arms in the simulator (model time)")
+	liveFlag := fs.Bool("live", false, "--sim plus live arms on a subsample of each trace (a local cluster per arm), in a \"Live vs simulated\" section")
+	validateFlag := fs.Bool("validate", false, "run --mode arms live and simulated on a subsample and fail unless they agree (hit ratio ±2 points, mean TTFT ±20%, 0 wrong blocks)")
 	traces := fs.String("traces", "conversation,synthetic", "comma-separated trace names or files")
 	traceDir := fs.String("trace-dir", "", "directory searched first for traces (then $KVPOOL_TRACE_DIR, ./traces, ../shared/traces)")
 	out := fs.String("out", "report", "report directory to write")
@@ -23,18 +33,65 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	workers := fs.Int("workers", 0, "experiments run at once (default: number of CPUs)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	lenient := fs.Bool("lenient", false, "skip malformed trace lines instead of failing")
+	// Live subsample and cluster (--live, --validate).
+	traceName := fs.String("trace", demo.DefaultTrace, "--validate: trace name or file")
+	generated := fs.Bool("generated", false, "--validate: use a generated chat trace")
+	modes := fs.String("mode", "local,global", "--validate: comma-separated cache modes to validate")
+	routing := fs.String("routing", string(sim.RoutingCacheAware), "--validate: routing of the validated arms")
+	from := fs.Duration("from", 0, "--live/--validate: start of the subsample window in trace time")
+	window := fs.Duration("window", demo.DefaultWindow, "--live/--validate: length of the subsample window")
+	first := fs.Int("first", 0, "--live/--validate: keep only the first N requests of the window (0 = all)")
+	liveRate := fs.Float64("live-rate", demo.DefaultRate, "--live/--validate: arrival-rate multiplier of the subsample (0.5: 4 nodes stand in for ~10)")
+	nodes := fs.Int("nodes", validate.DefaultNodes, "--live/--validate: nodes per cluster")
+	speed := fs.Float64("speed", validate.DefaultSpeed, "--live/--validate: time compression of the live runs")
+	payloadFlag := fs.String("payload", "32KiB", "--live/--validate: live bytes per block")
+	ramBlocks := fs.Int("ram-blocks", sim.DefaultRAMBlocks, "--live/--validate: RAM cache per node, in blocks")
+	skipTTFT := fs.Bool("skip-ttft", false, "--validate: report the mean TTFT comparison without judging it")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: kvpool compare --sim [flags]\n\nRuns the standard matrix (hit ratio vs capacity per policy, local vs global,\nTTFT by scheduler, TTFT vs bandwidth, goodput) on each trace and writes a report.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: kvpool compare --sim|--live|--validate [flags]\n\nRuns the standard matrix (hit ratio vs capacity per policy, local vs global,\nTTFT by scheduler, TTFT vs bandwidth, goodput) on each trace and writes a report.\n--live adds live arms on a subsample; --validate checks live against simulated.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if !*simFlag {
-		return usageErrorf("only simulated arms exist so far: pass --sim")
-	}
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected arguments %q", fs.Args())
+	}
+	n := 0
+	for _, b := range []bool{*simFlag, *liveFlag, *validateFlag} {
+		if b {
+			n++
+		}
+	}
+	if n != 1 {
+		return usageErrorf("give exactly one of --sim, --live and --validate")
+	}
+	stderr = &lockedWriter{w: stderr}
+	var cluster validate.Config
+	var sample demo.TraceOptions
+	if *liveFlag || *validateFlag {
+		size, err := config.ParseSize(*payloadFlag)
+		if err != nil {
+			return usageErrorf("--payload %q: %v", *payloadFlag, err)
+		}
+		if int64(size) > 1<<30 {
+			return usageErrorf("--payload %q: more than 1 GiB per block", *payloadFlag)
+		}
+		cluster = validate.Config{Nodes: *nodes, Speed: *speed, PayloadBytes: int(size), RAMBlocks: *ramBlocks, NICGbps: *nic, SkipTTFT: *skipTTFT}
+		if !*quiet {
+			cluster.Progress = stderr
+		}
+		if err := cluster.Validate(); err != nil {
+			return usageErrorf("%v", err)
+		}
+		sample = demo.TraceOptions{Name: *traceName, Dir: *traceDir, Generated: *generated, From: *from, Window: *window,
+			First: *first, Rate: *liveRate, Finder: trace.Finder{Getenv: os.Getenv}}
+		if err := sample.Validate(); err != nil {
+			return usageErrorf("%v", err)
+		}
+	}
+	if *validateFlag {
+		return runValidate(ctx, sample, cluster, *modes, sim.Routing(*routing), stdout, stderr, *quiet)
 	}
 	opts := compare.Options{RateMultiplier: *rate, NICGbps: *nic, Workers: *workers, SkipGoodput: *noGoodput}
 	if !*quiet {
@@ -51,6 +108,9 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		opts.Traces = append(opts.Traces, compare.Trace{Name: compare.TraceName(path), Requests: reqs})
 	}
+	if *liveFlag {
+		opts.Live = liveRunner(sample, cluster)
+	}
 	start := time.Now()
 	res, err := compare.Run(ctx, opts)
 	if err != nil {
@@ -63,5 +123,86 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	fmt.Fprintf(stdout, "\nreport: %s (%.1fs)\n", filepath.Join(*out, "index.html"), time.Since(start).Seconds())
+	for _, l := range res.Live {
+		if l.Live.WrongBlocks > 0 {
+			return fmt.Errorf("compare: live %s on %s received %d wrong blocks", l.Arm.Name, l.Trace, l.Live.WrongBlocks)
+		}
+	}
+	return nil
+}
+
+// liveRunner returns the compare.LiveFunc of --live: the window of sample
+// cut out of the trace compare already read, run with package validate.
+func liveRunner(sample demo.TraceOptions, cluster validate.Config) compare.LiveFunc {
+	s := sample.WithDefaults()
+	return func(ctx context.Context, t compare.Trace, a compare.Arm) (compare.LiveRow, error) {
+		reqs, err := tracesample.Sample(t.Requests, tracesample.Options{FromMs: s.From.Milliseconds(),
+			ToMs: (s.From + s.Window).Milliseconds(), First: s.First, Scale: 1 / s.Rate})
+		if err != nil {
+			return compare.LiveRow{}, fmt.Errorf("subsample %s: %w", t.Name, err)
+		}
+		if len(reqs) == 0 {
+			return compare.LiveRow{}, fmt.Errorf("subsample %s: the %v window at %v holds no requests", t.Name, s.Window, s.From)
+		}
+		cfg := cluster
+		cfg.Name, cfg.Mode, cfg.Routing, cfg.NICGbps = a.Name, a.Mode, a.Routing, a.NICGbps
+		rep, err := validate.Run(ctx, reqs, cfg)
+		if err != nil {
+			return compare.LiveRow{}, err
+		}
+		return compare.LiveRow{Sim: rep.Sim, Live: rep.Live, SimTTFTs: rep.SimTTFTs, LiveTTFTs: rep.LiveTTFTs}, nil
+	}
+}
+
+// runValidate is kvpool compare --validate.
+func runValidate(ctx context.Context, sample demo.TraceOptions, cluster validate.Config, modes string, routing sim.Routing,
+	stdout, stderr io.Writer, quiet bool) error {
+	var cfgs []validate.Config
+	for _, m := range strings.Split(modes, ",") {
+		m = strings.TrimSpace(m)
+		if m == "" {
+			continue
+		}
+		c := cluster
+		c.Mode, c.Routing = sim.Mode(m), routing
+		if err := c.Validate(); err != nil {
+			return usageErrorf("--mode %s: %v", m, err)
+		}
+		cfgs = append(cfgs, c)
+	}
+	if len(cfgs) == 0 {
+		return usageErrorf("--mode: no mode given")
+	}
+	w, err := demo.LoadWindow(sample)
+	if err != nil {
+		return err
+	}
+	if w.Notice != "" {
+		fmt.Fprintf(stderr, "kvpool compare: NOTICE: %s\n", w.Notice)
+	}
+	var reps []*validate.Report
+	for _, c := range cfgs {
+		if !quiet {
+			fmt.Fprintf(stderr, "kvpool compare: validating %s on %d requests of %s\n", c.WithDefaults().Name, len(w.Requests), w.Name)
+		}
+		rep, err := validate.Run(ctx, w.Requests, c)
+		if err != nil {
+			return err
+		}
+		reps = append(reps, rep)
+	}
+	fmt.Fprintf(stdout, "validation on %s: %d requests (%.0f s window from %.0f s, arrivals ×%g)\n\n", w.Name, len(w.Requests),
+		w.WindowSeconds, w.FromSeconds, w.Rate)
+	if err := validate.WriteTable(stdout, reps); err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range reps {
+		errs = append(errs, r.Err())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "\nPASS: live and simulated runs agree")
 	return nil
 }

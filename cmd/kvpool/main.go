@@ -25,6 +25,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"demo", "recompute vs local vs global, live on a local cluster and simulated, with a report", runDemo},
 		{"trace", "inspect, sample, generate and fetch request traces", runTrace},
 		{"hitrate", "order-only hit-ratio engine (no timing)", runHitrate},
 		{"sim", "discrete-event cluster simulator in model time", runSim},

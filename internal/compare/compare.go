@@ -47,6 +47,12 @@ type Options struct {
 	Workers int
 	// Progress, when set, receives one line per finished experiment.
 	Progress io.Writer
+	// Live, when set, also runs LiveArms on every trace live and in the
+	// simulator (see LiveFunc), after the simulated matrix; the report
+	// gains a "Live vs simulated" section. Nil runs nothing live.
+	Live LiveFunc
+	// LiveArms are the arms run live (default: LiveArms()).
+	LiveArms []Arm
 }
 
 // DefaultOptions returns the standard matrix.
@@ -184,6 +190,8 @@ type Result struct {
 	HitRatio []HitRatioRow     `json:"hit_ratio"`
 	Sim      []SimRow          `json:"sim"`
 	Goodput  []GoodputRow      `json:"goodput"`
+	// Live holds the live-vs-simulated rows (Options.Live), if any.
+	Live []LiveRow `json:"live,omitempty"`
 }
 
 // The arms of the timed experiments.
@@ -320,6 +328,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	if err := runJobs(ctx, jobs, o.Workers, o.Progress); err != nil {
 		return nil, err
+	}
+	if o.Live != nil {
+		if err := runLive(ctx, o, res); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }

@@ -189,3 +189,58 @@ func TestFig10GlobalBeatsLocal(t *testing.T) {
 		t.Logf("%s %s: local %.1f%% global %.1f%% (%.2f×)", r.Trace, r.Routing, 100*r.Local, 100*r.Global, r.Global/r.Local)
 	}
 }
+
+// TestRunLive injects a fake live runner: Run calls it once per trace and
+// live arm, in order, and the report gains the live section and files.
+func TestRunLive(t *testing.T) {
+	opts := smallOptions(smallTrace(t, 3))
+	opts.SkipGoodput = true
+	var calls []string
+	opts.Live = func(ctx context.Context, tr Trace, a Arm) (LiveRow, error) {
+		calls = append(calls, tr.Name+"/"+a.Name)
+		var row LiveRow
+		row.Sim.TokenHitRatio, row.Live.TokenHitRatio = 0.25, 0.24
+		row.Sim.TTFTMean, row.Live.TTFTMean = 2, 2.1
+		row.SimTTFTs, row.LiveTTFTs = []float64{1, 2, 3}, []float64{1.1, 2.1, 3.1}
+		return row, nil
+	}
+	res, err := Run(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"gen/recompute", "gen/local rr", "gen/local cache-aware", "gen/global cache-aware"}
+	if strings.Join(calls, ",") != strings.Join(want, ",") || len(res.Live) != len(want) {
+		t.Fatalf("live calls %v (%d rows), want %v", calls, len(res.Live), want)
+	}
+	if res.Live[1].Trace != "gen" || res.Live[1].Arm.Name != "local rr" {
+		t.Fatalf("row 1 is %s/%s", res.Live[1].Trace, res.Live[1].Arm.Name)
+	}
+	dir := t.TempDir()
+	if err := Write(dir, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"live.csv", "live_hit_ratio.svg", "live_ttft.svg", "live_cdf_gen_global_cache-aware.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("missing %s: %v", f, err)
+		}
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), "Live vs simulated") {
+		t.Error("index.html lacks the Live vs simulated section")
+	}
+	var md bytes.Buffer
+	if err := res.Markdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "| gen | global cache-aware | 25.0% | 24.0% |") {
+		t.Errorf("markdown lacks the live row:\n%s", md.String())
+	}
+
+	opts.Live = func(context.Context, Trace, Arm) (LiveRow, error) { return LiveRow{}, os.ErrDeadlineExceeded }
+	if _, err := Run(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "live recompute") {
+		t.Fatalf("failing live runner: error %v", err)
+	}
+}

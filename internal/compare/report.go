@@ -118,6 +118,9 @@ func (r *Result) Report() *report.Report {
 	if len(r.Goodput) > 0 {
 		rep.Sections = append(rep.Sections, r.goodputSection())
 	}
+	if len(r.Live) > 0 {
+		rep.Sections = append(rep.Sections, LiveSection(r.Live, ""), LiveCDFSection(r.Live, ""))
+	}
 	return rep
 }
 
@@ -392,6 +395,11 @@ func Write(dir string, r *Result) error {
 	if err := report.WriteCSV(filepath.Join(dir, "summary.csv"), hdr, rows); err != nil {
 		return err
 	}
+	if len(r.Live) > 0 {
+		if err := WriteLiveCSV(filepath.Join(dir, "live.csv"), r.Live); err != nil {
+			return err
+		}
+	}
 	rows = rows[:0]
 	for _, h := range r.HitRatio {
 		rows = append(rows, []string{h.Trace, h.Policy, strconv.Itoa(h.Capacity), f6(h.TokenHitRatio), f6(h.BlockHitRatio)})
@@ -418,6 +426,10 @@ func (r *Result) Markdown(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", s.Trace, s.Arm.Name, pct(s.Summary.TokenHitRatio),
 			secs(s.Summary.TTFTMean), secs(s.Summary.TTFTP90), pct(s.Summary.SLOAttainment30s))
+	}
+	if len(r.Live) > 0 {
+		b.WriteString("\n")
+		LiveMarkdown(&b, r.Live)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

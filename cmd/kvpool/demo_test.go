@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// liveTestSetup skips live tests where they cannot run and makes cluster
+// processes re-executions of this test binary (see TestMain).
+func liveTestSetup(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("live cluster runs skipped in -short mode")
+	}
+	if !hasCommand("master") || !hasCommand("node") {
+		t.Skip("kvpool master/node are not commands yet")
+	}
+	t.Setenv(asKvpoolEnv, "1")
+}
+
+// TestDemoGenerated runs kvpool demo on one minute of a generated trace:
+// four arms, each on its own cluster of re-executed test binaries.
+func TestDemoGenerated(t *testing.T) {
+	liveTestSetup(t)
+	dir := filepath.Join(t.TempDir(), "report")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"demo", "--generated", "--window", "1m", "--payload", "16KiB", "--out", dir, "--quiet"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	t.Logf("demo output:\n%s", out.String())
+	for _, arm := range []string{"| recompute |", "| local rr |", "| local cache-aware |", "| global cache-aware |"} {
+		if !strings.Contains(out.String(), arm) {
+			t.Errorf("table lacks the row %q", arm)
+		}
+	}
+	for _, f := range []string{"index.html", "report.md", "summary.json", "summary.csv", "live_hit_ratio.svg", "live_ttft.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("report file %s: %v", f, err)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum struct {
+		Partial bool `json:"partial"`
+		Trace   struct {
+			Generated bool `json:"generated"`
+		} `json:"trace"`
+		Arms []struct {
+			Live struct {
+				WrongBlocks int64 `json:"wrong_blocks"`
+				Completed   int   `json:"completed"`
+				Requests    int   `json:"requests"`
+			} `json:"live"`
+		} `json:"arms"`
+	}
+	if err := json.Unmarshal(data, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Partial || !sum.Trace.Generated || len(sum.Arms) != 4 {
+		t.Fatalf("summary: partial %v, generated %v, %d arms", sum.Partial, sum.Trace.Generated, len(sum.Arms))
+	}
+	for i, a := range sum.Arms {
+		if a.Live.WrongBlocks != 0 || a.Live.Completed == 0 {
+			t.Errorf("arm %d: %d wrong blocks, %d completed", i, a.Live.WrongBlocks, a.Live.Completed)
+		}
+	}
+}
+
+func TestDemoUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad payload", []string{"--payload", "huge"}, "--payload"},
+		{"bad rate", []string{"--rate", "-1"}, "Rate"},
+		{"bad nodes", []string{"--nodes", "-2"}, "Nodes"},
+		{"bad speed", []string{"--speed", "-5"}, "Speed"},
+		{"extra args", []string{"now"}, "unexpected"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := run(context.Background(), append([]string{"demo"}, tt.args...), &out, &errb); code != 2 {
+				t.Fatalf("exit code %d, want 2 (stderr %q)", code, errb.String())
+			}
+			if !strings.Contains(errb.String(), tt.want) {
+				t.Fatalf("stderr %q does not mention %q", errb.String(), tt.want)
+			}
+		})
+	}
+}
