@@ -198,8 +198,12 @@ func (r *Result) Report() *report.Report {
 	}
 	if len(r.Rows) > 0 {
 		l := r.Rows[0].Live
+		ramBlocks := 0 // the recompute arm has no cache: take a caching arm's
+		for _, row := range r.Rows {
+			ramBlocks = max(ramBlocks, row.Sim.RAMBlocks)
+		}
 		intro += fmt.Sprintf("%d nodes, %d RAM blocks each, payload %d B per block, speed ×%g, verify %s; each arm on a fresh cluster. ",
-			l.Instances, r.Rows[0].Sim.RAMBlocks, l.PayloadBytes, l.Speed, l.VerifyMode)
+			l.Instances, ramBlocks, l.PayloadBytes, l.Speed, l.VerifyMode)
 	}
 	if r.Partial {
 		intro += "PARTIAL: the demo was interrupted; the figures cover what completed."
