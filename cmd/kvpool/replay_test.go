@@ -85,7 +85,7 @@ func TestReplayLocalCluster(t *testing.T) {
 			recs := filepath.Join(dir, mode+".csv")
 			var out, errb bytes.Buffer
 			args := []string{"replay", "--local", "2", "--trace", path, "--mode", mode, "--payload", "16KiB",
-				"--speed", "100", "--ram-blocks", "4000", "--verify", "full", "--json", "--quiet", "--records", recs}
+				"--speed", "25", "--ram-blocks", "4000", "--verify", "full", "--json", "--quiet", "--records", recs}
 			if code := run(context.Background(), args, &out, &errb); code != 0 {
 				t.Fatalf("kvpool replay exit %d: %s", code, errb.String())
 			}
