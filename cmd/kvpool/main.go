@@ -34,6 +34,7 @@ func commands() []command {
 		{"node", "run a node (RAM and SSD tiers, data plane, master agent) until interrupted", runNode},
 		{"up", "start a local cluster (master and nodes) until interrupted", runUp},
 		{"ctl", "admin commands against a running cluster (nodes, stat, get, put, query)", runCtl},
+		{"bench", "benchmark a target (ram, ssd, node, master, sim, tcp, disk, redis) or compare (--vs redis,tcp,disk)", runBench},
 		{"replay", "replay a trace live against a cluster (scale model), in the simulator's formats", runReplay},
 	}
 }

@@ -1,0 +1,482 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeTarget hands out workers that count their calls and fail on request.
+type fakeTarget struct {
+	workers  int
+	failAt   int64 // the request (1-based, over all workers) that fails; 0 never
+	calls    atomic.Int64
+	closed   bool
+	startErr error
+	block    chan struct{} // when set, the first Do waits for it
+}
+
+type fakeWorker struct{ t *fakeTarget }
+
+var errFake = errors.New("fake failure")
+
+func (w fakeWorker) Do(ctx context.Context) (Op, error) {
+	n := w.t.calls.Add(1)
+	if n == 1 && w.t.block != nil {
+		select {
+		case <-w.t.block:
+		case <-ctx.Done():
+			return Op{}, ctx.Err()
+		}
+	}
+	if n == w.t.failAt {
+		return Op{}, errFake
+	}
+	return Op{Ops: 2, Bytes: 100}, nil
+}
+
+func (t *fakeTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
+	if t.startErr != nil {
+		return nil, t.startErr
+	}
+	ws := make([]Worker, t.workers)
+	for i := range ws {
+		ws[i] = fakeWorker{t}
+	}
+	return ws, nil
+}
+
+func (t *fakeTarget) Close() error { t.closed = true; return nil }
+
+func TestRunTarget(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		workers int
+		count   int64
+		failAt  int64
+		start   error
+		wantErr error
+	}{
+		{name: "one worker", workers: 1, count: 10},
+		{name: "many workers", workers: 7, count: 1000},
+		{name: "worker fails", workers: 3, count: 100, failAt: 50, wantErr: errFake},
+		{name: "start fails", workers: 3, count: 100, start: errFake, wantErr: errFake},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ft := &fakeTarget{workers: tc.workers, failAt: tc.failAt, startErr: tc.start}
+			res, err := RunTarget(context.Background(), Spec{Target: "fake", Count: tc.count, Conns: tc.workers}, ft)
+			if !ft.closed {
+				t.Error("target not closed")
+			}
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Requests != tc.count || ft.calls.Load() != tc.count {
+				t.Errorf("requests %d, calls %d, want %d", res.Requests, ft.calls.Load(), tc.count)
+			}
+			if res.Ops != 2*tc.count || res.Bytes != 100*tc.count {
+				t.Errorf("ops %d bytes %d, want %d and %d", res.Ops, res.Bytes, 2*tc.count, 100*tc.count)
+			}
+			if !(res.P50Micros <= res.P99Micros && res.P99Micros <= res.MaxMicros) {
+				t.Errorf("latencies not ordered: p50 %v p99 %v max %v", res.P50Micros, res.P99Micros, res.MaxMicros)
+			}
+			if res.Seconds <= 0 || res.OpsPerSec <= 0 {
+				t.Errorf("seconds %v ops/s %v, want > 0", res.Seconds, res.OpsPerSec)
+			}
+		})
+	}
+}
+
+func TestRunTargetCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := RunTarget(ctx, Spec{Target: "fake", Duration: time.Hour}, &fakeTarget{workers: 2})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+// syncWriter signals its first write.
+type syncWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	once  sync.Once
+	wrote chan struct{}
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.once.Do(func() { close(w.wrote) })
+	return w.buf.Write(p)
+}
+
+// TestProgress: a run that lasts past the first progress tick writes a
+// progress line (the fake's first request waits for that line).
+func TestProgress(t *testing.T) {
+	pw := &syncWriter{wrote: make(chan struct{})}
+	ft := &fakeTarget{workers: 1, block: pw.wrote}
+	_, err := RunTarget(context.Background(), Spec{Target: "fake", Count: 3, Progress: pw, ProgressEvery: time.Millisecond}, ft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	if !strings.Contains(pw.buf.String(), "bench fake:") {
+		t.Fatalf("progress output %q, want a line naming the target", pw.buf.String())
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	d := make([]time.Duration, 100)
+	for i := range d {
+		d[i] = time.Duration(i + 1)
+	}
+	for _, tc := range []struct{ p, want int }{{50, 50}, {99, 99}, {100, 100}, {1, 1}} {
+		if got := percentile(d, tc.p); got != time.Duration(tc.want) {
+			t.Errorf("p%d = %d, want %d", tc.p, got, tc.want)
+		}
+	}
+	if got := percentile(nil, 50); got != 0 {
+		t.Errorf("percentile of nothing = %d", got)
+	}
+}
+
+func TestSpecValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spec  Spec
+		field string
+	}{
+		{"ok", Spec{Target: TargetNode}, ""},
+		{"ok redis", Spec{Target: TargetRedis, Addr: "x:1", Depth: 16, WriteFraction: 0.5}, ""},
+		{"no target", Spec{}, "Target"},
+		{"bad target", Spec{Target: "nope"}, "Target"},
+		{"bad tier", Spec{Target: TargetNode, Tier: "tape"}, "Tier"},
+		{"negative block", Spec{Target: TargetRAM, BlockSize: -1}, "BlockSize"},
+		{"huge block", Spec{Target: TargetRAM, BlockSize: 1 << 30}, "BlockSize"},
+		{"negative conns", Spec{Target: TargetRAM, Conns: -1}, "Conns"},
+		{"negative batch", Spec{Target: TargetMaster, Batch: -1}, "Batch"},
+		{"depth on node", Spec{Target: TargetNode, Depth: 4}, "Depth"},
+		{"write fraction > 1", Spec{Target: TargetRAM, WriteFraction: 1.5}, "WriteFraction"},
+		{"write fraction NaN", Spec{Target: TargetRAM, WriteFraction: nan()}, "WriteFraction"},
+		{"writes on tcp", Spec{Target: TargetTCP, WriteFraction: 0.5}, "WriteFraction"},
+		{"negative duration", Spec{Target: TargetRAM, Duration: -time.Second}, "Duration"},
+		{"negative count", Spec{Target: TargetRAM, Count: -1}, "Count"},
+		{"data under a block", Spec{Target: TargetRAM, DataBytes: 10}, "DataBytes"},
+		{"redis without addr", Spec{Target: TargetRedis}, "Addr"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.spec.Validate()
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("Validate = %v, want an error naming %s", err, tc.field)
+			}
+			if _, rerr := Run(context.Background(), tc.spec); rerr == nil {
+				t.Fatal("Run accepted an invalid spec")
+			}
+		})
+	}
+}
+
+func nan() float64 { z := 0.0; return z / z }
+
+func TestRESPEncode(t *testing.T) {
+	if got, want := string(AppendGet(nil, "k1")), "*2\r\n$3\r\nGET\r\n$2\r\nk1\r\n"; got != want {
+		t.Errorf("GET = %q, want %q", got, want)
+	}
+	if got, want := string(AppendSetHeader([]byte("x"), "key", 5)), "x*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$5\r\n"; got != want {
+		t.Errorf("SET = %q, want %q", got, want)
+	}
+}
+
+func TestReadReply(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    Reply
+		wantErr error
+		redis   bool
+	}{
+		{in: "+OK\r\n", want: Reply{Kind: '+', Str: "OK"}},
+		{in: ":42\r\n", want: Reply{Kind: ':', Int: 42}},
+		{in: "$5\r\nhello\r\n", want: Reply{Kind: '$', Int: 5, Bulk: []byte("hello")}},
+		{in: "$0\r\n\r\n", want: Reply{Kind: '$', Int: 0, Bulk: []byte{}}},
+		{in: "$-1\r\n", want: Reply{Kind: '$', Int: -1}},
+		{in: "-ERR wrong\r\n", redis: true},
+		{in: "*1\r\n", wantErr: ErrRESP},
+		{in: "\r\n", wantErr: ErrRESP},
+		{in: "+OK\n", wantErr: ErrRESP},
+		{in: ":x\r\n", wantErr: ErrRESP},
+		{in: "$-2\r\n", wantErr: ErrRESP},
+		{in: "$99999999999\r\n", wantErr: ErrRESP},
+		{in: "$5\r\nhelloXY", wantErr: ErrRESP},
+		{in: "$5\r\nhel", wantErr: io.ErrUnexpectedEOF},
+		{in: "+OK", wantErr: io.ErrUnexpectedEOF},
+		{in: "", wantErr: io.EOF},
+		{in: "+" + strings.Repeat("a", 100) + "\r\n", wantErr: ErrRESP}, // longer than the reader's buffer
+	} {
+		t.Run(strconv.Quote(tc.in), func(t *testing.T) {
+			r := bufio.NewReaderSize(strings.NewReader(tc.in), 16)
+			got, err := ReadReply(r, make([]byte, 0, 8))
+			var re RedisError
+			switch {
+			case tc.redis:
+				if !errors.As(err, &re) {
+					t.Fatalf("err = %v, want a RedisError", err)
+				}
+			case tc.wantErr != nil:
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tc.wantErr)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case got.Kind != tc.want.Kind || got.Str != tc.want.Str || got.Int != tc.want.Int || !bytes.Equal(got.Bulk, tc.want.Bulk) || (got.Bulk == nil) != (tc.want.Bulk == nil):
+				t.Fatalf("reply %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// fakeRedis serves GET and SET from a map over RESP, parsing commands
+// with the same reader (arrays of bulk strings).
+func fakeRedis(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		data = map[string][]byte{}
+		wg   sync.WaitGroup
+		cs   []net.Conn
+	)
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			cs = append(cs, c)
+			mu.Unlock()
+			wg.Go(func() {
+				r, w := bufio.NewReader(c), bufio.NewWriter(c)
+				for {
+					line, err := readLine(r)
+					if err != nil || len(line) < 2 || line[0] != '*' {
+						return
+					}
+					n, _ := strconv.Atoi(string(line[1:]))
+					args := make([][]byte, n)
+					for i := range args {
+						rep, err := ReadReply(r, nil)
+						if err != nil {
+							return
+						}
+						args[i] = rep.Bulk
+					}
+					mu.Lock()
+					switch string(args[0]) {
+					case "SET":
+						data[string(args[1])] = args[2]
+						w.WriteString("+OK\r\n")
+					case "GET":
+						v, ok := data[string(args[1])]
+						if !ok {
+							w.WriteString("$-1\r\n")
+						} else {
+							w.WriteString("$" + strconv.Itoa(len(v)) + "\r\n")
+							w.Write(v)
+							w.WriteString("\r\n")
+						}
+					default:
+						w.WriteString("-ERR unknown command\r\n")
+					}
+					mu.Unlock()
+					if r.Buffered() == 0 {
+						if w.Flush() != nil {
+							return
+						}
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range cs {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// TestTargetsSmoke runs every target with tiny sizes and counts and checks
+// what it reports (never its speed).
+func TestTargetsSmoke(t *testing.T) {
+	const size = 16 << 10 // a multiple of 4096, as O_DIRECT needs
+	redis := fakeRedis(t)
+	trace := filepath.Join("..", "..", "..", "shared", "traces", "conversation_trace.jsonl")
+	if _, err := os.Stat(trace); err != nil {
+		trace = "" // the sim target generates one
+	}
+	for _, tc := range []struct {
+		spec      Spec
+		bytesPer  int64 // payload bytes per op (0: none)
+		opsPerReq int64 // 0: unchecked (sim)
+	}{
+		{Spec{Target: TargetRAM}, size, 1},
+		{Spec{Target: TargetRAM, WriteFraction: 0.5}, size, 1},
+		{Spec{Target: TargetSSD, DataBytes: 32 * size}, size, 1},
+		{Spec{Target: TargetSSD, DataBytes: 32 * size, WriteFraction: 0.5, BufferedIO: true}, size, 1},
+		{Spec{Target: TargetNode}, size, 1},
+		{Spec{Target: TargetNode, WriteFraction: 0.3}, size, 1},
+		{Spec{Target: TargetNode, Tier: TierSSD, DataBytes: 32 * size}, size, 1},
+		{Spec{Target: TargetMaster, Batch: 8}, 0, 8},
+		{Spec{Target: TargetSim, Conns: 1, TracePath: trace}, 0, 0},
+		{Spec{Target: TargetTCP}, size, 1},
+		{Spec{Target: TargetDisk, DataBytes: 8 * size}, size, 1},
+		{Spec{Target: TargetDisk, DataBytes: 8 * size, BufferedIO: true}, size, 1},
+		{Spec{Target: TargetRedis, Addr: redis, Depth: 4}, size, 4},
+		{Spec{Target: TargetRedis, Addr: redis, Depth: 3, WriteFraction: 0.5}, size, 3},
+	} {
+		spec := tc.spec
+		spec.BlockSize = size
+		spec.Count = 20
+		if spec.Target == TargetSim {
+			spec.Count = 1
+		}
+		if spec.Conns == 0 {
+			spec.Conns = 2
+		}
+		t.Run(spec.Target+"/"+spec.Tier+"/"+strconv.FormatFloat(spec.WriteFraction, 'f', -1, 64), func(t *testing.T) {
+			spec.Dir = t.TempDir()
+			res, err := Run(context.Background(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Requests != spec.Count {
+				t.Errorf("requests %d, want %d", res.Requests, spec.Count)
+			}
+			if tc.opsPerReq > 0 && res.Ops != spec.Count*tc.opsPerReq {
+				t.Errorf("ops %d, want %d", res.Ops, spec.Count*tc.opsPerReq)
+			}
+			if res.Ops <= 0 {
+				t.Errorf("ops %d, want > 0", res.Ops)
+			}
+			if res.Bytes != res.Ops*tc.bytesPer {
+				t.Errorf("bytes %d, want %d per op × %d ops", res.Bytes, tc.bytesPer, res.Ops)
+			}
+			if spec.Target == TargetNode && res.RAMTierBytes <= 0 {
+				t.Errorf("node run reports RAM tier %d bytes", res.RAMTierBytes)
+			}
+			var table bytes.Buffer
+			if err := WriteTable(&table, []Result{res}); err != nil || !strings.Contains(table.String(), res.Name) {
+				t.Errorf("table %q (%v) does not name %s", table.String(), err, res.Name)
+			}
+			entries, err := os.ReadDir(spec.Dir)
+			if err != nil || len(entries) != 0 {
+				t.Errorf("work directory left %d entries (%v)", len(entries), err)
+			}
+		})
+	}
+}
+
+func TestRedisMissingKey(t *testing.T) {
+	// A GET of a key the server does not hold is an error, not a zero-byte hit.
+	addr := fakeRedis(t)
+	tgt := &redisTarget{}
+	spec := Spec{Target: TargetRedis, Addr: addr, BlockSize: 4096, Conns: 1, Depth: 1}.withDefaults()
+	ws, err := tgt.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	w := ws[0].(*redisWorker)
+	w.mix.n = 1000 // ids beyond the stored working set
+	var failed bool
+	for range 50 {
+		if _, err := w.Do(context.Background()); err != nil {
+			failed = errors.Is(err, errShort)
+			break
+		}
+	}
+	if !failed {
+		t.Fatal("GETs of absent keys did not fail with errShort")
+	}
+}
+
+func TestCompare(t *testing.T) {
+	cs, err := Compare(context.Background(), CompareOptions{
+		BlockSizes: []int{16 << 10}, Conns: 2, Duration: 50 * time.Millisecond,
+		Against: []string{VsTCP, VsRedis}, RedisSkipReason: "not installed", Dir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 2 {
+		t.Fatalf("%d comparisons, want 2", len(cs))
+	}
+	tcp, rd := cs[0], cs[1]
+	if tcp.Against != VsTCP || tcp.Kvpool.Name != "node-ram" || tcp.Other.Name != TargetTCP || tcp.Goal != GoalTCP {
+		t.Errorf("tcp comparison %+v", tcp)
+	}
+	if tcp.Ratio <= 0 || tcp.Met != (tcp.Ratio >= tcp.Goal) {
+		t.Errorf("ratio %v met %v goal %v", tcp.Ratio, tcp.Met, tcp.Goal)
+	}
+	if rd.Skipped != "not installed" || rd.Met {
+		t.Errorf("redis comparison %+v, want skipped", rd)
+	}
+	var out bytes.Buffer
+	if err := WriteComparisons(&out, cs); err != nil || !strings.Contains(out.String(), "skipped: not installed") {
+		t.Errorf("table %q (%v)", out.String(), err)
+	}
+	if _, err := Compare(context.Background(), CompareOptions{Against: []string{"nfs"}}); err == nil || !strings.Contains(err.Error(), "Against") {
+		t.Errorf("Compare with a bad point: %v", err)
+	}
+}
+
+func TestStartRedisMissing(t *testing.T) {
+	_, err := StartRedis(context.Background(), "kvpool-no-such-redis-server")
+	if err == nil || !strings.Contains(err.Error(), "kvpool-no-such-redis-server") {
+		t.Fatalf("StartRedis of a missing binary: %v", err)
+	}
+}
+
+func TestSizeName(t *testing.T) {
+	for n, want := range map[int]string{256 << 10: "256KiB", 1 << 20: "1MiB", 1000: "1000B", 1536: "1536B"} {
+		if got := SizeName(n); got != want {
+			t.Errorf("SizeName(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// Comparison points accepted by CompareOptions.Against.
+const (
+	VsRedis = TargetRedis
+	VsTCP   = TargetTCP
+	VsDisk  = TargetDisk
+)
+
+// Goals of issue 6: kvpool's throughput as a share of each comparison
+// point's, from one run.
+const (
+	// GoalRedis: node GET from RAM ≥ 1.0 × Redis GET (256 KiB and 1 MiB,
+	// 8 connections).
+	GoalRedis = 1.0
+	// GoalTCP: node GET from RAM ≥ 0.8 × raw loopback TCP (1 MiB).
+	GoalTCP = 0.8
+	// GoalDisk: node GET from SSD ≥ 0.7 × raw disk read (1 MiB).
+	GoalDisk = 0.7
+	// MemoryHeadroom: a node's resident memory ≤ its RAM-tier size + 64 MiB
+	// under load.
+	MemoryHeadroom = 64 << 20
+)
+
+// CompareOptions configure Compare. The zero value of each field means its
+// default.
+type CompareOptions struct {
+	// BlockSizes are the value sizes (default 256 KiB and 1 MiB).
+	BlockSizes []int
+	// Conns is the connections of every run (DefaultConns).
+	Conns int
+	// Depth is the pipelining depth of the redis runs (default 1: a node
+	// connection has one GET in flight, so Redis gets the same).
+	Depth int
+	// Duration is each run's length (DefaultDuration).
+	Duration time.Duration
+	// Against lists the comparison points (VsRedis, VsTCP, VsDisk;
+	// default all three).
+	Against []string
+	// RedisAddr is a running redis-server; empty skips VsRedis with
+	// RedisSkipReason.
+	RedisAddr string
+	// RedisSkipReason says why there is no redis-server (shown in the
+	// skipped row).
+	RedisSkipReason string
+	// Dir is where the disk-backed runs put their files (default: a
+	// temporary directory).
+	Dir string
+	// BufferedIO turns O_DIRECT off for node-ssd and disk.
+	BufferedIO bool
+	// Progress receives progress lines of long runs (nil: none).
+	Progress io.Writer
+}
+
+// Validate reports the first invalid field.
+func (o CompareOptions) Validate() error {
+	for _, a := range o.Against {
+		if a != VsRedis && a != VsTCP && a != VsDisk {
+			return fmt.Errorf("%w: Against: %q: want redis, tcp or disk", errSpec, a)
+		}
+	}
+	for _, b := range o.BlockSizes {
+		if b <= 0 || b > 64<<20 {
+			return fmt.Errorf("%w: BlockSizes: %d: want 1 byte to 64 MiB", errSpec, b)
+		}
+	}
+	if o.Conns < 0 || o.Depth < 0 || o.Duration < 0 {
+		return fmt.Errorf("%w: Conns %d, Depth %d, Duration %v: want ≥ 0", errSpec, o.Conns, o.Depth, o.Duration)
+	}
+	return nil
+}
+
+// Comparison is kvpool's figure against one comparison point.
+type Comparison struct {
+	// BlockSize is the value size of both runs.
+	BlockSize int `json:"block_size"`
+	// Against is the comparison point (redis, tcp, disk).
+	Against string `json:"against"`
+	// Kvpool is the node run (tier ram, or ssd against disk).
+	Kvpool Result `json:"kvpool"`
+	// Other is the comparison point's run (zero when Skipped).
+	Other Result `json:"other"`
+	// Ratio is Kvpool.GBPerSec / Other.GBPerSec.
+	Ratio float64 `json:"ratio"`
+	// Goal is issue 6's target ratio; Met reports Ratio ≥ Goal.
+	Goal float64 `json:"goal"`
+	Met  bool    `json:"met"`
+	// Skipped, when set, says why the comparison did not run.
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// Compare runs, for each block size, the node GET from RAM (and from SSD
+// when disk is compared) and each comparison point with the same block
+// size and connections, one after the other in this process, and returns
+// kvpool's throughput as a ratio to each.
+func Compare(ctx context.Context, o CompareOptions) ([]Comparison, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if len(o.BlockSizes) == 0 {
+		o.BlockSizes = []int{256 << 10, 1 << 20}
+	}
+	if len(o.Against) == 0 {
+		o.Against = []string{VsRedis, VsTCP, VsDisk}
+	}
+	if o.Depth == 0 {
+		o.Depth = 1
+	}
+	var out []Comparison
+	for _, size := range o.BlockSizes {
+		base := Spec{BlockSize: size, Conns: o.Conns, Duration: o.Duration, Dir: o.Dir, BufferedIO: o.BufferedIO, Progress: o.Progress}
+		run := func(s Spec) (Result, error) { return Run(ctx, s) }
+		var nodeRAM, nodeSSD *Result
+		kv := func(tier string) (Result, error) {
+			p := &nodeRAM
+			if tier == TierSSD {
+				p = &nodeSSD
+			}
+			if *p != nil {
+				return **p, nil
+			}
+			s := base
+			s.Target, s.Tier = TargetNode, tier
+			r, err := run(s)
+			if err != nil {
+				return r, err
+			}
+			*p = &r
+			return r, nil
+		}
+		for _, a := range o.Against {
+			c := Comparison{BlockSize: size, Against: a}
+			tier := TierRAM
+			switch a {
+			case VsRedis:
+				c.Goal = GoalRedis
+			case VsTCP:
+				c.Goal = GoalTCP
+			case VsDisk:
+				c.Goal, tier = GoalDisk, TierSSD
+			}
+			k, err := kv(tier)
+			if err != nil {
+				return out, err
+			}
+			c.Kvpool = k
+			if a == VsRedis && o.RedisAddr == "" {
+				c.Skipped = o.RedisSkipReason
+				if c.Skipped == "" {
+					c.Skipped = "no redis-server address"
+				}
+				out = append(out, c)
+				continue
+			}
+			s := base
+			s.Target = a
+			if a == VsRedis {
+				s.Addr, s.Depth = o.RedisAddr, o.Depth
+			}
+			if c.Other, err = run(s); err != nil {
+				return out, err
+			}
+			if c.Other.GBPerSec > 0 {
+				c.Ratio = c.Kvpool.GBPerSec / c.Other.GBPerSec
+			}
+			c.Met = c.Ratio >= c.Goal
+			out = append(out, c)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Comparison) int { return a.BlockSize - b.BlockSize })
+	return out, nil
+}

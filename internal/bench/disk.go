@@ -1,0 +1,138 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/kvpool/kvpool/internal/vfs"
+)
+
+// diskTarget is the raw disk read limit of the SSD directory: one file of
+// DataBytes written once, then read in BlockSize chunks, sequentially
+// across all workers (each takes the next chunk), with O_DIRECT where the
+// platform and filesystem allow it.
+type diskTarget struct {
+	f       *os.File
+	cleanup func() error
+	notes   []string
+}
+
+func (t *diskTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
+	if spec.BlockSize%vfs.DirectIOAlign != 0 && !spec.BufferedIO {
+		return nil, fmt.Errorf("block size %d is not a multiple of %d, as O_DIRECT needs (or ask for buffered I/O)", spec.BlockSize, vfs.DirectIOAlign)
+	}
+	dir, cleanup, err := workDir(spec, "disk")
+	if err != nil {
+		return nil, err
+	}
+	t.cleanup = cleanup
+	chunks := spec.blocks()
+	path := filepath.Join(dir, "disk.dat")
+	if err := writeDataFile(ctx, path, chunks, spec.BlockSize); err != nil {
+		return nil, err
+	}
+	flag := os.O_RDONLY
+	if !spec.BufferedIO {
+		flag |= vfs.ODirect
+	}
+	f, err := os.OpenFile(path, flag, 0)
+	if err != nil && flag != os.O_RDONLY {
+		t.notes = append(t.notes, fmt.Sprintf("O_DIRECT refused (%v): reads may come from the page cache", err))
+		flag = os.O_RDONLY
+		f, err = os.OpenFile(path, flag, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if flag == os.O_RDONLY {
+		t.notes = append(t.notes, "buffered I/O: reads may come from the page cache")
+	}
+	t.f = f
+	next := new(atomic.Int64)
+	ws := make([]Worker, spec.Conns)
+	for i := range ws {
+		ws[i] = &diskWorker{f: f, buf: alignedBuf(spec.BlockSize), next: next, chunks: int64(chunks)}
+	}
+	return ws, nil
+}
+
+// writeDataFile writes chunks × size bytes to path and syncs it.
+func writeDataFile(ctx context.Context, path string, chunks, size int) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	chunk := make([]byte, size)
+	for i := range chunks {
+		if ctx.Err() != nil {
+			f.Close()
+			return ctx.Err()
+		}
+		for j := range chunk {
+			chunk[j] = byte(i + j)
+		}
+		if _, err := w.Write(chunk); err != nil {
+			f.Close()
+			return fmt.Errorf("write chunk %d of %s: %w", i, path, err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", path, err)
+	}
+	return nil
+}
+
+// alignedBuf returns n bytes starting at a vfs.DirectIOAlign boundary.
+func alignedBuf(n int) []byte {
+	b := make([]byte, n+vfs.DirectIOAlign)
+	off := 0
+	if r := int(uintptr(unsafe.Pointer(&b[0])) % vfs.DirectIOAlign); r != 0 {
+		off = vfs.DirectIOAlign - r
+	}
+	return b[off : off+n : off+n]
+}
+
+func (t *diskTarget) Annotate(res *Result) { res.Notes = append(res.Notes, t.notes...) }
+
+func (t *diskTarget) Close() error {
+	var errs []error
+	if t.f != nil {
+		errs = append(errs, t.f.Close())
+	}
+	if t.cleanup != nil {
+		errs = append(errs, t.cleanup())
+	}
+	return errors.Join(errs...)
+}
+
+type diskWorker struct {
+	f      *os.File
+	buf    []byte
+	next   *atomic.Int64
+	chunks int64
+}
+
+func (w *diskWorker) Do(ctx context.Context) (Op, error) {
+	i := (w.next.Add(1) - 1) % w.chunks
+	off := i * int64(len(w.buf))
+	n, err := w.f.ReadAt(w.buf, off)
+	if err != nil {
+		return Op{}, fmt.Errorf("read %d bytes at %d of %s: %w", len(w.buf), off, w.f.Name(), err)
+	}
+	return Op{Ops: 1, Bytes: int64(n)}, nil
+}

@@ -1,0 +1,262 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// Target names accepted by Spec.Target.
+const (
+	TargetRAM    = "ram"
+	TargetSSD    = "ssd"
+	TargetNode   = "node"
+	TargetMaster = "master"
+	TargetSim    = "sim"
+	TargetTCP    = "tcp"
+	TargetDisk   = "disk"
+	TargetRedis  = "redis"
+)
+
+// Targets returns the target names Run accepts.
+func Targets() []string {
+	return []string{TargetRAM, TargetSSD, TargetNode, TargetMaster, TargetSim, TargetTCP, TargetDisk, TargetRedis}
+}
+
+// Defaults of Spec's zero fields. Each says where its value comes from.
+const (
+	// DefaultBlockSize is 256 KiB, the live runs' usual payload
+	// (DESIGN.md, scale model: 64–256 KiB) and a size issue 6 names.
+	DefaultBlockSize = 256 << 10
+	// DefaultConns is 8, the connection count of issue 6's targets.
+	DefaultConns = 8
+	// DefaultMasterBatch is 32 keys per lookup, issue 6's master target.
+	DefaultMasterBatch = 32
+	// DefaultMasterDepth is 2 lookups in flight per connection: with the
+	// default 8 connections that is 16 goroutines, what
+	// BenchmarkLookup32Loopback uses on this 2-core machine.
+	DefaultMasterDepth = 2
+	// DefaultDuration is 5 s, issue 6's example command.
+	DefaultDuration = 5 * time.Second
+	// DefaultWorkingBlocks is the working set of the ram, node and redis
+	// targets: 64 blocks, as BenchmarkNodeGet (random reads spread over
+	// many slots; setup well under a second at 1 MiB).
+	DefaultWorkingBlocks = 64
+	// DefaultDiskBytes is the data set of the ssd and disk targets and of
+	// node with tier ssd: 256 MiB, written once at setup (about a second)
+	// and read with O_DIRECT, so the page cache does not serve it.
+	DefaultDiskBytes = 256 << 20
+	// DefaultSimCapacity is the LRU cache of the sim target, 5,000 blocks,
+	// as BenchmarkHitrateLRU.
+	DefaultSimCapacity = 5000
+	// DefaultProgressEvery is how often a progress line is written once a
+	// run has lasted ProgressAfter.
+	DefaultProgressEvery = time.Second
+	// ProgressAfter is how long a run goes before the first progress line:
+	// issue 6 asks for progress on runs longer than about 2 s.
+	ProgressAfter = 2 * time.Second
+)
+
+// Node tiers accepted by Spec.Tier for the node target.
+const (
+	TierRAM = "ram"
+	TierSSD = "ssd"
+)
+
+// Spec describes one benchmark run. The zero value of every field means its
+// default; Target is required.
+type Spec struct {
+	// Target is one of Targets().
+	Target string `json:"target"`
+	// Tier is the node target's tier under test, TierRAM (default) or
+	// TierSSD. Other targets ignore it.
+	Tier string `json:"tier,omitempty"`
+	// BlockSize is the value size in bytes (DefaultBlockSize).
+	BlockSize int `json:"block_size"`
+	// Conns is the number of connections (or workers, for in-process
+	// targets), each with its own goroutine(s) (DefaultConns; 1 for sim).
+	Conns int `json:"conns"`
+	// Batch is the number of keys per master lookup (DefaultMasterBatch).
+	// Only the master target batches.
+	Batch int `json:"batch,omitempty"`
+	// Depth is the number of requests in flight per connection: the
+	// pipelining depth of redis, the goroutines sharing each connection
+	// of master (DefaultMasterDepth). 0 means 1 elsewhere; node, tcp and
+	// disk serve one request at a time per connection and refuse more.
+	Depth int `json:"depth,omitempty"`
+	// WriteFraction is the share of requests that write (PUT/SET) rather
+	// than read, in [0, 1]; 0 reads only. ram, ssd, node and redis accept it.
+	WriteFraction float64 `json:"write_fraction,omitempty"`
+	// Duration bounds the timed run (DefaultDuration when Count is 0).
+	Duration time.Duration `json:"duration_ns,omitempty"`
+	// Count, when positive, is the number of requests (Worker.Do calls)
+	// to time instead of a duration.
+	Count int64 `json:"count,omitempty"`
+	// DataBytes is the data set: the working set read at random (ram,
+	// node ram, redis: DefaultWorkingBlocks blocks) or the bytes laid on
+	// disk (ssd, disk, node ssd: DefaultDiskBytes).
+	DataBytes int64 `json:"data_bytes,omitempty"`
+	// Dir is where the ssd, disk and node-ssd targets put their files
+	// (default: a new directory under os.TempDir, removed at Close).
+	Dir string `json:"dir,omitempty"`
+	// BufferedIO turns off O_DIRECT for the ssd, disk and node-ssd
+	// targets, so reads may come from the page cache.
+	BufferedIO bool `json:"buffered_io,omitempty"`
+	// Addr is the redis target's server address (required for redis).
+	Addr string `json:"addr,omitempty"`
+	// TracePath is the sim target's trace (JSON Lines); empty generates
+	// a synthetic chat trace (tracegen.ChatOptions).
+	TracePath string `json:"trace,omitempty"`
+	// Progress, when set, receives a progress line every ProgressEvery
+	// once the run has lasted ProgressAfter.
+	Progress io.Writer `json:"-"`
+	// ProgressEvery is the progress interval (DefaultProgressEvery).
+	ProgressEvery time.Duration `json:"-"`
+}
+
+// errSpec marks an invalid Spec.
+var errSpec = errors.New("invalid bench spec")
+
+func badSpec(field string, v any, why string) error {
+	return fmt.Errorf("%w: %s = %v: %s", errSpec, field, v, why)
+}
+
+// Validate reports the first invalid field.
+func (s Spec) Validate() error {
+	if !slices.Contains(Targets(), s.Target) {
+		return badSpec("Target", fmt.Sprintf("%q", s.Target), fmt.Sprintf("want one of %v", Targets()))
+	}
+	if s.Tier != "" && s.Tier != TierRAM && s.Tier != TierSSD {
+		return badSpec("Tier", fmt.Sprintf("%q", s.Tier), "want ram or ssd")
+	}
+	if s.BlockSize < 0 || s.BlockSize > 64<<20 {
+		return badSpec("BlockSize", s.BlockSize, "want 0 (default) to 64 MiB")
+	}
+	if s.Conns < 0 || s.Conns > 1024 {
+		return badSpec("Conns", s.Conns, "want 0 (default) to 1024")
+	}
+	if s.Batch < 0 || s.Batch > 4096 {
+		return badSpec("Batch", s.Batch, "want 0 (default) to 4096")
+	}
+	if s.Depth < 0 || s.Depth > 1024 {
+		return badSpec("Depth", s.Depth, "want 0 (default) to 1024")
+	}
+	if s.Depth > 1 && (s.Target == TargetNode || s.Target == TargetTCP || s.Target == TargetDisk || s.Target == TargetRAM || s.Target == TargetSSD || s.Target == TargetSim) {
+		return badSpec("Depth", s.Depth, "target "+s.Target+" serves one request at a time per connection; use Conns")
+	}
+	if !(s.WriteFraction >= 0 && s.WriteFraction <= 1) {
+		return badSpec("WriteFraction", s.WriteFraction, "want a fraction in [0, 1]")
+	}
+	if s.WriteFraction > 0 && !slices.Contains([]string{TargetRAM, TargetSSD, TargetNode, TargetRedis}, s.Target) {
+		return badSpec("WriteFraction", s.WriteFraction, "target "+s.Target+" only reads")
+	}
+	if s.Duration < 0 {
+		return badSpec("Duration", s.Duration, "want ≥ 0")
+	}
+	if s.Count < 0 {
+		return badSpec("Count", s.Count, "want ≥ 0")
+	}
+	if s.DataBytes < 0 {
+		return badSpec("DataBytes", s.DataBytes, "want ≥ 0")
+	}
+	if s.DataBytes > 0 && s.DataBytes < int64(s.withDefaults().BlockSize) {
+		return badSpec("DataBytes", s.DataBytes, "want at least one block")
+	}
+	if s.Target == TargetRedis && s.Addr == "" {
+		return badSpec("Addr", `""`, "the redis target needs a server address")
+	}
+	if s.ProgressEvery < 0 {
+		return badSpec("ProgressEvery", s.ProgressEvery, "want ≥ 0")
+	}
+	return nil
+}
+
+// withDefaults returns s with its zero fields replaced by their defaults.
+func (s Spec) withDefaults() Spec {
+	if s.Tier == "" {
+		s.Tier = TierRAM
+	}
+	if s.BlockSize == 0 {
+		s.BlockSize = DefaultBlockSize
+	}
+	if s.Conns == 0 {
+		s.Conns = DefaultConns
+		if s.Target == TargetSim {
+			s.Conns = 1
+		}
+	}
+	if s.Target == TargetMaster {
+		if s.Batch == 0 {
+			s.Batch = DefaultMasterBatch
+		}
+		if s.Depth == 0 {
+			s.Depth = DefaultMasterDepth
+		}
+	}
+	if s.Depth == 0 {
+		s.Depth = 1
+	}
+	if s.Count == 0 && s.Duration == 0 {
+		s.Duration = DefaultDuration
+	}
+	if s.DataBytes == 0 {
+		if s.onDisk() {
+			s.DataBytes = DefaultDiskBytes
+		} else {
+			s.DataBytes = int64(DefaultWorkingBlocks) * int64(s.BlockSize)
+		}
+	}
+	if s.ProgressEvery == 0 {
+		s.ProgressEvery = DefaultProgressEvery
+	}
+	return s
+}
+
+// onDisk reports whether the target's data set lives in files.
+func (s Spec) onDisk() bool {
+	return s.Target == TargetSSD || s.Target == TargetDisk || (s.Target == TargetNode && s.Tier == TierSSD)
+}
+
+// blocks is the number of blocks in the data set (at least 1).
+func (s Spec) blocks() int {
+	return max(1, int(s.DataBytes/int64(s.BlockSize)))
+}
+
+// Result is the outcome of one run.
+type Result struct {
+	// Spec is the run's spec with defaults filled in.
+	Spec Spec `json:"spec"`
+	// Name labels the row (target, and tier for node).
+	Name string `json:"name"`
+	// Seconds is the timed wall-clock duration.
+	Seconds float64 `json:"seconds"`
+	// Requests is the number of Worker.Do calls timed.
+	Requests int64 `json:"requests"`
+	// Ops is the number of operations (GETs, SETs, keys looked up, block
+	// accesses replayed): a pipelined burst or a batch counts each member.
+	Ops int64 `json:"ops"`
+	// Bytes is the payload bytes moved.
+	Bytes int64 `json:"bytes"`
+	// OpsPerSec is Ops / Seconds.
+	OpsPerSec float64 `json:"ops_per_sec"`
+	// GBPerSec is Bytes / Seconds / 1e9.
+	GBPerSec float64 `json:"gb_per_sec"`
+	// P50Micros, P99Micros and MaxMicros are latencies of one request
+	// (Worker.Do) in microseconds.
+	P50Micros float64 `json:"p50_us"`
+	P99Micros float64 `json:"p99_us"`
+	MaxMicros float64 `json:"max_us"`
+	// RSSBeforeBytes is this process's resident memory (VmRSS) before
+	// the target started; RSSPeakBytes its peak (VmHWM, reset at Start)
+	// over setup and run — the whole process: node, clients and harness,
+	// so an upper bound of the node's. RAMTierBytes is the node's RAM-tier
+	// budget. Set by the node target.
+	RSSBeforeBytes int64 `json:"rss_before_bytes,omitempty"`
+	RSSPeakBytes   int64 `json:"rss_peak_bytes,omitempty"`
+	RAMTierBytes   int64 `json:"ram_tier_bytes,omitempty"`
+	// Notes say how the run deviated from what was asked (for example
+	// "O_DIRECT refused: reads may come from the page cache").
+	Notes []string `json:"notes,omitempty"`
+}
