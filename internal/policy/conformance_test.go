@@ -39,6 +39,22 @@ func TestEvictionConformance(t *testing.T) {
 			return p
 		})
 	})
+	for name, o := range map[string]policy.ChainOptions{
+		"kvchain-noduel":   {DisableDuel: true},
+		"kvchain-noprob":   {DisableProbation: true},
+		"kvchain-nosketch": {DisableSketch: true, GhostPercent: 50},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			policytest.Run(t, func(c int) policy.Eviction {
+				p, err := policy.NewChainWith(c, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p
+			})
+		})
+	}
 	t.Run("mooncake-exact", func(t *testing.T) {
 		t.Parallel()
 		policytest.Run(t, func(c int) policy.Eviction {

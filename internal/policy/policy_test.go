@@ -409,7 +409,7 @@ func TestParseSpec(t *testing.T) {
 		{in: "", wantErr: "empty"},
 		{in: "lru+", wantErr: "empty policy name"},
 		{in: "+cms", wantErr: "empty policy name"},
-		{in: "lruu", wantErr: `unknown eviction policy "lruu" (valid: lru, fifo, lfu, s3fifo, arc, mooncake, belady)`},
+		{in: "lruu", wantErr: `unknown eviction policy "lruu" (valid: lru, fifo, lfu, s3fifo, arc, mooncake, kvchain, belady)`},
 		{in: "lru+nope", wantErr: `unknown admission policy "nope" (valid: all, second-hit, cms)`},
 		{in: "lru+cms+second-hit", wantErr: "at most one admission"},
 	}

@@ -34,6 +34,7 @@ func evictionTable() []evictionEntry {
 		{"s3fifo", false, func(c int) Eviction { return NewS3FIFO(c) }},
 		{"arc", false, func(c int) Eviction { return NewARC(c) }},
 		{"mooncake", false, func(c int) Eviction { return NewMooncake(c) }},
+		{"kvchain", false, func(c int) Eviction { return NewChain(c) }},
 		{"belady", true, func(c int) Eviction { return NewBelady(c, BeladyOptions{}) }},
 	}
 }
