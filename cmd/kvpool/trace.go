@@ -95,6 +95,20 @@ func oneTrace(pos []string, traceDir string) (string, error) {
 	return trace.Finder{Getenv: os.Getenv}.Find(pos[0], traceDir)
 }
 
+// openTraceArg resolves the single positional argument along the trace
+// search path and opens it as a trace Reader.
+func openTraceArg(pos []string, traceDir string, lenient bool) (string, *trace.Reader, io.Closer, error) {
+	path, err := oneTrace(pos, traceDir)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	r, c, err := openTrace(path, lenient)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return path, r, c, nil
+}
+
 // openTrace opens path as a trace Reader.
 func openTrace(path string, lenient bool) (*trace.Reader, io.Closer, error) {
 	f, err := os.Open(path)
@@ -118,11 +132,7 @@ func runTraceStats(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	path, err := oneTrace(pos, *traceDir)
-	if err != nil {
-		return err
-	}
-	r, c, err := openTrace(path, *lenient)
+	path, r, c, err := openTraceArg(pos, *traceDir, *lenient)
 	if err != nil {
 		return err
 	}
@@ -162,11 +172,7 @@ func runTraceSample(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	path, err := oneTrace(pos, *traceDir)
-	if err != nil {
-		return err
-	}
-	r, c, err := openTrace(path, *lenient)
+	path, r, c, err := openTraceArg(pos, *traceDir, *lenient)
 	if err != nil {
 		return err
 	}
@@ -316,11 +322,7 @@ func runTraceValidate(ctx context.Context, args []string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	path, err := oneTrace(pos, *traceDir)
-	if err != nil {
-		return err
-	}
-	r, c, err := openTrace(path, *lenient)
+	path, r, c, err := openTraceArg(pos, *traceDir, *lenient)
 	if err != nil {
 		return err
 	}
