@@ -17,7 +17,9 @@ import (
 // check: it prints token hit ratios of kvchain variants and the baselines
 // on the first half of each published trace (tuning), the second half and
 // the whole trace (reporting). Run with KVCHAIN_LAB=1 go test -run
-// TestChainLab -v ./internal/policy.
+// TestChainLab -v ./internal/policy. KVCHAIN_LAB_VARIANTS (comma-separated
+// variant names) and KVCHAIN_LAB_TRACES (comma-separated trace names)
+// restrict the run.
 func TestChainLab(t *testing.T) {
 	if os.Getenv("KVCHAIN_LAB") == "" {
 		t.Skip("lab harness; set KVCHAIN_LAB=1 to run")
@@ -41,9 +43,26 @@ func TestChainLab(t *testing.T) {
 		{"sk2000", policy.ChainOptions{SketchPercent: 2000}},
 		{"d8", policy.ChainOptions{DuelSample: 8}},
 		{"w8", policy.ChainOptions{DuelWindow: 8}},
+		{"s1", policy.ChainOptions{SmallPercent: 1}},
+		{"s3", policy.ChainOptions{SmallPercent: 3}},
+		{"s1d8", policy.ChainOptions{SmallPercent: 1, DuelSample: 8}},
+		{"s1sk2000", policy.ChainOptions{SmallPercent: 1, SketchPercent: 2000}},
+	}
+	if only := os.Getenv("KVCHAIN_LAB_VARIANTS"); only != "" {
+		keep := variants[:0]
+		for _, v := range variants {
+			if strings.Contains(","+only+",", ","+v.name+",") {
+				keep = append(keep, v)
+			}
+		}
+		variants = keep
+	}
+	traces := []string{"conversation", "synthetic", "gen-chat", "gen-long"}
+	if only := os.Getenv("KVCHAIN_LAB_TRACES"); only != "" {
+		traces = strings.Split(only, ",")
 	}
 	baselines := []string{"lru", "lfu", "s3fifo", "arc", "belady"}
-	for _, name := range []string{"conversation", "synthetic", "gen-chat", "gen-long"} {
+	for _, name := range traces {
 		all, ok := labTrace(t, name)
 		if !ok {
 			continue
