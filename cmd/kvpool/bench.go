@@ -24,7 +24,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tierName := fs.String("tier", "ram", "node target's tier under test: ram or ssd")
 	blocks := fs.String("block", "256KiB", "block (value) size, or a comma-separated list")
 	conns := fs.Int("conns", 0, "connections (0: 8; sim: 1)")
-	batch := fs.Int("batch", 0, "keys per master lookup (0: 32)")
+	batch := fs.Int("batch", 0, "keys per master lookup (0: 32) / blocks per client.Get for cluster (0: 8)")
+	nodes := fs.Int("nodes", 0, "nodes of the cluster target (0: 3)")
 	depth := fs.Int("depth", 0, "requests in flight per connection (redis pipelining; master goroutines per connection)")
 	writes := fs.Float64("write-fraction", 0, "share of requests that write, 0..1")
 	duration := fs.Duration("duration", 0, "length of each run (0: 5s unless --count)")
@@ -113,7 +114,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var results []bench.Result
 	for _, sz := range sizes {
 		spec := bench.Spec{
-			Target: *target, Tier: *tierName, BlockSize: sz, Conns: *conns, Batch: *batch, Depth: *depth,
+			Target: *target, Tier: *tierName, BlockSize: sz, Conns: *conns, Batch: *batch, Nodes: *nodes, Depth: *depth,
 			WriteFraction: *writes, Duration: *duration, Count: *count, DataBytes: dataBytes,
 			Dir: *dir, BufferedIO: *buffered, Addr: *redisAddr, TracePath: *tracePath, Progress: progress,
 		}

@@ -186,6 +186,12 @@ func TestSpecValidate(t *testing.T) {
 		{"negative count", Spec{Target: TargetRAM, Count: -1}, "Count"},
 		{"data under a block", Spec{Target: TargetRAM, DataBytes: 10}, "DataBytes"},
 		{"redis without addr", Spec{Target: TargetRedis}, "Addr"},
+		{"ok cluster", Spec{Target: TargetCluster, Nodes: 5, Batch: 16}, ""},
+		{"negative nodes", Spec{Target: TargetCluster, Nodes: -1}, "Nodes"},
+		{"too many nodes", Spec{Target: TargetCluster, Nodes: clusterMaxNodes + 1}, "Nodes"},
+		{"depth on cluster", Spec{Target: TargetCluster, Depth: 2}, "Depth"},
+		{"writes on cluster", Spec{Target: TargetCluster, WriteFraction: 0.1}, "WriteFraction"},
+		{"cluster data under a batch", Spec{Target: TargetCluster, Batch: 8, BlockSize: 1024, DataBytes: 7 * 1024}, "DataBytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.spec.Validate()
@@ -363,6 +369,7 @@ func TestTargetsSmoke(t *testing.T) {
 		{Spec{Target: TargetNode, WriteFraction: 0.3}, size, 1},
 		{Spec{Target: TargetNode, Tier: TierSSD, DataBytes: 32 * size}, size, 1},
 		{Spec{Target: TargetMaster, Batch: 8}, 0, 8},
+		{Spec{Target: TargetCluster, Batch: 4, Nodes: 2, DataBytes: 12 * size}, size, 4},
 		{Spec{Target: TargetSim, Conns: 1, TracePath: trace}, 0, 0},
 		{Spec{Target: TargetTCP}, size, 1},
 		{Spec{Target: TargetDisk, DataBytes: 8 * size}, size, 1},
@@ -478,5 +485,82 @@ func TestSizeName(t *testing.T) {
 		if got := SizeName(n); got != want {
 			t.Errorf("SizeName(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+func TestClusterDefaults(t *testing.T) {
+	s := Spec{Target: TargetCluster, BlockSize: 1024, Batch: 100}.withDefaults()
+	if s.Nodes != DefaultClusterNodes || s.Depth != 1 {
+		t.Errorf("nodes %d depth %d, want %d and 1", s.Nodes, s.Depth, DefaultClusterNodes)
+	}
+	if s.blocks() != 100 {
+		t.Errorf("default data set %d blocks for batches of 100, want 100", s.blocks())
+	}
+	if d := (Spec{Target: TargetCluster}).withDefaults(); d.Batch != DefaultClusterBatch || d.blocks() != DefaultWorkingBlocks {
+		t.Errorf("batch %d, %d blocks; want %d and %d", d.Batch, d.blocks(), DefaultClusterBatch, DefaultWorkingBlocks)
+	}
+}
+
+// TestClusterTarget starts the cluster target directly: every node holds
+// part of the data set, a worker's Get loads a whole run, and a run past
+// the stored blocks is an error, not a short success.
+func TestClusterTarget(t *testing.T) {
+	const size, blocks, nodes, batch = 4096, 30, 3, 5
+	tgt := &clusterTarget{}
+	spec := Spec{Target: TargetCluster, BlockSize: size, Conns: 2, Batch: batch, Nodes: nodes, DataBytes: blocks * size}.withDefaults()
+	ws, err := tgt.Start(context.Background(), spec)
+	if err != nil {
+		tgt.Close()
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			tgt.Close()
+		}
+	}()
+	if len(ws) != spec.Conns {
+		t.Fatalf("%d workers, want %d", len(ws), spec.Conns)
+	}
+	total := 0
+	for id, n := range tgt.perNode {
+		if n < blocks/nodes-1 {
+			t.Errorf("node %s holds %d of %d blocks, want an even share of %d nodes", id, n, blocks, nodes)
+		}
+		total += n
+	}
+	if len(tgt.perNode) != nodes || total != blocks {
+		t.Errorf("blocks spread %v, want %d blocks over %d nodes", tgt.perNode, blocks, nodes)
+	}
+	for range 10 {
+		op, err := ws[0].Do(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op.Ops != batch || op.Bytes != batch*size {
+			t.Fatalf("op %+v, want %d blocks of %d bytes", op, batch, size)
+		}
+	}
+	w := ws[1].(*clusterWorker)
+	w.mix.n = 10 * blocks // runs that start past the stored blocks
+	var failed bool
+	for range 50 {
+		if _, err := w.Do(context.Background()); err != nil {
+			failed = strings.Contains(err.Error(), "missing")
+			break
+		}
+	}
+	if !failed {
+		t.Fatal("Gets of blocks never stored did not fail naming the missing block")
+	}
+	var res Result
+	res.Spec = spec
+	tgt.Annotate(&res)
+	if len(res.Notes) == 0 || !strings.Contains(res.Notes[0], "bench-node-0") {
+		t.Errorf("notes %q do not describe the nodes", res.Notes)
+	}
+	closed = true
+	if err := tgt.Close(); err != nil {
+		t.Fatalf("close: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 // Package bench is kvpool's benchmark runner (issue 6): it drives one
 // target — a tier in process (ram, ssd), a whole node over loopback (node),
-// the master's lookups (master), the hit-ratio engine (sim), or a
+// the master's lookups (master), a master and N nodes read through the
+// public client (cluster), the hit-ratio engine (sim), or a
 // comparison point (tcp: raw loopback TCP; disk: raw sequential reads of the
 // SSD directory; redis: a redis-server over RESP) — from a number of
 // connections for a duration or a count, and reports throughput (ops/s,

@@ -66,6 +66,8 @@ func newTarget(spec Spec) Target {
 		return &tcpTarget{}
 	case TargetDisk:
 		return &diskTarget{}
+	case TargetCluster:
+		return &clusterTarget{}
 	default:
 		return &redisTarget{}
 	}

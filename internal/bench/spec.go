@@ -18,11 +18,15 @@ const (
 	TargetTCP    = "tcp"
 	TargetDisk   = "disk"
 	TargetRedis  = "redis"
+	// TargetCluster is a master and Spec.Nodes nodes in process, read
+	// through the public client (lookup with lease, parallel MGETs,
+	// verification).
+	TargetCluster = "cluster"
 )
 
 // Targets returns the target names Run accepts.
 func Targets() []string {
-	return []string{TargetRAM, TargetSSD, TargetNode, TargetMaster, TargetSim, TargetTCP, TargetDisk, TargetRedis}
+	return []string{TargetRAM, TargetSSD, TargetNode, TargetMaster, TargetSim, TargetTCP, TargetDisk, TargetRedis, TargetCluster}
 }
 
 // Defaults of Spec's zero fields. Each says where its value comes from.
@@ -38,6 +42,14 @@ const (
 	// default 8 connections that is 16 goroutines, what
 	// BenchmarkLookup32Loopback uses on this 2-core machine.
 	DefaultMasterDepth = 2
+	// DefaultClusterBatch is 8 blocks per client.Get of the cluster
+	// target: issue 6's cluster command (--batch 8), a 4k-token prefix of
+	// 512-token blocks.
+	DefaultClusterBatch = 8
+	// DefaultClusterNodes is the cluster target's node count: 3, as the
+	// master target's registered nodes and cluster.DefaultNodes of
+	// `kvpool up`.
+	DefaultClusterNodes = 3
 	// DefaultDuration is 5 s, issue 6's example command.
 	DefaultDuration = 5 * time.Second
 	// DefaultWorkingBlocks is the working set of the ram, node and redis
@@ -78,9 +90,13 @@ type Spec struct {
 	// Conns is the number of connections (or workers, for in-process
 	// targets), each with its own goroutine(s) (DefaultConns; 1 for sim).
 	Conns int `json:"conns"`
-	// Batch is the number of keys per master lookup (DefaultMasterBatch).
-	// Only the master target batches.
+	// Batch is the number of keys per master lookup (master:
+	// DefaultMasterBatch) or of consecutive blocks per client.Get
+	// (cluster: DefaultClusterBatch). Only those targets batch.
 	Batch int `json:"batch,omitempty"`
+	// Nodes is the cluster target's number of in-process nodes
+	// (DefaultClusterNodes). Other targets ignore it.
+	Nodes int `json:"nodes,omitempty"`
 	// Depth is the number of requests in flight per connection: the
 	// pipelining depth of redis, the goroutines sharing each connection
 	// of master (DefaultMasterDepth). 0 means 1 elsewhere; node, tcp and
@@ -143,7 +159,10 @@ func (s Spec) Validate() error {
 	if s.Depth < 0 || s.Depth > 1024 {
 		return badSpec("Depth", s.Depth, "want 0 (default) to 1024")
 	}
-	if s.Depth > 1 && (s.Target == TargetNode || s.Target == TargetTCP || s.Target == TargetDisk || s.Target == TargetRAM || s.Target == TargetSSD || s.Target == TargetSim) {
+	if s.Nodes < 0 || s.Nodes > clusterMaxNodes {
+		return badSpec("Nodes", s.Nodes, fmt.Sprintf("want 0 (default) to %d", clusterMaxNodes))
+	}
+	if s.Depth > 1 && (s.Target == TargetCluster || s.Target == TargetNode || s.Target == TargetTCP || s.Target == TargetDisk || s.Target == TargetRAM || s.Target == TargetSSD || s.Target == TargetSim) {
 		return badSpec("Depth", s.Depth, "target "+s.Target+" serves one request at a time per connection; use Conns")
 	}
 	if !(s.WriteFraction >= 0 && s.WriteFraction <= 1) {
@@ -163,6 +182,9 @@ func (s Spec) Validate() error {
 	}
 	if s.DataBytes > 0 && s.DataBytes < int64(s.withDefaults().BlockSize) {
 		return badSpec("DataBytes", s.DataBytes, "want at least one block")
+	}
+	if d := s.withDefaults(); s.Target == TargetCluster && s.DataBytes > 0 && d.blocks() < d.Batch {
+		return badSpec("DataBytes", s.DataBytes, fmt.Sprintf("the cluster target reads runs of Batch = %d blocks: want at least %d bytes", d.Batch, int64(d.Batch)*int64(d.BlockSize)))
 	}
 	if s.Target == TargetRedis && s.Addr == "" {
 		return badSpec("Addr", `""`, "the redis target needs a server address")
@@ -195,6 +217,14 @@ func (s Spec) withDefaults() Spec {
 			s.Depth = DefaultMasterDepth
 		}
 	}
+	if s.Target == TargetCluster {
+		if s.Batch == 0 {
+			s.Batch = DefaultClusterBatch
+		}
+		if s.Nodes == 0 {
+			s.Nodes = DefaultClusterNodes
+		}
+	}
 	if s.Depth == 0 {
 		s.Depth = 1
 	}
@@ -206,6 +236,10 @@ func (s Spec) withDefaults() Spec {
 			s.DataBytes = DefaultDiskBytes
 		} else {
 			s.DataBytes = int64(DefaultWorkingBlocks) * int64(s.BlockSize)
+			if s.Target == TargetCluster {
+				// It reads runs of Batch blocks: at least one.
+				s.DataBytes = int64(max(DefaultWorkingBlocks, s.Batch)) * int64(s.BlockSize)
+			}
 		}
 	}
 	if s.ProgressEvery == 0 {
