@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/kvpool/kvpool/internal/listen"
 	"github.com/kvpool/kvpool/internal/master"
 )
 
@@ -25,7 +26,9 @@ const AdminOff = "off"
 // Config is what `kvpool master` runs: where to listen, the master's
 // options and the server's. The zero value means every default.
 type Config struct {
-	// Listen is the control-plane address (DefaultListen).
+	// Listen is the control-plane address (DefaultListen). An address
+	// reachable from other hosts (not loopback) needs Server.Token (see
+	// package listen).
 	Listen string
 	// AdminListen is the admin HTTP address (DefaultAdminListen; AdminOff
 	// disables it).
@@ -52,6 +55,9 @@ func (c Config) Validate() error {
 	c = c.withDefaults()
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("masterserver: Config.Listen %q: %w", c.Listen, err)
+	}
+	if err := listen.Check(c.Listen, len(c.Server.Token) > 0); err != nil {
+		return fmt.Errorf("masterserver: Config.Listen: %w", err)
 	}
 	if c.AdminListen != AdminOff {
 		if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {

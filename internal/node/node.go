@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvpool/kvpool/internal/config"
+	"github.com/kvpool/kvpool/internal/listen"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/nodemetrics"
 	"github.com/kvpool/kvpool/internal/nodeserver"
@@ -59,9 +60,14 @@ type Node struct {
 }
 
 // New checks the configuration and the options and returns a node; it
-// does no I/O.
+// does no I/O. A data-plane address reachable from other hosts (not
+// loopback) is refused unless the configuration sets an auth token (see
+// package listen).
 func New(cfg config.Node, opts Options) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("node: configuration: %w", err)
+	}
+	if err := listen.Check(cfg.Listen, cfg.AuthToken != ""); err != nil {
 		return nil, fmt.Errorf("node: configuration: %w", err)
 	}
 	if err := opts.Validate(); err != nil {
