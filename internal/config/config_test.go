@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func mustLoad(t *testing.T, s Sources) *Loaded {
 
 func TestDefaults(t *testing.T) {
 	l := mustLoad(t, Sources{})
-	if l.Node != Defaults() {
+	if !reflect.DeepEqual(l.Node, Defaults()) {
 		t.Errorf("Load with no sources = %+v, want Defaults() %+v", l.Node, Defaults())
 	}
 	d := Defaults()
@@ -369,7 +370,7 @@ func TestFileFormats(t *testing.T) {
 	}
 	for _, empty := range []string{"n.yaml\x00", "n.yaml\x00# nothing\n", "n.json\x00  \n", "n.yaml\x00~\n", "n.yaml\x00ssd:\n"} {
 		l := mustLoad(t, src(empty, nil, nil))
-		if l.Node != Defaults() {
+		if !reflect.DeepEqual(l.Node, Defaults()) {
 			t.Errorf("file %q: not the defaults", empty)
 		}
 	}
@@ -670,7 +671,7 @@ func TestFieldsRoundTrip(t *testing.T) {
 		}
 	}
 	l := mustLoad(t, src("", nil, flags))
-	if l.Node != Defaults() {
+	if !reflect.DeepEqual(l.Node, Defaults()) {
 		t.Errorf("defaults through flags = %+v, want %+v", l.Node, Defaults())
 	}
 	for _, f := range fs {
@@ -690,6 +691,7 @@ func TestEveryFieldFromEveryLayer(t *testing.T) {
 		"ssd.high_watermark": "0.8", "ssd.low_watermark": "0.7", "ssd.direct_io": "false",
 		"promotion.threshold": "3", "promotion.ram_watermark": "0.5", "promotion.queue_cap": "9", "promotion.max_per_heartbeat": "0",
 		"pacers.net_egress": "1Gbps", "pacers.net_ingress": "2Gbps", "pacers.ssd_read": "1GB/s", "pacers.ssd_write": "1MiB/s",
+		"quota.default_bytes": "1GiB",
 	}
 	fs := Fields()
 	if len(values) != len(fs) {
@@ -726,10 +728,10 @@ func TestEveryFieldFromEveryLayer(t *testing.T) {
 		l := mustLoad(t, layer.s)
 		if i == 0 {
 			want = l.Node
-			if want == Defaults() {
+			if reflect.DeepEqual(want, Defaults()) {
 				t.Fatal("file values equal the defaults")
 			}
-		} else if l.Node != want {
+		} else if !reflect.DeepEqual(l.Node, want) {
 			t.Errorf("%s layer gives %+v, file gives %+v", layer.name, l.Node, want)
 		}
 		for _, f := range fs {

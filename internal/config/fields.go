@@ -86,7 +86,7 @@ func envAliases() []alias {
 }
 
 // sections are the file's second-level mappings.
-func sections() []string { return []string{"ram", "ssd", "promotion", "pacers"} }
+func sections() []string { return []string{"ram", "ssd", "promotion", "pacers", "quota"} }
 
 // fields returns the settings table, fresh on every call.
 func fields() []field {
@@ -128,6 +128,7 @@ func fields() []field {
 		floatField("promotion.ram_watermark", "no promotion while the RAM tier is fuller than this share", func(n *Node) *float64 { return &n.Promotion.RAMWatermark }),
 		intField("promotion.queue_cap", "most pending promotions", func(n *Node) *int { return &n.Promotion.QueueCap }),
 		intField("promotion.max_per_heartbeat", "most promotions per heartbeat (0: promotion off)", func(n *Node) *int { return &n.Promotion.MaxPerHeartbeat }),
+		sizeField("quota.default_bytes", "per-tenant quota of resident bytes, RAM+SSD (0: unlimited; per-tenant overrides: file key quota.tenants)", func(n *Node) *Size { return &n.Quota.DefaultBytes }),
 		bandwidthField("pacers.net_egress", "network send limit (e.g. 10Gbps, 1.25GB/s; 0: off)", func(n *Node) *Bandwidth { return &n.Pacers.NetEgress }),
 		bandwidthField("pacers.net_ingress", "network receive limit (0: off)", func(n *Node) *Bandwidth { return &n.Pacers.NetIngress }),
 		bandwidthField("pacers.ssd_read", "SSD read limit (e.g. 500MiB/s; 0: off)", func(n *Node) *Bandwidth { return &n.Pacers.SSDRead }),

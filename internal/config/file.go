@@ -62,8 +62,14 @@ func knownKeys() map[string]bool {
 	for _, s := range sections() {
 		k[s] = true
 	}
+	k[quotaTenantsKey] = true
 	return k
 }
+
+// quotaTenantsKey is the file-only mapping of per-tenant quotas: its
+// members are tenant names, not fixed keys, each read as
+// quotaTenantsKey + "." + name.
+const quotaTenantsKey = "quota.tenants"
 
 // maxFileErrors stops reporting after this many problems in one file: a
 // person fixes the first few, and a wrong file (a binary, a log) would
@@ -105,6 +111,9 @@ func (p *fileParser) errorf(line int, format string, a ...any) {
 // whether the key is known and whether it is a section.
 func (p *fileParser) key(key string, line int) (known, section bool) {
 	section, known = p.known[key]
+	if name, ok := strings.CutPrefix(key, quotaTenantsKey+"."); ok && name != "" {
+		known, section = true, false
+	}
 	if !known {
 		if p.room() { // suggest only while errors are still reported
 			p.errorf(line, "unknown key %q%s", key, p.suggest(key))

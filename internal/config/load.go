@@ -197,7 +197,28 @@ func (l *Loaded) applyFile(fs []field, file string, entries []entry, set func(fi
 	for _, e := range entries {
 		if f, ok := findField(fs, e.key); ok {
 			set(f, e.value, Origin{Source: FromFile, Name: file, Line: e.line})
+		} else if name, ok := strings.CutPrefix(e.key, quotaTenantsKey+"."); ok {
+			set(tenantQuotaField(name), e.value, Origin{Source: FromFile, Name: file, Line: e.line})
 		}
+	}
+}
+
+// tenantQuotaField is the file setting quota.tenants.<name>: one tenant's
+// quota, a size.
+func tenantQuotaField(name string) field {
+	return field{key: quotaTenantsKey + "." + name, usage: "quota of tenant " + name,
+		set: func(n *Node, v string) error {
+			s, err := ParseSize(v)
+			if err != nil {
+				return err
+			}
+			if n.Quota.Tenants == nil {
+				n.Quota.Tenants = make(map[string]Size)
+			}
+			n.Quota.Tenants[name] = s
+			return nil
+		},
+		show: func(n *Node) string { return n.Quota.Tenants[name].String() },
 	}
 }
 

@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/internal/ssd"
 	"github.com/kvpool/kvpool/internal/vfs"
@@ -118,6 +120,21 @@ type Node struct {
 	Promotion Promotion
 	// Pacers limit each I/O path for live experiments.
 	Pacers Pacers
+	// Quota sets per-tenant byte quotas on the node's resident blocks.
+	Quota Quota
+}
+
+// Quota configures per-tenant byte quotas: the bytes of a tenant's blocks
+// resident on the node (RAM and SSD, each block once). A Put over quota
+// is refused (tier.ErrQuota).
+type Quota struct {
+	// DefaultBytes is every tenant's quota unless Tenants names it; 0 is
+	// unlimited (key quota.default_bytes).
+	DefaultBytes Size
+	// Tenants overrides the quota of named tenants, 0 meaning unlimited
+	// (file key quota.tenants, a mapping of tenant name to size; file
+	// only, no environment variable or flag).
+	Tenants map[string]Size
 }
 
 // RAM configures the RAM tier.
@@ -334,6 +351,22 @@ func (n Node) fieldErrors() []*FieldError {
 		bad("ram.low_watermark", n.RAM.LowWatermark, "above ram.high_watermark %v", n.RAM.HighWatermark)
 	}
 	n.SSD.validate(n.BlockSize, bad)
+	if n.Quota.DefaultBytes < 0 {
+		bad("quota.default_bytes", n.Quota.DefaultBytes, "negative (0 is unlimited)")
+	}
+	tenants := make([]string, 0, len(n.Quota.Tenants))
+	for name := range n.Quota.Tenants {
+		tenants = append(tenants, name)
+	}
+	sort.Strings(tenants)
+	for _, name := range tenants {
+		key := "quota.tenants." + name
+		if err := (block.Key{Tenant: name}).Validate(); err != nil {
+			bad(key, name, "%v", err)
+		} else if v := n.Quota.Tenants[name]; v < 0 {
+			bad(key, v, "negative (0 is unlimited)")
+		}
+	}
 	p := n.Promotion
 	if p.Threshold < 1 {
 		bad("promotion.threshold", p.Threshold, "want at least 1 touch")

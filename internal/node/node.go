@@ -22,6 +22,7 @@ import (
 	"github.com/kvpool/kvpool/internal/nodeserver"
 	"github.com/kvpool/kvpool/internal/pacer"
 	"github.com/kvpool/kvpool/internal/policy"
+	"github.com/kvpool/kvpool/internal/quota"
 	"github.com/kvpool/kvpool/internal/ram"
 	"github.com/kvpool/kvpool/internal/ssd"
 	"github.com/kvpool/kvpool/internal/store"
@@ -317,6 +318,13 @@ func storeOptions(cfg config.Node, pacers *pacer.Set, ag *agent) (store.Options,
 			MaxPerHeartbeat: cfg.Promotion.MaxPerHeartbeat,
 			Heartbeat:       cfg.HeartbeatInterval,
 		},
+		Quota: quota.Options{DefaultBytes: int64(cfg.Quota.DefaultBytes)},
+	}
+	if len(cfg.Quota.Tenants) > 0 {
+		so.Quota.Tenants = make(map[string]int64, len(cfg.Quota.Tenants))
+		for name, v := range cfg.Quota.Tenants {
+			so.Quota.Tenants[name] = int64(v)
+		}
 	}
 	if ag != nil {
 		so.Promoter = ag
@@ -427,6 +435,9 @@ func snapshot(st *store.Store, srv *nodeserver.Server, ps *pacer.Set) nodemetric
 			PromotionsFailed:    s.Promotion.Failed,
 		},
 		PacerWait: ps.Waited(),
+	}
+	for _, tq := range st.Quota() {
+		out.Tenants = append(out.Tenants, nodemetrics.TenantQuota{Tenant: tq.Tenant, Bytes: tq.Bytes, Limit: tq.Limit, Rejections: tq.Rejections})
 	}
 	ss := srv.Stats()
 	for op := range nodeserver.OpSlots {

@@ -12,7 +12,10 @@
 // label tier="ram" or tier="ssd" (SSD series only while SSD offload is on;
 // kvpool_node_tier_enabled says which tiers are), pacer waits the label
 // path (net_egress, net_ingress, ssd_read, ssd_write), and requests the
-// labels op and status. To tell nodes apart in one registry, wrap it with
+// labels op and status, and per-tenant quota series the label tenant (one
+// series per tenant the node has seen: the cardinality grows with the
+// number of tenants, fine for tens of tenants, to be bucketed or made
+// opt-in before a deployment with thousands). To tell nodes apart in one registry, wrap it with
 // prometheus.WrapRegistererWith(prometheus.Labels{"node": name}, reg).
 package nodemetrics
 
@@ -49,6 +52,17 @@ type Snapshot struct {
 	// Requests counts data-plane requests by operation and outcome. Rows
 	// with the same Op and Status are added together.
 	Requests []RequestCount
+	// Tenants is each tenant's quota accounting, one row per tenant.
+	Tenants []TenantQuota
+}
+
+// TenantQuota is one tenant's resident bytes (RAM and SSD, each block
+// once), its quota (0: unlimited) and the Puts refused as over quota.
+type TenantQuota struct {
+	Tenant     string
+	Bytes      int64
+	Limit      int64
+	Rejections uint64
 }
 
 // StoreStats are the node store's counters for moving blocks between
@@ -97,6 +111,8 @@ type Collector struct {
 	promotionsCompleted, promotionsFailed *prometheus.Desc
 	pacerWait                             *prometheus.Desc
 	requests                              *prometheus.Desc
+	tenantBytes, tenantLimit              *prometheus.Desc
+	tenantRejections                      *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -153,6 +169,9 @@ func newCollector(snapshot func() Snapshot) *Collector {
 		promotionsFailed:    desc("promotions_failed_total", "Promotions started that failed."),
 		pacerWait:           desc("pacer_wait_seconds_total", "Time spent waiting in a path's pacer, summed over callers.", "path"),
 		requests:            desc("requests_total", "Data-plane requests by operation and outcome.", "op", "status"),
+		tenantBytes:         desc("tenant_resident_bytes", "Payload bytes of the tenant's blocks resident on the node (RAM and SSD, each block once).", "tenant"),
+		tenantLimit:         desc("tenant_quota_bytes", "The tenant's byte quota (0: unlimited).", "tenant"),
+		tenantRejections:    desc("tenant_quota_rejections_total", "Puts refused because they would take the tenant over its quota.", "tenant"),
 	}
 }
 
@@ -162,7 +181,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range c.tiers {
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{c.demotions, c.demotionFailures, c.promotionsCompleted, c.promotionsFailed, c.pacerWait, c.requests} {
+	for _, d := range []*prometheus.Desc{c.demotions, c.demotionFailures, c.promotionsCompleted, c.promotionsFailed, c.pacerWait, c.requests, c.tenantBytes, c.tenantLimit, c.tenantRejections} {
 		ch <- d
 	}
 }
@@ -208,6 +227,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, k := range order {
 		send(c.requests, prometheus.CounterValue, float64(sums[k]), k.op, k.status)
+	}
+	for _, tq := range s.Tenants {
+		send(c.tenantBytes, prometheus.GaugeValue, float64(tq.Bytes), tq.Tenant)
+		send(c.tenantLimit, prometheus.GaugeValue, float64(tq.Limit), tq.Tenant)
+		send(c.tenantRejections, prometheus.CounterValue, float64(tq.Rejections), tq.Tenant)
 	}
 }
 

@@ -13,9 +13,8 @@ const (
 	// request (unknown ops, responses).
 	OpSlots = int(wire.OpStats) + 1
 	// CodeSlots indexes Stats.Requests by status code: codes 0
-	// (ok) to 10 (unavailable) at their own value, the last slot for any
-	// other.
-	CodeSlots = int(wire.CodeUnavailable) + 2
+	// (ok) to 11 (quota) at their own value, the last slot for any other.
+	CodeSlots = int(wire.CodeQuota) + 2
 )
 
 // Stats is a snapshot of a server's counters.

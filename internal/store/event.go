@@ -67,8 +67,25 @@ type Event struct {
 	Sum  uint32
 }
 
-// emit reports an event to Options.OnEvent.
+// emit releases the quota charge of a block that left its last tier and
+// reports the event to Options.OnEvent.
 func (s *Store) emit(e Event) {
+	switch e.Kind {
+	case EventDelete:
+		if !s.Contains(e.Key) {
+			s.quota.Release(e.Key)
+		}
+	case EventDropped, EventRAMCorrupt:
+		// The RAM copy is leaving (an eviction reports it while the copy
+		// may still show in RAM): only an SSD copy keeps the block.
+		if s.ssd == nil || !s.ssd.Contains(e.Key) {
+			s.quota.Release(e.Key)
+		}
+	case EventSSDEvicted, EventSSDCorrupt:
+		if !s.ram.Contains(e.Key) {
+			s.quota.Release(e.Key)
+		}
+	}
 	if s.onEvent != nil {
 		s.onEvent(e)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kvpool/kvpool/internal/quota"
 	"github.com/kvpool/kvpool/internal/ram"
 	"github.com/kvpool/kvpool/internal/ssd"
 )
@@ -155,6 +156,10 @@ type Options struct {
 	// corrupt copy is counted and dropped on the node instead of being
 	// sent (the client would still reject it, but the bad copy would stay).
 	ZeroCopySSD bool
+	// Quota sets per-tenant byte quotas on the blocks resident in either
+	// tier (package quota); the zero value accounts usage and refuses
+	// nothing. A Put over its tenant's quota fails with tier.ErrQuota.
+	Quota quota.Options
 }
 
 // Validate reports the first bad field, by name.
@@ -182,6 +187,9 @@ func (o Options) Validate() error {
 		if ssdBS < ramBS {
 			return fmt.Errorf("store: Options.SSD.BlockSize: %d below the RAM block size %d (evicted blocks could not be demoted)", ssdBS, ramBS)
 		}
+	}
+	if err := o.Quota.Validate(); err != nil {
+		return fmt.Errorf("store: Options.Quota: %w", err)
 	}
 	return o.Promotion.Validate()
 }

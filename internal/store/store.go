@@ -24,6 +24,13 @@
 //     LowWatermark below the promotion watermark (e.g. Mooncake's 0.95 and
 //     0.90 with a promotion watermark of 0.95).
 //   - Exists and Locate never change recency or any policy state.
+//   - Quotas: every resident block is charged once to its tenant
+//     (quota.Ledger), whichever tiers hold it. Put charges the block
+//     before storing it and fails with tier.ErrQuota, storing nothing,
+//     when that would take the tenant over its quota. A block is released
+//     when it leaves the last tier holding it (Delete, SSD eviction, a RAM
+//     eviction or drop with no SSD copy, a corrupt copy dropped with no
+//     other copy). Open charges what the SSD scan found.
 //
 // Consistency: the store keeps one rule — when both tiers hold a key,
 // they hold the same bytes — so a read never sees an older copy after a
@@ -52,6 +59,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/quota"
 	"github.com/kvpool/kvpool/internal/ram"
 	"github.com/kvpool/kvpool/internal/ssd"
 	"github.com/kvpool/kvpool/internal/tier"
@@ -156,6 +164,7 @@ type Store struct {
 	stripes     [stripeCount]sync.Mutex
 	bufs        sync.Pool // *[]byte of the SSD block size, for SSD reads by View, Acquire and promotion
 	zeroCopySSD bool      // Options.ZeroCopySSD
+	quota       *quota.Ledger
 	c           counters
 
 	life   sync.Mutex // guards closed; ops.Add happens under it
@@ -192,6 +201,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if s.clock == nil {
 		s.clock = wallClock{}
 	}
+	q, err := quota.New(opts.Quota)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	s.quota = q
 	ro := opts.RAM
 	ro.OnEvict = s.demote
 	r, err := ram.Open(ro)
@@ -201,9 +215,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.ram = r
 	if opts.SSD != nil {
 		so := *opts.SSD
-		if s.onEvent != nil {
-			so.OnRemove = s.onSSDRemove
-		}
+		so.OnRemove = s.onSSDRemove
 		t, err := ssd.Open(ctx, so)
 		if err != nil {
 			r.Close()
@@ -212,6 +224,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.ssd = t
 		bs := t.BlockSize()
 		s.bufs.New = func() any { b := make([]byte, 0, bs); return &b }
+		for _, it := range t.Items() {
+			s.quota.Set(it.Key, int64(it.Size))
+		}
 	}
 	switch {
 	case opts.Promoter != nil:
@@ -256,6 +271,18 @@ func (s *Store) Put(ctx context.Context, k block.Key, payload []byte, sum uint32
 		return 0, err
 	}
 	defer s.ops.Done()
+	if err := s.quota.Reserve(k, int64(len(payload))); err != nil {
+		return 0, fmt.Errorf("store: put %s: %w", k, err)
+	}
+	loc, err := s.put(ctx, k, payload, sum)
+	if err != nil && !s.Contains(k) {
+		s.quota.Release(k)
+	}
+	return loc, err
+}
+
+// put is Put after the quota charge.
+func (s *Store) put(ctx context.Context, k block.Key, payload []byte, sum uint32) (Location, error) {
 	gen, err := s.ram.Insert(ctx, k, payload, sum, ram.InsertOptions{})
 	switch {
 	case err == nil:
@@ -607,6 +634,10 @@ func (s *Store) SSDOpenStats() (ssd.OpenStats, bool) {
 	}
 	return s.ssd.OpenStats(), true
 }
+
+// Quota returns each tenant's resident bytes, quota and rejected Puts,
+// sorted by tenant.
+func (s *Store) Quota() []quota.TenantStats { return s.quota.Stats() }
 
 // Stats returns a snapshot of every counter.
 func (s *Store) Stats() Stats {

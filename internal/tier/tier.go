@@ -24,6 +24,9 @@ var (
 	ErrFull = errors.New("tier full")
 	// ErrClosed: the tier has been closed.
 	ErrClosed = errors.New("tier closed")
+	// ErrQuota: storing the block would take its tenant over its byte
+	// quota (package quota); nothing was stored.
+	ErrQuota = errors.New("tenant quota exceeded")
 )
 
 // Tier is one storage tier of a node. Implementations are safe for

@@ -45,6 +45,9 @@ const (
 	// CodeUnavailable: the node or tier is shutting down (tier.ErrClosed);
 	// the client should try another replica.
 	CodeUnavailable Code = 10
+	// CodeQuota: storing the block would take the tenant over its byte
+	// quota (tier.ErrQuota); nothing was stored.
+	CodeQuota Code = 11
 )
 
 // String names the code ("not found"), or "code(N)" for an unknown one.
@@ -72,6 +75,8 @@ func (c Code) String() string {
 		return "version mismatch"
 	case CodeUnavailable:
 		return "unavailable"
+	case CodeQuota:
+		return "quota exceeded"
 	}
 	return fmt.Sprintf("code(%d)", uint16(c))
 }
@@ -142,6 +147,8 @@ func ErrorFor(c Code) error {
 		return ErrVersion
 	case CodeUnavailable:
 		return tier.ErrClosed
+	case CodeQuota:
+		return tier.ErrQuota
 	}
 	return fmt.Errorf("wire: unknown status %v: %w", c, ErrInternal)
 }
@@ -170,6 +177,7 @@ func CodeOf(err error) Code {
 		{ErrPayloadTooLarge, CodeTooLarge},
 		{tier.ErrFull, CodeFull},
 		{tier.ErrClosed, CodeUnavailable},
+		{tier.ErrQuota, CodeQuota},
 		{ErrUnknownOp, CodeUnsupportedOp},
 		{ErrUnauthorized, CodeUnauthorized},
 		{ErrVersion, CodeVersionMismatch},

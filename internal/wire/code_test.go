@@ -29,6 +29,7 @@ func TestCodesBothWays(t *testing.T) {
 		{CodeInternal, ErrInternal, "internal error"},
 		{CodeVersionMismatch, ErrVersion, "version mismatch"},
 		{CodeUnavailable, tier.ErrClosed, "unavailable"},
+		{CodeQuota, tier.ErrQuota, "quota exceeded"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
