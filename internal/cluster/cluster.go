@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -161,7 +162,8 @@ func (c *Cluster) nodeArgs(i int) []string {
 	if c.opts.Heartbeat > 0 {
 		args = append(args, "--heartbeat-interval", c.opts.Heartbeat.String())
 	}
-	return append(args, c.opts.ExtraNodeArgs...)
+	args = append(args, c.opts.ExtraNodeArgs...)
+	return append(args, c.opts.NodeArgs[i]...)
 }
 
 func (c *Cluster) startMaster() error {
@@ -371,4 +373,53 @@ func (c *Cluster) removeTemp() error {
 		return fmt.Errorf("cluster: remove temporary data %s: %w", c.tempDir, err)
 	}
 	return nil
+}
+
+// PauseNode freezes node i with SIGSTOP: its process keeps its sockets
+// open but answers nothing, as a network partition looks to its peers.
+// ResumeNode undoes it. Resume a paused node before Stop, or Stop waits
+// StopTimeout for it and then kills it.
+func (c *Cluster) PauseNode(i int) error {
+	p, err := c.nodeProc(i)
+	if err != nil {
+		return err
+	}
+	if p.exited() {
+		return fmt.Errorf("cluster: pause %s: it has exited", p.name)
+	}
+	p.signal(syscall.SIGSTOP)
+	return nil
+}
+
+// ResumeNode lets node i, frozen by PauseNode, run again (SIGCONT).
+func (c *Cluster) ResumeNode(i int) error {
+	p, err := c.nodeProc(i)
+	if err != nil {
+		return err
+	}
+	if p.exited() {
+		return fmt.Errorf("cluster: resume %s: it has exited", p.name)
+	}
+	p.signal(syscall.SIGCONT)
+	return nil
+}
+
+// ShutdownNode stops node i cleanly (SIGTERM, then SIGKILL after
+// StopTimeout) and waits for it to exit; RestartNode starts it again. It
+// returns the node's shutdown error, if any.
+func (c *Cluster) ShutdownNode(i int) error {
+	p, err := c.nodeProc(i)
+	if err != nil {
+		return err
+	}
+	return p.stop(c.opts.StopTimeout)
+}
+
+// NodeDir returns node i's data directory (its SSD tier, when on, is the
+// ssd subdirectory).
+func (c *Cluster) NodeDir(i int) (string, error) {
+	if i < 0 || i >= len(c.Nodes) {
+		return "", fmt.Errorf("cluster: node %d does not exist (the cluster has %d)", i, len(c.Nodes))
+	}
+	return c.Nodes[i].DataDir, nil
 }

@@ -152,6 +152,34 @@ func TestStartKillRestartStop(t *testing.T) {
 		t.Fatalf("after RestartNode: live %v", got)
 	}
 
+	if err := c.ShutdownNode(1); err != nil {
+		t.Fatalf("ShutdownNode: %v", err)
+	}
+	if _, err := c.waitNodes(ctx, func(ns []NodeState) bool { return countLive(ns) == 1 }); err != nil {
+		t.Fatalf("node shut down never went silent: %v", err)
+	}
+	if err := c.PauseNode(1); err == nil {
+		t.Error("PauseNode of an exited node succeeded")
+	}
+	if err := c.RestartNode(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PauseNode(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ResumeNode(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitLive(ctx, 2); err != nil {
+		t.Fatalf("after PauseNode and ResumeNode: %v", err)
+	}
+	if d, err := c.NodeDir(1); err != nil || d != c.Nodes[1].DataDir {
+		t.Errorf("NodeDir(1) = %q, %v; want %q", d, err, c.Nodes[1].DataDir)
+	}
+	if _, err := c.NodeDir(2); err == nil {
+		t.Error("NodeDir(2) of a 2-node cluster succeeded")
+	}
+
 	if err := c.KillMaster(); err != nil {
 		t.Fatal(err)
 	}
@@ -228,6 +256,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"negative ram", Options{RAMBytes: -1}, "Options.RAMBytes"},
 		{"negative heartbeat", Options{Heartbeat: -1}, "Options.Heartbeat"},
 		{"port range", Options{BasePort: 65530}, "Options.BasePort"},
+		{"node args of a missing node", Options{Nodes: 2, NodeArgs: map[int][]string{2: {"--x"}}}, "Options.NodeArgs"},
+		{"node args of node 1", Options{Nodes: 2, NodeArgs: map[int][]string{1: {"--x"}}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.o.Validate()

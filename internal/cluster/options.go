@@ -53,6 +53,10 @@ type Options struct {
 	// ExtraNodeArgs and ExtraMasterArgs are appended to every node's and
 	// the master's command line.
 	ExtraNodeArgs, ExtraMasterArgs []string
+	// NodeArgs[i] is appended to node i's command line after
+	// ExtraNodeArgs (a later flag wins), to start one node differently:
+	// a slow node for a fault test, say. Keys must be node indexes.
+	NodeArgs map[int][]string
 	// Stdout and Stderr receive the processes' output, each line prefixed
 	// with the process name (nil discards it).
 	Stdout, Stderr io.Writer
@@ -120,6 +124,11 @@ func (o Options) resolve() (Options, error) {
 	}
 	if o.BasePort < 0 || o.BasePort+3+2*o.Nodes > 65535 {
 		return o, fmt.Errorf("cluster: Options.BasePort is %d; want 0, or a port leaving room for %d ports below 65536", o.BasePort, 2+2*o.Nodes)
+	}
+	for i := range o.NodeArgs {
+		if i < 0 || i >= o.Nodes {
+			return o, fmt.Errorf("cluster: Options.NodeArgs has node %d; want 0 to %d", i, o.Nodes-1)
+		}
 	}
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
