@@ -577,7 +577,7 @@ func (r *RAM) pin(what string, k block.Key) (int32, slotMeta, error) {
 	if !ok {
 		r.stats.Misses++
 		r.ops.Done()
-		return 0, slotMeta{}, fmt.Errorf("ram: %s %s: %w", what, k, tier.ErrNotFound)
+		return 0, slotMeta{}, &missError{what: what, key: k}
 	}
 	r.pinLocked(s)
 	r.touchLocked(s)
@@ -796,3 +796,17 @@ func (r *RAM) Check() error {
 	}
 	return errors.Join(errs...)
 }
+
+// missError is the error of a read of an absent key. Misses are the hot
+// path of a cache, so the message is formatted only when asked for.
+type missError struct {
+	what string
+	key  block.Key
+}
+
+func (e *missError) Error() string {
+	return fmt.Sprintf("ram: %s %s: %v", e.what, e.key, tier.ErrNotFound)
+}
+
+// Unwrap returns tier.ErrNotFound.
+func (e *missError) Unwrap() error { return tier.ErrNotFound }
