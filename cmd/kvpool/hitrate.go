@@ -46,7 +46,7 @@ func runHitrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 
 	var specs []policy.Spec
-	for _, p := range strings.Split(*pol, ",") {
+	for _, p := range policy.SplitSpecs(*pol) {
 		s, err := policy.ParseSpec(p)
 		if err != nil {
 			return usageErrorf("--policy: %v", err)

@@ -1,6 +1,9 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Chain ("kvchain") is an eviction policy for prefix-chained KV blocks. A
 // request's hit length stops at its first missing block, so a block is only
@@ -40,7 +43,29 @@ import "fmt"
 //     nearly optimal.
 //
 // It uses no future information (Access.NextUse), so it runs in the store
-// as well as the simulator. Insert, Hit, Victim and Remove are O(1) (the
+// as well as the simulator.
+//
+// Controlled prediction error (ChainOptions.PredictionError = p, for the
+// robustness experiment of issue 8): kvchain makes three kinds of reuse
+// prediction, and with probability p each one is replaced by its opposite,
+// drawn from a generator seeded with ChainOptions.Seed (deterministic for a
+// given seed and access sequence):
+//
+//   - Admission (every Insert while probation exists, i.e. unless
+//     DisableProbation): "unproven, goes to probation" becomes "will be
+//     reused, goes to the protected queue", and "will be reused" (a ghost,
+//     a key the sketch has seen, or any key while the duel has switched
+//     probation off) becomes "unproven, goes to probation".
+//   - Tail demotion (every request end, unless DisableTailDemotion): "the
+//     deepest block will not be reused, move it to the eviction end" becomes
+//     "it will be reused": it moves to the head of the protected queue, as a
+//     hit would move it.
+//
+// Hits are observations, not predictions, and are never flipped; the
+// dueling shadows run without injected error (they measure the workload).
+// With p = 0 no random number is drawn and the policy is exactly kvchain.
+//
+// Insert, Hit, Victim and Remove are O(1) (the
 // sketch costs a fixed number of counter updates, amortised with its
 // halving); all memory is bounded by a fixed multiple of the capacity.
 type Chain struct {
@@ -60,7 +85,50 @@ type Chain struct {
 	last      int32 // node of the latest Insert or Hit, or nilNode
 	lastKey   Key
 	lastDepth int
+
+	rng   uint64 // PredictionError's generator state (splitmix64)
+	stats ChainStats
 }
+
+// ChainStats counts kvchain's reuse predictions and how they turned out,
+// so the predictor's own error can be measured (docs/policy.md). "Hit"
+// means hit while still resident after the prediction; a block evicted
+// and later missed again does not count as hit. Counts are of decisions
+// actually taken, flipped ones included; Flipped says how many were
+// flipped by ChainOptions.PredictionError.
+type ChainStats struct {
+	// Demotions counts tail demotions ("this block will not be reused").
+	Demotions int64
+	// DemotedHits counts demoted blocks hit before eviction: the
+	// prediction was wrong.
+	DemotedHits int64
+	// SketchPromotions counts missed keys sent straight to the protected
+	// queue because the sketch had seen them ("will be reused").
+	SketchPromotions int64
+	// SketchPromotedHits counts those hit at least once before eviction;
+	// the rest were wrong predictions (or are still resident, unhit).
+	SketchPromotedHits int64
+	// GhostPromotions and GhostPromotedHits are the same for keys
+	// promoted because they were ghosts (recently evicted from probation).
+	GhostPromotions   int64
+	GhostPromotedHits int64
+	// ProbationInserts counts keys admitted to probation ("unproven");
+	// ProbationHits counts probation keys promoted by a hit.
+	ProbationInserts int64
+	ProbationHits    int64
+	// Decisions counts every prediction made (admissions while probation
+	// exists, request-end tail decisions), flipped or not; Flipped counts
+	// those replaced by their opposite, about PredictionError × Decisions.
+	Decisions int64
+	Flipped   int64
+}
+
+// Node flags: which prediction placed the node, cleared by its next hit.
+const (
+	flagDemoted uint8 = 1 << iota
+	flagSketch
+	flagGhost
+)
 
 var _ Eviction = (*Chain)(nil)
 
@@ -79,6 +147,7 @@ type cnode struct {
 	key        Key
 	prev, next int32 // nilNode when not on a ring
 	list       uint8
+	flags      uint8 // flagDemoted, flagSketch, flagGhost
 }
 
 // ChainOptions configures a Chain. The zero value is the default; the
@@ -109,6 +178,16 @@ type ChainOptions struct {
 	// duel remembers before halving its counts (default 32; 2 and 8
 	// switched too often on the conversation trace at 10,000 blocks).
 	DuelWindow int
+	// PredictionError is the probability, 0..1, that each reuse prediction
+	// (admission to probation or to the protected queue, tail demotion) is
+	// replaced by its opposite; see the type comment of Chain for exactly
+	// which decisions flip. 0 (the default) injects no error. It exists
+	// for the robustness experiment of issue 8 ("inject a controlled
+	// fraction of wrong predictions").
+	PredictionError float64
+	// Seed seeds the generator that draws the flips; the same seed and
+	// access sequence give the same decisions.
+	Seed uint64
 	// DisableChainOrder places every key at the head of its queue (LRU
 	// order), for ablation.
 	DisableChainOrder bool
@@ -137,6 +216,8 @@ func (o ChainOptions) Validate() error {
 		return optionError("ChainOptions.DuelSample", o.DuelSample, "want >= 2 (0 means 16)")
 	case o.DuelWindow < 0:
 		return optionError("ChainOptions.DuelWindow", o.DuelWindow, "want >= 1 (0 means 32)")
+	case math.IsNaN(o.PredictionError) || o.PredictionError < 0 || o.PredictionError > 1:
+		return optionError("ChainOptions.PredictionError", o.PredictionError, "want a probability in 0..1")
 	}
 	return nil
 }
@@ -175,7 +256,7 @@ func NewChainWith(capacity int, opts ChainOptions) (*Chain, error) {
 	}
 	opts = opts.withDefaults()
 	capacity = max(capacity, 0)
-	p := &Chain{opts: opts, free: nilNode, last: nilNode}
+	p := &Chain{opts: opts, free: nilNode, last: nilNode, rng: opts.Seed}
 	p.smallCap = max(capacity*opts.SmallPercent/100, 1)
 	if !opts.DisableProbation {
 		p.ghostCap = capacity * opts.GhostPercent / 100
@@ -200,6 +281,7 @@ func NewChainWith(capacity int, opts ChainOptions) (*Chain, error) {
 		mini := max(capacity/opts.DuelSample, 1)
 		with := opts
 		with.DisableDuel = true
+		with.PredictionError = 0 // the shadows measure the workload
 		without := with
 		without.DisableProbation = true
 		a, err := NewChainWith(mini, with)
@@ -220,23 +302,36 @@ func (p *Chain) Name() string { return "kvchain" }
 
 // Insert makes a.Key resident: in the protected queue if it is a ghost,
 // the sketch has seen it before, or probation is off (disabled, or losing
-// the duel); else in probation.
+// the duel); else in probation. With PredictionError the choice is
+// flipped with that probability (not when probation is disabled).
 func (p *Chain) Insert(a Access) {
 	p.endRequest(a)
 	p.duel(a)
-	li := chainSmall
 	id, ghost := p.index[a.Key]
 	seen := p.sketch != nil && p.sketch.Admit(a) // counts every miss
-	switch {
-	case ghost:
+	if ghost {
 		p.unlink(id)
-		li = chainMain
-	default:
+	} else {
 		id = p.alloc(a.Key)
-		if seen || p.opts.DisableProbation || (p.shadow[0] != nil && p.misses[1] < p.misses[0]) {
-			li = chainMain
-		}
 	}
+	main := ghost || seen || p.opts.DisableProbation || (p.shadow[0] != nil && p.misses[1] < p.misses[0])
+	if !p.opts.DisableProbation && p.flip() {
+		main = !main
+	}
+	li, flags := chainSmall, uint8(0)
+	switch {
+	case !main:
+		p.stats.ProbationInserts++
+	case ghost:
+		li, flags = chainMain, flagGhost
+		p.stats.GhostPromotions++
+	case seen:
+		li, flags = chainMain, flagSketch
+		p.stats.SketchPromotions++
+	default:
+		li = chainMain
+	}
+	p.nodes[id].flags = flags
 	p.place(id, li, a)
 	p.touch(id, a)
 }
@@ -250,9 +345,43 @@ func (p *Chain) Hit(a Access) {
 	}
 	p.endRequest(a)
 	p.duel(a)
+	n := &p.nodes[id]
+	if n.list == chainSmall {
+		p.stats.ProbationHits++
+	}
+	if n.flags&flagDemoted != 0 {
+		p.stats.DemotedHits++
+	}
+	if n.flags&flagSketch != 0 {
+		p.stats.SketchPromotedHits++
+	}
+	if n.flags&flagGhost != 0 {
+		p.stats.GhostPromotedHits++
+	}
+	n.flags = 0
 	p.unlink(id)
 	p.place(id, chainMain, a)
 	p.touch(id, a)
+}
+
+// Stats returns the prediction counts so far (shadows excluded).
+func (p *Chain) Stats() ChainStats { return p.stats }
+
+// flip reports whether the next prediction is to be replaced by its
+// opposite: true with probability PredictionError. It draws nothing when
+// PredictionError is 0.
+func (p *Chain) flip() bool {
+	p.stats.Decisions++
+	if p.opts.PredictionError == 0 {
+		return false
+	}
+	p.rng += 0x9e3779b97f4a7c15 // splitmix64 (Steele et al., OOPSLA 2014)
+	u := float64(mix64(p.rng)>>11) / (1 << 53)
+	if u < p.opts.PredictionError {
+		p.stats.Flipped++
+		return true
+	}
+	return false
 }
 
 // Victim returns the tail of probation when probation holds more than its
@@ -333,7 +462,8 @@ func (p *Chain) duel(a Access) {
 }
 
 // endRequest demotes the previous request's deepest block when a starts a
-// new request.
+// new request (or, when the prediction is flipped, moves it to the head of
+// the protected queue).
 func (p *Chain) endRequest(a Access) {
 	if p.opts.DisableTailDemotion || a.Depth != 0 || p.last == nilNode || p.lastDepth == 0 {
 		return
@@ -341,8 +471,14 @@ func (p *Chain) endRequest(a Access) {
 	id := p.last
 	li := p.nodes[id].list
 	p.unlink(id)
-	p.linkAfter(id, li, p.nodes[li].prev)
 	p.last = nilNode
+	if p.flip() {
+		p.link(id, chainMain)
+		return
+	}
+	p.stats.Demotions++
+	p.nodes[id].flags |= flagDemoted
+	p.linkAfter(id, li, p.nodes[li].prev)
 }
 
 // place links id into queue li: behind its parent when the parent is the

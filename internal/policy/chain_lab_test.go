@@ -164,3 +164,68 @@ func tokenHitRatio(reqs []trace.Request, c *policy.Cache) float64 {
 	}
 	return float64(hit) / float64(in)
 }
+
+// TestChainPredictorLab measures kvchain's own prediction error and the
+// token hit ratio under injected error (docs/policy.md, "Prediction
+// error"). Run with KVCHAIN_LAB=1 go test -run TestChainPredictorLab -v
+// ./internal/policy; KVCHAIN_LAB_TRACES restricts the traces.
+func TestChainPredictorLab(t *testing.T) {
+	if os.Getenv("KVCHAIN_LAB") == "" {
+		t.Skip("lab harness; set KVCHAIN_LAB=1 to run")
+	}
+	traces := []string{"conversation", "synthetic"}
+	if only := os.Getenv("KVCHAIN_LAB_TRACES"); only != "" {
+		traces = strings.Split(only, ",")
+	}
+	pct := func(a, b int64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return 100 * float64(a) / float64(b)
+	}
+	for _, name := range traces {
+		reqs, ok := labTrace(t, name)
+		if !ok {
+			continue
+		}
+		// Trace-level: is a request's last block (the one tail demotion
+		// demotes) ever accessed again?
+		last := map[policy.Key]int{}
+		for i, r := range reqs {
+			for _, k := range r.HashIDs {
+				last[k] = i
+			}
+		}
+		var tails, tailsReused int64
+		for i, r := range reqs {
+			if n := len(r.HashIDs); n > 1 {
+				tails++
+				if last[r.HashIDs[n-1]] > i {
+					tailsReused++
+				}
+			}
+		}
+		t.Logf("%s: last blocks of multi-block requests reused later: %.2f%% of %d", name, pct(tailsReused, tails), tails)
+		for _, c := range []int{2000, 5000, 10000} {
+			var line strings.Builder
+			fmt.Fprintf(&line, "%s %5d:", name, c)
+			for _, perr := range []float64{0, 0.05, 0.1, 0.2, 0.5, 1} {
+				ev, err := policy.NewChainWith(c, policy.ChainOptions{PredictionError: perr, Seed: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := tokenHitRatio(reqs, policy.NewCache(c, ev, nil))
+				st := ev.Stats()
+				fmt.Fprintf(&line, " perr=%g: %.2f%%", perr, 100*r)
+				if perr == 0 {
+					fmt.Fprintf(&line, " [demoted hit %.2f%% of %d; sketch-promoted never hit %.1f%% of %d; ghost-promoted never hit %.1f%% of %d; probation hit %.1f%% of %d]",
+						pct(st.DemotedHits, st.Demotions), st.Demotions,
+						100-pct(st.SketchPromotedHits, st.SketchPromotions), st.SketchPromotions,
+						100-pct(st.GhostPromotedHits, st.GhostPromotions), st.GhostPromotions,
+						pct(st.ProbationHits, st.ProbationInserts), st.ProbationInserts)
+				}
+			}
+			t.Log(line.String())
+		}
+	}
+}

@@ -39,6 +39,16 @@ func TestEvictionConformance(t *testing.T) {
 			return p
 		})
 	})
+	t.Run("kvchain-perr", func(t *testing.T) {
+		t.Parallel()
+		policytest.Run(t, func(c int) policy.Eviction {
+			ev, err := policy.NewEviction("kvchain(perr=0.3,seed=7)", c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ev
+		})
+	})
 	for name, o := range map[string]policy.ChainOptions{
 		"kvchain-noduel":   {DisableDuel: true},
 		"kvchain-noprob":   {DisableProbation: true},

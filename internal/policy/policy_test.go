@@ -412,6 +412,20 @@ func TestParseSpec(t *testing.T) {
 		{in: "lruu", wantErr: `unknown eviction policy "lruu" (valid: lru, fifo, lfu, s3fifo, arc, mooncake, kvchain, belady)`},
 		{in: "lru+nope", wantErr: `unknown admission policy "nope" (valid: all, second-hit, cms)`},
 		{in: "lru+cms+second-hit", wantErr: "at most one admission"},
+		{in: "kvchain(perr=0.2,seed=1)", want: policy.Spec{Eviction: "kvchain(perr=0.2,seed=1)"}, str: "kvchain(perr=0.2,seed=1)"},
+		{in: " KVChain( seed=1 ; perr=0.2 )+CMS", want: policy.Spec{Eviction: "kvchain(perr=0.2,seed=1)", Admission: "cms"}, str: "kvchain(perr=0.2,seed=1)+cms"},
+		{in: "kvchain(perr=1e+0)", want: policy.Spec{Eviction: "kvchain(perr=1e+0)"}, str: "kvchain(perr=1e+0)"},
+		{in: "kvchain()", want: policy.Spec{Eviction: "kvchain"}, str: "kvchain"},
+		{in: "kvchain(perr=1.5)", wantErr: "perr"},
+		{in: "kvchain(perr=nan)", wantErr: "perr"},
+		{in: "kvchain(seed=-1)", wantErr: "seed"},
+		{in: "kvchain(size=3)", wantErr: `unknown parameter "size" (valid: perr, seed)`},
+		{in: "kvchain(perr=0.1,perr=0.2)", wantErr: "perr given twice"},
+		{in: "kvchain(perr)", wantErr: `"perr": want key=value`},
+		{in: "kvchain(perr=0.1", wantErr: "parentheses"},
+		{in: "kvchain)", wantErr: "')' without '('"},
+		{in: "lru(perr=0.1)", wantErr: "lru takes no parameters"},
+		{in: "kvchain(perr=0.1)+cms(perr=1)", wantErr: "unknown admission policy"},
 	}
 	for _, tt := range tests {
 		got, err := policy.ParseSpec(tt.in)
