@@ -26,8 +26,13 @@ const asKvpoolEnv = "KVPOOL_TEST_AS_BINARY"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(asKvpoolEnv) == "1" {
+		h, err := testHooks(os.Getenv(faultFSEnv), powerLoss)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "kvpool (test binary): %v\n", err)
+			os.Exit(2)
+		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		code := runWith(ctx, os.Args[1:], os.Stdout, os.Stderr, h)
 		stop()
 		os.Exit(code)
 	}

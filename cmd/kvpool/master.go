@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/masterserver"
 )
@@ -15,6 +16,15 @@ import (
 // envAuthToken is the environment variable holding the shared auth token
 // (preferred over the flag, which other users can see in the process list).
 const envAuthToken = "KVPOOL_AUTH_TOKEN"
+
+// envTenantTokensFile and envSharedNamespaces are the node's variables for
+// the tenant tokens file and the shared namespaces; the master reads them
+// too (after its own KVPOOL_MASTER_* forms), as it does envAuthToken, so
+// that one environment configures both.
+const (
+	envTenantTokensFile = "KVPOOL_TENANT_TOKENS_FILE"
+	envSharedNamespaces = "KVPOOL_SHARED_NAMESPACES"
+)
 
 // masterEnvPrefix prefixes the environment equivalents of the master's
 // flags: --node-ttl is KVPOOL_MASTER_NODE_TTL.
@@ -38,9 +48,11 @@ func runMasterEnv(ctx context.Context, args []string, env func(string) (string, 
 	eviction := fs.String("eviction-policy", d.Eviction, "global eviction policy (an online policy: lru, fifo, lfu-da, s3fifo, arc, mooncake ...)")
 	placement := fs.String("placement", d.Placement.String(), "default placement strategy: local-first, least-used or hash")
 	maxPerHB := fs.Int("max-per-heartbeat", d.Promotion.MaxPerHeartbeat, "most SSD-to-RAM promotions handed to a node per heartbeat")
-	token := fs.String("auth-token", "", "shared secret every connection must present (prefer $"+envAuthToken+": flags are visible in the process list)")
+	token := fs.String("auth-token", "", "cluster token: nodes, operators and trusted clients present it, and may act for any tenant (prefer $"+envAuthToken+": flags are visible in the process list)")
+	tokensFile := fs.String("tenant-tokens-file", "", "file of \"tenant token\" lines, mode 600: a connection with a tenant's token acts for that tenant only (also $"+envTenantTokensFile+")")
+	shared := fs.String("shared-namespaces", "", "namespaces every tenant may read, ';'-separated, each with optional writers: \"public:alice,bob; docs\" (also $"+envSharedNamespaces+")")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: kvpool master [flags]\n\nRuns the kvpool master: the global block index, node membership,\nplacement, leases, eviction and promotion control, served over TCP,\nwith admin HTTP endpoints. Runs until SIGINT or SIGTERM.\n\nEvery flag can also be set by the environment: KVPOOL_MASTER_<FLAG> with\ndashes as underscores (KVPOOL_MASTER_NODE_TTL=5s); the token by\n"+envAuthToken+". A flag on the command line wins.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: kvpool master [flags]\n\nRuns the kvpool master: the global block index, node membership,\nplacement, leases, eviction and promotion control, served over TCP,\nwith admin HTTP endpoints. Runs until SIGINT or SIGTERM.\n\nEvery flag can also be set by the environment: KVPOOL_MASTER_<FLAG> with\ndashes as underscores (KVPOOL_MASTER_NODE_TTL=5s); the token by\n"+envAuthToken+", the tenant tokens file and shared namespaces also by\n"+envTenantTokensFile+" and "+envSharedNamespaces+". A flag on the command line wins.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -52,11 +64,28 @@ func runMasterEnv(ctx context.Context, args []string, env func(string) (string, 
 	if err := applyMasterEnv(fs, env); err != nil {
 		return err
 	}
-	if *token == "" {
-		if v, ok := env(envAuthToken); ok {
-			*token = v
+	for _, f := range []struct {
+		v   *string
+		env string
+	}{{token, envAuthToken}, {tokensFile, envTenantTokensFile}, {shared, envSharedNamespaces}} {
+		if *f.v == "" {
+			if v, ok := env(f.env); ok {
+				*f.v = v
+			}
 		}
 	}
+	var tenantTokens map[string]config.Secret
+	if *tokensFile != "" {
+		var err error
+		if tenantTokens, err = config.ReadTenantTokens(*tokensFile); err != nil {
+			return usageErrorf("--tenant-tokens-file: %v", err)
+		}
+	}
+	sharedNS, err := config.ParseSharedNamespaces(*shared)
+	if err != nil {
+		return usageErrorf("--shared-namespaces: %v", err)
+	}
+	ao := config.AuthOptions(config.Secret(*token), tenantTokens, sharedNS)
 	strategy, err := master.ParseStrategy(*placement)
 	if err != nil {
 		return usageErrorf("--placement: %v", err)
@@ -72,7 +101,7 @@ func runMasterEnv(ctx context.Context, args []string, env func(string) (string, 
 			Placement:         strategy,
 			Promotion:         master.PromotionOptions{MaxPerHeartbeat: *maxPerHB},
 		},
-		Server: masterserver.Options{Token: []byte(*token)},
+		Server: masterserver.Options{Token: []byte(*token), TenantTokens: ao.TenantTokens, Shared: ao.Shared},
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageErrorf("%v", err)

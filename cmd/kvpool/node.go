@@ -20,6 +20,11 @@ const envConfigFile = "KVPOOL_CONFIG"
 // runNode implements `kvpool node`: one node process (RAM and SSD tiers,
 // data plane, admin HTTP, master agent) until SIGINT or SIGTERM.
 func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runNodeWith(ctx, args, stdout, stderr, hooks{})
+}
+
+// runNodeWith is runNode with the test seams h (see hooks).
+func runNodeWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hooks) error {
 	fs := newFlagSet("node", stderr)
 	file := fs.String("config", "", "configuration file, YAML or JSON (default: $"+envConfigFile+")")
 	for _, f := range config.Fields() {
@@ -57,7 +62,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for _, w := range loaded.Warnings {
 		log.Warn("kvpool node: " + w)
 	}
-	opts := node.Options{Logger: log, StartupLine: loaded.StartupLine()}
+	opts := node.Options{Logger: log, StartupLine: loaded.StartupLine(), WrapSSDFS: h.nodeFS}
 	if addr := loaded.Node.Master; addr != "" {
 		mc := newMasterClient(addr, []byte(loaded.Node.AuthToken.Reveal()))
 		defer mc.Close()

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -309,5 +312,308 @@ func checkNodeOverLoopback(t *testing.T, addr string) {
 		if err == nil {
 			c.Close()
 		}
+	}
+}
+
+// Tenant tokens of TestTenantTokensCluster (16 bytes or more each).
+const (
+	secAliceToken = "alice-tenant-token-0123456789"
+	secBobToken   = "bob-tenant-token-01234567890"
+	secCarolToken = "carol-tenant-token-0123456789"
+)
+
+// secLogBuffer collects the cluster's output from its copying goroutines.
+type secLogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *secLogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *secLogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestTenantTokensCluster: a real master and real nodes started with a
+// tenant tokens file (`--tenant-tokens-file`, mode 600) and a shared
+// namespace (`--shared-namespaces public:carol`), used through the public
+// client package. The tenant comes from the token: bob's token cannot
+// look up, check or fetch alice's blocks even naming her tenant (the
+// master refuses, the nodes refuse the connection), bob's own namespace
+// does not see them under the same ids, bob reads the shared namespace the
+// cluster token filled but cannot write it, and carol, its writer, can.
+// No token appears in any process's output nor in any /metrics.
+func TestTenantTokensCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process cluster test skipped in -short mode")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(asKvpoolEnv, "1")
+	tokens := filepath.Join(t.TempDir(), "tenant-tokens")
+	content := "# tenant token\nalice " + secAliceToken + "\nbob " + secBobToken + "\ncarol " + secCarolToken + "  # writes public\n"
+	if err := os.WriteFile(tokens, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	logs := &secLogBuffer{}
+	authArgs := []string{"--auth-token", secToken, "--tenant-tokens-file", tokens, "--shared-namespaces", "public:carol"}
+	cl, err := cluster.Start(ctx, cluster.Options{
+		Binary: exe, Nodes: 2, RAMBytes: 8 << 20, BlockSize: 16 << 10,
+		Heartbeat: itHeartbeat, NodeTTL: itTTL,
+		ExtraMasterArgs: authArgs, ExtraNodeArgs: authArgs,
+		Stdout: logs, Stderr: logs, StopTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("start cluster: %v\n%s", err, logs.String())
+	}
+	t.Cleanup(func() {
+		if err := cl.Stop(); err != nil {
+			t.Errorf("stop cluster: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("cluster output:\n%s", logs.String())
+		}
+	})
+	newClient := func(tenant, token string) *client.Client {
+		t.Helper()
+		c, err := client.New(ctx, client.Options{Master: cl.Master.Addr, Tenant: tenant, Token: token,
+			Replicas: 2, RequestTimeout: 15 * time.Second, DialTimeout: 15 * time.Second})
+		if err != nil {
+			t.Fatalf("client of tenant %q: %v", tenant, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	ids := make([]uint64, 16)
+	for i := range ids {
+		ids[i] = uint64(5_000_000 + i)
+	}
+	put := func(c *client.Client) error {
+		payloads := make([][]byte, len(ids))
+		for i, id := range ids {
+			payloads[i] = secPayload(c.Tenant(), id)
+		}
+		errs, err := c.Put(ctx, ids, payloads, client.PutOptions{})
+		return errors.Join(err, errors.Join(errs...))
+	}
+	indexed := func(c *client.Client) {
+		t.Helper()
+		eventually(t, fmt.Sprintf("tenant %q's blocks indexed", c.Tenant()), 20*time.Second, func() (bool, string) {
+			pre, err := c.Lookup(ctx, ids)
+			return err == nil && pre.Len == len(ids), fmt.Sprintf("prefix %d of %d, %v", pre.Len, len(ids), err)
+		})
+	}
+	readAll := func(c *client.Client, owner string) {
+		t.Helper()
+		res, err := c.Get(ctx, ids, nil)
+		if err != nil {
+			t.Fatalf("tenant %q with its token: get: %v", c.Tenant(), err)
+		}
+		if res.Prefix() != len(ids) {
+			t.Fatalf("tenant %q: loaded %d of %d blocks", c.Tenant(), res.Prefix(), len(ids))
+		}
+		for i, id := range ids {
+			if !bytes.Equal(res.Blocks[i], secPayload(owner, id)) {
+				t.Fatalf("tenant %q: block %d is not %q's payload", c.Tenant(), id, owner)
+			}
+		}
+	}
+
+	// Alice stores a prefix with her own token and reads it back.
+	alice := newClient("alice", secAliceToken)
+	if err := put(alice); err != nil {
+		t.Fatalf("alice: put: %v", err)
+	}
+	indexed(alice)
+	readAll(alice, "alice")
+	pre, err := alice.Lookup(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Bob's token naming tenant alice: the master refuses every request.
+	bobAsAlice := newClient("alice", secBobToken)
+	if _, err := bobAsAlice.Lookup(ctx, ids); !errors.Is(err, masterproto.ErrUnauthorized) {
+		t.Errorf("bob's token as alice: Lookup = %v; want masterproto.ErrUnauthorized", err)
+	}
+	if _, err := bobAsAlice.Exists(ctx, ids); !errors.Is(err, masterproto.ErrUnauthorized) {
+		t.Errorf("bob's token as alice: Exists = %v; want masterproto.ErrUnauthorized", err)
+	}
+	if res, err := bobAsAlice.Get(ctx, ids, nil); err == nil && res.Prefix() > 0 {
+		t.Errorf("bob's token as alice: Get loaded %d of alice's blocks", res.Prefix())
+	}
+	if err := put(bobAsAlice); !errors.Is(err, masterproto.ErrUnauthorized) {
+		t.Errorf("bob's token as alice: Put = %v; want masterproto.ErrUnauthorized", err)
+	}
+	// ... and every node refuses a connection naming alice with it.
+	addrOf := map[string]string{}
+	for _, n := range cl.Nodes {
+		addrOf[n.Name] = n.Addr
+	}
+	for _, n := range cl.Nodes {
+		if c, err := nodeclient.Dial(ctx, n.Addr, nodeclient.DialOptions{Tenant: "alice", Token: []byte(secBobToken)}); !errors.Is(err, wire.ErrUnauthorized) {
+			t.Errorf("%s: dial as alice with bob's token: %v; want wire.ErrUnauthorized", n.Name, err)
+			if err == nil {
+				c.Close()
+			}
+		}
+	}
+	// Bob in his own namespace, same ids: nothing, on the master or on
+	// the nodes that hold alice's blocks.
+	bob := newClient("bob", secBobToken)
+	if p, err := bob.Lookup(ctx, ids); err != nil || p.Len != 0 {
+		t.Errorf("bob: Lookup of alice's ids = prefix %d, %v; want 0", p.Len, err)
+	}
+	for i, locs := range pre.Replicas {
+		for _, l := range locs {
+			c, err := nodeclient.Dial(ctx, addrOf[l.Node], nodeclient.DialOptions{Tenant: "bob", Token: []byte(secBobToken)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _, gerr := c.Get(ctx, ids[i], nil)
+			c.Close()
+			if !errors.Is(gerr, tier.ErrNotFound) {
+				t.Errorf("bob on %s: Get(%d) = %d bytes, %v; want tier.ErrNotFound", l.Node, ids[i], len(got), gerr)
+			}
+		}
+	}
+
+	// The shared namespace: the cluster token fills it, bob reads it,
+	// bob may not write it, carol may.
+	ops := newClient("public", secToken)
+	if err := put(ops); err != nil {
+		t.Fatalf("cluster token: put in public: %v", err)
+	}
+	bobPublic := newClient("public", secBobToken)
+	indexed(bobPublic)
+	readAll(bobPublic, "public")
+	if err := put(bobPublic); !errors.Is(err, masterproto.ErrUnauthorized) {
+		t.Errorf("bob: put in public = %v; want masterproto.ErrUnauthorized", err)
+	}
+	if err := put(newClient("public", secCarolToken)); err != nil {
+		t.Errorf("carol (public's writer): put in public: %v", err)
+	}
+
+	// No token in any /metrics; the master counts its refusals.
+	hc := &http.Client{Timeout: 5 * time.Second}
+	scrape := func(addr string) string {
+		t.Helper()
+		resp, err := hc.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("scrape %s: %d, %v", addr, resp.StatusCode, err)
+		}
+		return string(b)
+	}
+	all := []string{cl.Master.AdminAddr}
+	for _, n := range cl.Nodes {
+		all = append(all, n.AdminAddr)
+	}
+	secrets := []string{secToken, secAliceToken, secBobToken, secCarolToken}
+	for i, addr := range all {
+		body := scrape(addr)
+		for _, s := range secrets {
+			if strings.Contains(body, s) {
+				t.Errorf("/metrics of %s contains a token", addr)
+			}
+		}
+		if i == 0 && !regexp.MustCompile(`kvpool_masterserver_requests_forbidden_total\{op="LOOKUP"\} [1-9]`).MatchString(body) {
+			t.Errorf("master /metrics does not count the refused lookups")
+		}
+	}
+	hc.CloseIdleConnections()
+	// Nor in any process's output, refusals and acceptances included.
+	if err := cl.Stop(); err != nil {
+		t.Errorf("stop cluster: %v", err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "3 tenant tokens") {
+		t.Errorf("no startup line mentions the 3 tenant tokens:\n%s", out)
+	}
+	for _, s := range secrets {
+		if strings.Contains(out, s) {
+			t.Errorf("process output contains a token")
+		}
+	}
+}
+
+// TestSecurityStartupRefusals: `kvpool master` and `kvpool node` refuse to
+// start with a tenant tokens file others may read, tenant tokens without
+// the cluster token, or an admin address beyond loopback without a token;
+// each error names the cause and never shows a token.
+func TestSecurityStartupRefusals(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "open-tokens")
+	if err := os.WriteFile(open, []byte("alice "+secAliceToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	private := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(private, []byte("alice "+secAliceToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"master, world-readable tokens file",
+			[]string{"master", "--listen", "127.0.0.1:0", "--admin-listen", "off", "--auth-token", secToken, "--tenant-tokens-file", open},
+			[]string{open, "0644", "chmod 600"}},
+		{"node, world-readable tokens file",
+			[]string{"node", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--auth-token", secToken, "--tenant-tokens-file", open},
+			[]string{"tenant_tokens_file", open, "0644"}},
+		{"master, tenant tokens without the cluster token",
+			[]string{"master", "--listen", "127.0.0.1:0", "--admin-listen", "off", "--tenant-tokens-file", private},
+			[]string{"ClusterToken"}},
+		{"node, tenant tokens without the cluster token",
+			[]string{"node", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--tenant-tokens-file", private},
+			[]string{"tenant_tokens_file", "auth_token"}},
+		{"node, shared writer without a token",
+			[]string{"node", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--auth-token", secToken, "--tenant-tokens-file", private, "--shared-namespaces", "public:bob"},
+			[]string{"shared_namespaces", `"bob"`}},
+		{"master, admin on 0.0.0.0 without a token",
+			[]string{"master", "--listen", "127.0.0.1:0", "--admin-listen", "0.0.0.0:0"},
+			[]string{"0.0.0.0:0", "--auth-token"}},
+		{"node, admin on 0.0.0.0 without a token",
+			[]string{"node", "--listen", "127.0.0.1:0", "--admin-listen", "0.0.0.0:0"},
+			[]string{"admin_listen", "0.0.0.0:0", "--auth-token"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(envAuthToken, "")
+			os.Unsetenv(envAuthToken)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // were it to start, it would stop at once
+			var stderr bytes.Buffer
+			if code := run(ctx, c.args, io.Discard, &stderr); code == 0 {
+				t.Fatalf("kvpool %s: exit 0; want a refusal\n%s", strings.Join(c.args, " "), stderr.String())
+			}
+			msg := stderr.String()
+			for _, want := range c.want {
+				if !strings.Contains(msg, want) {
+					t.Errorf("error does not mention %s:\n%s", want, msg)
+				}
+			}
+			if strings.Contains(msg, secAliceToken) || strings.Contains(msg, secToken) {
+				t.Errorf("error shows a token:\n%s", msg)
+			}
+		})
 	}
 }

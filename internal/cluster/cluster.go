@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -46,9 +47,10 @@ type Cluster struct {
 	Master Endpoint
 	Nodes  []Endpoint
 
-	mu      sync.Mutex // guards the procs and stopped
+	mu      sync.Mutex // guards the procs, nodeEnv and stopped
 	master  *proc
 	nodes   []*proc
+	nodeEnv map[int][]string // Options.NodeEnv, changed by SetNodeEnv
 	stopped bool
 }
 
@@ -60,7 +62,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: o, binary: o.Binary, http: &http.Client{Timeout: time.Second}}
+	c := &Cluster{opts: o, binary: o.Binary, http: &http.Client{Timeout: time.Second}, nodeEnv: map[int][]string{}}
+	for i, env := range o.NodeEnv {
+		c.nodeEnv[i] = slices.Clone(env)
+	}
 	if c.binary == "" {
 		if c.binary, err = os.Executable(); err != nil {
 			return nil, fmt.Errorf("cluster: find the kvpool binary: %w", err)
@@ -167,7 +172,7 @@ func (c *Cluster) nodeArgs(i int) []string {
 }
 
 func (c *Cluster) startMaster() error {
-	p, err := startProc("master", c.binary, c.masterArgs(), c.opts.Stdout, c.opts.Stderr, &c.outMu)
+	p, err := startProc("master", c.binary, c.masterArgs(), nil, c.opts.Stdout, c.opts.Stderr, &c.outMu)
 	if err != nil {
 		return err
 	}
@@ -178,7 +183,10 @@ func (c *Cluster) startMaster() error {
 }
 
 func (c *Cluster) startNode(i int) error {
-	p, err := startProc(c.Nodes[i].Name, c.binary, c.nodeArgs(i), c.opts.Stdout, c.opts.Stderr, &c.outMu)
+	c.mu.Lock()
+	env := c.nodeEnv[i]
+	c.mu.Unlock()
+	p, err := startProc(c.Nodes[i].Name, c.binary, c.nodeArgs(i), env, c.opts.Stdout, c.opts.Stderr, &c.outMu)
 	if err != nil {
 		return err
 	}
@@ -422,4 +430,47 @@ func (c *Cluster) NodeDir(i int) (string, error) {
 		return "", fmt.Errorf("cluster: node %d does not exist (the cluster has %d)", i, len(c.Nodes))
 	}
 	return c.Nodes[i].DataDir, nil
+}
+
+// SetNodeEnv replaces node i's extra environment (Options.NodeEnv) for
+// its next start by RestartNode; the running process keeps its own.
+func (c *Cluster) SetNodeEnv(i int, env []string) error {
+	if i < 0 || i >= len(c.Nodes) {
+		return fmt.Errorf("cluster: node %d does not exist (the cluster has %d)", i, len(c.Nodes))
+	}
+	if err := checkEnv(env); err != nil {
+		return fmt.Errorf("cluster: environment of node %d: %w", i, err)
+	}
+	c.mu.Lock()
+	c.nodeEnv[i] = slices.Clone(env)
+	c.mu.Unlock()
+	return nil
+}
+
+// NodeAlive reports whether node i's current process is still running
+// (a paused process is running).
+func (c *Cluster) NodeAlive(i int) (bool, error) {
+	p, err := c.nodeProc(i)
+	if err != nil {
+		return false, err
+	}
+	return !p.exited(), nil
+}
+
+// WaitNodeExit waits, within ctx, until node i's current process exits,
+// by itself or killed, and returns how it ended (exit code or signal, as
+// os.ProcessState tells). The exit is then expected: later waits (Start's,
+// RestartNode's) do not report it as a process that exited early.
+func (c *Cluster) WaitNodeExit(ctx context.Context, i int) (*os.ProcessState, error) {
+	p, err := c.nodeProc(i)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-p.done:
+		p.ended.Store(true)
+		return p.cmd.ProcessState, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("cluster: wait for %s to exit: %w", p.name, ctx.Err())
+	}
 }

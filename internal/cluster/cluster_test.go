@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +21,13 @@ import (
 
 // fakeEnv makes the test binary act as a fake kvpool (see fakeMain).
 const fakeEnv = "KVPOOL_CLUSTER_FAKE"
+
+// fakeExitEnv is the exit code with which a fake node ends on SIGUSR1;
+// fakeNoExitEnv is its exit code when the variable is not set.
+const (
+	fakeExitEnv   = "KVPOOL_CLUSTER_FAKE_EXIT"
+	fakeNoExitEnv = 3
+)
 
 func TestMain(m *testing.M) {
 	if os.Getenv(fakeEnv) == "1" {
@@ -90,11 +98,22 @@ func fakeMain(args []string) int {
 			return 1
 		}
 		defer ln.Close()
+		// SIGUSR1 ends the node with exit code N when fakeExitEnv=N is
+		// in its environment, and with fakeNoExitEnv otherwise.
+		usr1 := make(chan os.Signal, 1)
+		signal.Notify(usr1, syscall.SIGUSR1)
+		code, err := strconv.Atoi(os.Getenv(fakeExitEnv))
+		if err != nil {
+			code = fakeNoExitEnv
+		}
+		fmt.Printf("fake node exit-code=%d\n", code)
 		t := time.NewTicker(50 * time.Millisecond)
 		for {
 			select {
 			case <-term:
 				return 0
+			case <-usr1:
+				return code
 			case <-t.C:
 				if resp, err := http.Get("http://" + *master + "/hb?id=" + *name); err == nil {
 					resp.Body.Close()
@@ -258,6 +277,10 @@ func TestOptionsValidate(t *testing.T) {
 		{"port range", Options{BasePort: 65530}, "Options.BasePort"},
 		{"node args of a missing node", Options{Nodes: 2, NodeArgs: map[int][]string{2: {"--x"}}}, "Options.NodeArgs"},
 		{"node args of node 1", Options{Nodes: 2, NodeArgs: map[int][]string{1: {"--x"}}}, ""},
+		{"node env of a missing node", Options{Nodes: 2, NodeEnv: map[int][]string{-1: {"A=1"}}}, "Options.NodeEnv"},
+		{"node env entry without =", Options{Nodes: 2, NodeEnv: map[int][]string{0: {"A"}}}, "Options.NodeEnv[0]"},
+		{"node env entry without key", Options{Nodes: 2, NodeEnv: map[int][]string{0: {"=1"}}}, "Options.NodeEnv[0]"},
+		{"node env of node 1", Options{Nodes: 2, NodeEnv: map[int][]string{1: {"A=1"}}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.o.Validate()
@@ -266,4 +289,106 @@ func TestOptionsValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNodeEnvAndExit: NodeEnv reaches only its node; WaitNodeExit reports
+// how a node ended by itself and NodeAlive sees it; SetNodeEnv changes the
+// environment of the node's next start only.
+func TestNodeEnvAndExit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	o := fakeOptions(t, 2)
+	o.NodeEnv = map[int][]string{1: {fakeExitEnv + "=7"}}
+	out := &lockedBuffer{}
+	o.Stdout = out
+	c, err := Start(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	usr1 := func(i int) {
+		t.Helper()
+		p, err := c.nodeProc(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGUSR1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		node     int
+		wantCode int
+	}{
+		{node: 1, wantCode: 7},             // has the variable
+		{node: 0, wantCode: fakeNoExitEnv}, // has not
+	}
+	for _, tt := range tests {
+		usr1(tt.node)
+		st, err := c.WaitNodeExit(ctx, tt.node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ExitCode() != tt.wantCode {
+			t.Errorf("node-%d ended with %v; want exit code %d", tt.node, st, tt.wantCode)
+		}
+		if alive, err := c.NodeAlive(tt.node); alive || err != nil {
+			t.Errorf("NodeAlive(%d) after its exit = %v, %v; want false", tt.node, alive, err)
+		}
+	}
+	if err := c.SetNodeEnv(1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RestartNode(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if alive, err := c.NodeAlive(1); !alive || err != nil {
+		t.Fatalf("NodeAlive(1) after its restart = %v, %v; want true", alive, err)
+	}
+	// The restarted node-1 prints its exit code without the variable. Its
+	// line may trail its liveness: poll the output.
+	want := fmt.Sprintf("[node-1] fake node exit-code=%d\n", fakeNoExitEnv)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(out.String(), want) {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("restarted node-1 never printed %q; output:\n%s", want, out.String())
+		}
+	}
+	// Bad input is refused with the field named.
+	if err := c.SetNodeEnv(1, []string{"NOEQUALS"}); err == nil || !strings.Contains(err.Error(), "KEY=value") {
+		t.Errorf("SetNodeEnv with a bad entry: %v", err)
+	}
+	if err := c.SetNodeEnv(5, nil); err == nil {
+		t.Error("SetNodeEnv of node 5 of 2: no error")
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	wcancel()
+	if err := c.RestartNode(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitNodeExit(wctx, 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitNodeExit of a running node with a done context = %v; want context.Canceled", err)
+	}
+}
+
+// lockedBuffer is a strings.Builder safe for the cluster's output
+// goroutines and the test reading it at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

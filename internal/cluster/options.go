@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -57,6 +58,10 @@ type Options struct {
 	// ExtraNodeArgs (a later flag wins), to start one node differently:
 	// a slow node for a fault test, say. Keys must be node indexes.
 	NodeArgs map[int][]string
+	// NodeEnv[i] is added to node i's environment ("KEY=value" entries,
+	// after this process's own; a later entry wins). Keys must be node
+	// indexes. SetNodeEnv changes it for the node's next start.
+	NodeEnv map[int][]string
 	// Stdout and Stderr receive the processes' output, each line prefixed
 	// with the process name (nil discards it).
 	Stdout, Stderr io.Writer
@@ -130,6 +135,14 @@ func (o Options) resolve() (Options, error) {
 			return o, fmt.Errorf("cluster: Options.NodeArgs has node %d; want 0 to %d", i, o.Nodes-1)
 		}
 	}
+	for i, env := range o.NodeEnv {
+		if i < 0 || i >= o.Nodes {
+			return o, fmt.Errorf("cluster: Options.NodeEnv has node %d; want 0 to %d", i, o.Nodes-1)
+		}
+		if err := checkEnv(env); err != nil {
+			return o, fmt.Errorf("cluster: Options.NodeEnv[%d]: %w", i, err)
+		}
+	}
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
 	}
@@ -140,4 +153,15 @@ func (o Options) resolve() (Options, error) {
 		o.Stderr = io.Discard
 	}
 	return o, nil
+}
+
+// checkEnv checks that every entry of env is KEY=value with a non-empty
+// key.
+func checkEnv(env []string) error {
+	for j, kv := range env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("entry %d is %q; want KEY=value", j, kv)
+		}
+	}
+	return nil
 }

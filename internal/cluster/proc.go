@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"sync"
 	"sync/atomic"
@@ -26,10 +27,13 @@ type proc struct {
 }
 
 // startProc starts binary args as a process named name in its own process
-// group, with its output line-prefixed into stdout and stderr (writes
-// serialised by outMu).
-func startProc(name, binary string, args []string, stdout, stderr io.Writer, outMu *sync.Mutex) (*proc, error) {
+// group, with this process's environment plus env, and its output
+// line-prefixed into stdout and stderr (writes serialised by outMu).
+func startProc(name, binary string, args, env []string, stdout, stderr io.Writer, outMu *sync.Mutex) (*proc, error) {
 	cmd := exec.Command(binary, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = newPrefixWriter(stdout, name, outMu)
 	cmd.Stderr = newPrefixWriter(stderr, name, outMu)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

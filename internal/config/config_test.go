@@ -692,6 +692,8 @@ func TestEveryFieldFromEveryLayer(t *testing.T) {
 		"promotion.threshold": "3", "promotion.ram_watermark": "0.5", "promotion.queue_cap": "9", "promotion.max_per_heartbeat": "0",
 		"pacers.net_egress": "1Gbps", "pacers.net_ingress": "2Gbps", "pacers.ssd_read": "1GB/s", "pacers.ssd_write": "1MiB/s",
 		"quota.default_bytes": "1GiB",
+		"tenant_tokens_file":  writeTokensFile(t, "alice alice-token-0123456789\n", 0o600),
+		"shared_namespaces":   "public:alice; docs",
 	}
 	fs := Fields()
 	if len(values) != len(fs) {

@@ -28,6 +28,8 @@
 //	heartbeat_interval: 1s
 //	block_size: 256KiB
 //	auth_token: "…"            # never printed
+//	tenant_tokens_file: /etc/kvpool/tenant-tokens   # "tenant token" lines, mode 600
+//	shared_namespaces: "public:alice,bob; docs"     # readable by every tenant
 //	ram:
 //	  bytes: 4GiB
 //	  policy: s3fifo+second-hit
@@ -77,6 +79,16 @@
 // Loaded.StartupLine is the line a node prints at start, saying which
 // tiers are really on. The auth token is a Secret: it never appears in
 // formatted output, errors, warnings or the startup line.
+//
+// # Tenant tokens
+//
+// auth_token is the cluster token (nodes, operators, trusted clients: any
+// tenant). tenant_tokens_file names a file of "tenant token" lines; Load
+// reads it (ReadTenantTokens refuses a file its group or others may
+// access, like ssh) into Node.TenantTokens, Secrets too. A connection with
+// a tenant's token is bound to that tenant. shared_namespaces lists the
+// namespaces every authenticated connection may read, each with the
+// tenants that may write it (package auth).
 //
 // The SSD path is made absolute (relative to Sources.WorkDir) and refused
 // when it has a ".." element; CheckSSDDir, which the node calls before

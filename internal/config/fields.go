@@ -102,6 +102,19 @@ func fields() []field {
 			set:  func(n *Node, v string) error { n.AuthToken = Secret(v); return nil },
 			show: func(n *Node) string { return n.AuthToken.String() },
 		},
+		strField("tenant_tokens_file", "file of \"tenant token\" lines (mode 600): a connection with a tenant's token is bound to that tenant", func(n *Node) *string { return &n.TenantTokensFile }),
+		{
+			key: "shared_namespaces", usage: "namespaces every tenant may read, ';'-separated, each with optional writers: public:alice,bob; docs",
+			set: func(n *Node, v string) error {
+				ns, err := ParseSharedNamespaces(v)
+				if err != nil {
+					return err
+				}
+				n.SharedNamespaces = ns
+				return nil
+			},
+			show: func(n *Node) string { return FormatSharedNamespaces(n.SharedNamespaces) },
+		},
 		sizeField("ram.bytes", "RAM tier budget (e.g. 512MiB, 4GiB, 1.5GB)", func(n *Node) *Size { return &n.RAM.Bytes }),
 		strField("ram.policy", "RAM eviction policy, eviction[+admission] (lru, s3fifo+second-hit, …)", func(n *Node) *string { return &n.RAM.Policy }),
 		floatField("ram.high_watermark", "RAM eviction (demotion) starts above this used share of slots", func(n *Node) *float64 { return &n.RAM.HighWatermark }),

@@ -132,6 +132,19 @@ func Load(src Sources) (*Loaded, error) {
 		return nil, err
 	}
 	l.warnUnusedSSDPath()
+	if path := l.Node.TenantTokensFile; path != "" {
+		if !filepath.IsAbs(path) && src.WorkDir != "" {
+			path = filepath.Join(src.WorkDir, path)
+			l.Node.TenantTokensFile = path
+		}
+		toks, err := ReadTenantTokens(path)
+		if err != nil {
+			errs = append(errs, &FieldError{Key: "tenant_tokens_file", Value: path, Origin: l.Origins["tenant_tokens_file"],
+				Reason: strings.TrimPrefix(err.Error(), "config: ")})
+		} else {
+			l.Node.TenantTokens = toks
+		}
+	}
 	// Validate the rest even when some values did not parse, so that every
 	// bad value is reported at once; a key that did not parse holds its
 	// default, which is not worth a second error.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/internal/ssd"
 	"github.com/kvpool/kvpool/internal/vfs"
@@ -79,8 +80,9 @@ const (
 	// length field read with one ReadAt).
 	maxBlockSize Size = 1 << 30
 	// minTokenLen: a shorter shared secret is guessable by brute force
-	// over the network; 16 bytes of random text is ≥ 96 bits.
-	minTokenLen = 16
+	// over the network; 16 bytes of random text is ≥ 96 bits (the same
+	// rule as tenant tokens, auth.MinTokenLen).
+	minTokenLen = auth.MinTokenLen
 	// maxNodeNameLen keeps node names usable as metric labels and file
 	// names.
 	maxNodeNameLen = 64
@@ -112,6 +114,18 @@ type Node struct {
 	// AuthToken is the shared secret clients present; empty disables
 	// authentication (key auth_token). It never prints.
 	AuthToken Secret
+	// TenantTokensFile is the path of the tenant tokens file
+	// (ReadTenantTokens); empty means no tenant tokens (key
+	// tenant_tokens_file). Load reads it into TenantTokens.
+	TenantTokensFile string
+	// TenantTokens maps a tenant to its own token: a connection with it is
+	// bound to that tenant (package auth). Load fills it from
+	// TenantTokensFile; the tokens never print.
+	TenantTokens map[string]Secret
+	// SharedNamespaces are namespaces every authenticated connection may
+	// read and their writers may write (key shared_namespaces, written
+	// "public" or "public:alice,bob; docs", see ParseSharedNamespaces).
+	SharedNamespaces []auth.Namespace
 	// RAM is the RAM tier.
 	RAM RAM
 	// SSD is the SSD tier.
@@ -334,6 +348,7 @@ func (n Node) fieldErrors() []*FieldError {
 			bad("auth_token", n.AuthToken, "contains spaces or control characters")
 		}
 	}
+	n.validateAuth(bad)
 	if n.RAM.Bytes < n.BlockSize || n.RAM.Bytes <= 0 {
 		bad("ram.bytes", n.RAM.Bytes, "smaller than one block (block_size %v)", n.BlockSize)
 	}
@@ -394,6 +409,26 @@ func (n Node) fieldErrors() []*FieldError {
 		}
 	}
 	return errs
+}
+
+// validateAuth checks the tenant tokens against the cluster token, then
+// the shared namespaces against the tokens; no error shows a token.
+func (n Node) validateAuth(bad func(key string, value any, format string, a ...any)) {
+	tokensKey, tokensValue := "tenant_tokens_file", any(n.TenantTokensFile)
+	if n.TenantTokensFile == "" && len(n.TenantTokens) > 0 {
+		tokensValue = fmt.Sprintf("%d tenant tokens", len(n.TenantTokens))
+	}
+	if len(n.TenantTokens) > 0 && n.AuthToken == "" {
+		bad(tokensKey, tokensValue, "tenant tokens need auth_token too: nodes and operators authenticate with it")
+		return
+	}
+	if err := AuthOptions(n.AuthToken, n.TenantTokens, nil).Validate(); err != nil {
+		bad(tokensKey, tokensValue, "%v", err)
+		return
+	}
+	if err := n.AuthOptions().Validate(); err != nil {
+		bad("shared_namespaces", FormatSharedNamespaces(n.SharedNamespaces), "%v", err)
+	}
 }
 
 func (s SSD) validate(blockSize Size, bad func(key string, value any, format string, a ...any)) {

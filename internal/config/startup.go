@@ -13,7 +13,8 @@ import (
 //
 //	kvpool node: RAM 1.0 GiB (default); SSD /data/kv 64.0 GiB (file node.yaml, env MOONCAKE_OFFLOAD_FILE_STORAGE_PATH), sync batch; listen 127.0.0.1:7480
 //
-// It never contains the auth token.
+// With tenant tokens or shared namespaces it says how many tokens and which
+// namespaces. It never contains a token.
 func (l *Loaded) StartupLine() string {
 	n := l.Node
 	var b strings.Builder
@@ -43,6 +44,12 @@ func (l *Loaded) StartupLine() string {
 	if len(paced) > 0 {
 		b.WriteString("; paced: ")
 		b.WriteString(strings.Join(paced, ", "))
+	}
+	if len(n.TenantTokens) > 0 {
+		fmt.Fprintf(&b, "; %d tenant tokens (%s)", len(n.TenantTokens), l.origins("tenant_tokens_file"))
+	}
+	if len(n.SharedNamespaces) > 0 {
+		fmt.Fprintf(&b, "; shared namespaces %s (%s)", FormatSharedNamespaces(n.SharedNamespaces), l.origins("shared_namespaces"))
 	}
 	fmt.Fprintf(&b, "; listen %s", n.Listen)
 	if n.Master != "" {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/master"
 )
 
@@ -40,7 +41,16 @@ func (s *Server) Handler() http.Handler {
 // ServeAdmin serves the admin handler on ln until ctx is done or Close is
 // called, then shuts the HTTP server down (waiting up to
 // DefaultAdminShutdownTimeout for requests in flight) and returns nil.
+// When ln is not bound to loopback, every request must carry the cluster
+// token (Options.Token) as "Authorization: Bearer <token>"; without a
+// cluster token ServeAdmin refuses to serve such a listener (an error
+// wrapping listen.ErrNoAuth; ln is closed).
 func (s *Server) ServeAdmin(ctx context.Context, ln net.Listener) error {
+	h, err := auth.AdminHandler(ln.Addr().String(), s.opts.Token, s.Handler())
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("masterserver: admin HTTP on %v: %w", ln.Addr(), err)
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -51,7 +61,7 @@ func (s *Server) ServeAdmin(ctx context.Context, ln net.Listener) error {
 	s.mu.Unlock()
 	defer s.wg.Done()
 
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: adminReadHeaderTimeout}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: adminReadHeaderTimeout}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -1,8 +1,6 @@
 package masterserver
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/masterproto"
 )
@@ -17,10 +16,13 @@ import (
 // conn is one client connection's state: decode and encode buffers reused
 // from request to request, so a LOOKUP allocates nothing in steady state.
 type conn struct {
-	s   *Server
-	nc  net.Conn
-	r   *masterproto.Reader
-	out []byte
+	s     *Server
+	nc    net.Conn
+	r     *masterproto.Reader
+	out   []byte
+	grant auth.Grant // what the HELLO's token allows
+	// remote is the peer's address, for logs ("" when unknown).
+	remote string
 
 	lookup   masterproto.Lookup
 	mres     master.LookupResult
@@ -46,7 +48,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	if err != nil {
 		return // unreachable: the limits were validated by New
 	}
-	c := &conn{s: s, nc: nc, r: r, out: make([]byte, 0, 4096)}
+	c := &conn{s: s, nc: nc, r: r, out: make([]byte, 0, 4096), remote: nc.RemoteAddr().String()}
 	if err := c.handshake(); err != nil {
 		s.log.Debug("masterserver: handshake", "remote", nc.RemoteAddr(), "err", err)
 		return
@@ -78,9 +80,9 @@ func (c *conn) handshake() error {
 	case err != nil:
 	case hello.Version != masterproto.Version:
 		err = fmt.Errorf("masterserver: client speaks protocol version %d, server %d: %w", hello.Version, masterproto.Version, masterproto.ErrVersion)
-	case len(s.opts.Token) > 0:
-		got := sha256.Sum256(hello.Token)
-		if subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) != 1 {
+	default:
+		var aerr error
+		if c.grant, aerr = s.auth.Authenticate(hello.Token); aerr != nil {
 			if len(hello.Token) == 0 {
 				err = fmt.Errorf("masterserver: this master requires an auth token: %w", masterproto.ErrUnauthorized)
 			} else {
@@ -151,6 +153,9 @@ func (c *conn) handle(h masterproto.Header, body []byte) {
 		err = c.handleLookup(h, body)
 	case masterproto.OpExists:
 		if err = masterproto.DecodeExists(h, body, s.opts.Limits, &c.exists); err == nil {
+			err = c.check(h.Op, c.exists.Tenant, false)
+		}
+		if err == nil {
 			if c.bools, err = s.m.Exists(c.exists.Tenant, c.exists.IDs, c.bools); err == nil {
 				c.out, err = masterproto.AppendExistsResult(c.out, h.ReqID, c.bools)
 			}
@@ -168,6 +173,9 @@ func (c *conn) handle(h masterproto.Header, body []byte) {
 	case masterproto.OpQuery:
 		var k block.Key
 		if k, err = masterproto.DecodeQuery(h, body); err == nil {
+			err = c.check(h.Op, k.Tenant, false)
+		}
+		if err == nil {
 			reps := s.m.Query(k)
 			out := make([]masterproto.ReplicaStatus, len(reps))
 			for i := range reps {
@@ -186,8 +194,36 @@ func (c *conn) handle(h masterproto.Header, body []byte) {
 	}
 }
 
+// check returns nil when the connection's grant may read (write false) or
+// write tenant's namespace, and otherwise counts the refusal and returns
+// an error wrapping masterproto.ErrUnauthorized (answered with
+// CodeUnauthorized; the connection stays usable).
+func (c *conn) check(op masterproto.Op, tenant string, write bool) error {
+	err := c.grant.Check(tenant, write)
+	if err == nil {
+		return nil
+	}
+	c.s.metrics.forbidden(op)
+	c.s.log.Debug("masterserver: request refused", "remote", c.remote, "op", op.String(), "grant", c.grant.String(), "err", err)
+	return fmt.Errorf("masterserver: %v: %w: %w", op, err, masterproto.ErrUnauthorized)
+}
+
+// checkNode returns nil when the connection may act as a node (REGISTER,
+// HEARTBEAT): only with the cluster token (or on an open master).
+func (c *conn) checkNode(op masterproto.Op) error {
+	if c.grant.Cluster() {
+		return nil
+	}
+	c.s.metrics.forbidden(op)
+	c.s.log.Debug("masterserver: node request refused", "remote", c.remote, "op", op.String(), "grant", c.grant.String())
+	return fmt.Errorf("masterserver: %v needs the cluster token; this connection has a %s token: %w", op, c.grant, masterproto.ErrUnauthorized)
+}
+
 func (c *conn) handleLookup(h masterproto.Header, body []byte) error {
 	if err := masterproto.DecodeLookup(h, body, c.s.opts.Limits, &c.lookup); err != nil {
+		return err
+	}
+	if err := c.check(h.Op, c.lookup.Tenant, false); err != nil {
 		return err
 	}
 	if err := c.s.m.Lookup(c.lookup.Tenant, c.lookup.IDs, c.lookup.Lease, &c.mres); err != nil {
@@ -207,6 +243,9 @@ func (c *conn) handleLookup(h masterproto.Header, body []byte) error {
 
 func (c *conn) handleRegister(h masterproto.Header, body []byte) error {
 	rg := &c.register
+	if err := c.checkNode(h.Op); err != nil {
+		return err
+	}
 	if err := masterproto.DecodeRegister(h, body, c.s.opts.Limits, rg); err != nil {
 		return err
 	}
@@ -223,6 +262,9 @@ func (c *conn) handleRegister(h masterproto.Header, body []byte) error {
 
 func (c *conn) handleHeartbeat(h masterproto.Header, body []byte) error {
 	hb := &c.hb
+	if err := c.checkNode(h.Op); err != nil {
+		return err
+	}
 	if err := masterproto.DecodeHeartbeat(h, body, c.s.opts.Limits, hb); err != nil {
 		return err
 	}
@@ -238,6 +280,9 @@ func (c *conn) handleHeartbeat(h masterproto.Header, body []byte) error {
 func (c *conn) handlePlace(h masterproto.Header, body []byte) error {
 	pl := &c.place
 	if err := masterproto.DecodePlace(h, body, c.s.opts.Limits, pl); err != nil {
+		return err
+	}
+	if err := c.check(h.Op, pl.Tenant, true); err != nil {
 		return err
 	}
 	if err := c.s.m.Place(pl.Tenant, pl.IDs, pl.Replicas, pl.Hint, pl.Strategy, &c.mplace); err != nil {

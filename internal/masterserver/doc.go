@@ -6,9 +6,16 @@
 // # Connections
 //
 // A connection starts with HELLO: the protocol version must match and, when
-// Options.Token is set, the token must match it (compared in constant time
-// on SHA-256 digests, so neither the token nor its length leaks through
-// timing). Then the client pipelines requests; one goroutine per connection
+// Options.Token is set, the token must be the cluster token or a tenant's
+// token from Options.TenantTokens (package auth; digests, so neither the
+// token nor its length leaks through timing). The token, not the request,
+// decides the tenant: every LOOKUP, EXISTS and QUERY must name a tenant the
+// connection may read, every PLACE one it may write (its own tenant, or a
+// shared namespace per Options.Shared; the cluster token may use any), and
+// REGISTER and HEARTBEAT need the cluster token. A refused request gets an
+// ERROR frame with CodeUnauthorized, is counted in
+// kvpool_masterserver_requests_forbidden_total, and the connection carries
+// on. Then the client pipelines requests; one goroutine per connection
 // decodes each, calls the master, and appends the response to a buffer that
 // is written when no more requests are waiting (or 64 KiB have
 // accumulated), so a pipelining client gets many responses per system
@@ -40,6 +47,9 @@
 // /metrics (the server's own Prometheus registry: master.NewCollector, the
 // Go collector and kvpool_masterserver_* request counters), /health,
 // /nodes (JSON) and /query_key?tenant=&key= (key as decimal or 0x-hex).
+// On a listener beyond loopback every admin request must carry the cluster
+// token as "Authorization: Bearer <token>", and without a cluster token
+// such a listener is refused (auth.AdminHandler).
 //
 // # Running
 //

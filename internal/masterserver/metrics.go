@@ -11,7 +11,9 @@ import (
 // is one atomic add.
 type serverMetrics struct {
 	requests, errors  *prometheus.CounterVec
+	forbiddenVec      *prometheus.CounterVec
 	byOp, errByOp     [256]prometheus.Counter
+	forbiddenByOp     [256]prometheus.Counter
 	conns             prometheus.Gauge
 	refused           prometheus.Counter
 	handshakeFailures prometheus.Counter
@@ -26,6 +28,10 @@ func newServerMetrics() serverMetrics {
 		}, []string{"op"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvpool_masterserver_request_errors_total", Help: "Control-plane requests answered with ERROR, by op.",
+		}, []string{"op"}),
+		forbiddenVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvpool_masterserver_requests_forbidden_total",
+			Help: "Control-plane requests refused with unauthorized because the connection's token does not allow them (another tenant's namespace, a node request without the cluster token), by op.",
 		}, []string{"op"}),
 		conns: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kvpool_masterserver_connections", Help: "Control-plane connections open.",
@@ -45,6 +51,7 @@ func newServerMetrics() serverMetrics {
 		}
 		m.byOp[op] = m.requests.WithLabelValues(name)
 		m.errByOp[op] = m.errors.WithLabelValues(name)
+		m.forbiddenByOp[op] = m.forbiddenVec.WithLabelValues(name)
 	}
 	return m
 }
@@ -57,10 +64,15 @@ func (m *serverMetrics) request(op masterproto.Op, err error) {
 	}
 }
 
+// forbidden counts one request refused by the connection's grant (it is
+// counted by request too, as an error).
+func (m *serverMetrics) forbidden(op masterproto.Op) { m.forbiddenByOp[op].Inc() }
+
 // Describe implements prometheus.Collector.
 func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.requests.Describe(ch)
 	m.errors.Describe(ch)
+	m.forbiddenVec.Describe(ch)
 	m.conns.Describe(ch)
 	m.refused.Describe(ch)
 	m.handshakeFailures.Describe(ch)
@@ -70,6 +82,7 @@ func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
 func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.requests.Collect(ch)
 	m.errors.Collect(ch)
+	m.forbiddenVec.Collect(ch)
 	m.conns.Collect(ch)
 	m.refused.Collect(ch)
 	m.handshakeFailures.Collect(ch)

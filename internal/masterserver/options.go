@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/masterproto"
 )
 
@@ -41,9 +42,19 @@ const flushThreshold = 64 << 10
 // Options configure a Server. The zero value of each field means its
 // default.
 type Options struct {
-	// Token, when not empty, is the auth token every HELLO must carry. It
-	// is compared in constant time and never logged.
+	// Token, when not empty, is the cluster auth token: a connection whose
+	// HELLO carries it may act for any tenant and as a node (REGISTER,
+	// HEARTBEAT). It is compared in constant time and never logged.
 	Token []byte
+	// TenantTokens maps a tenant to its own token (requires Token): a
+	// connection whose HELLO carries tenant T's token may LOOKUP, EXISTS,
+	// QUERY and PLACE for T only (and read the shared namespaces). Never
+	// logged.
+	TenantTokens map[string][]byte
+	// Shared are the shared namespaces: every authenticated connection
+	// may read them; only the cluster token and each namespace's writers
+	// may PLACE in them.
+	Shared []auth.Namespace
 	// Limits bound what the server accepts; they are advertised in the
 	// HELLO response. Zero fields mean masterproto.DefaultLimits.
 	Limits masterproto.Limits
@@ -107,6 +118,15 @@ func (o Options) resolve() (Options, error) {
 	if len(o.Token) > o.Limits.MaxToken {
 		return o, fmt.Errorf("masterserver: Options.Token is %d bytes, longer than Limits.MaxToken (%d): no HELLO could carry it",
 			len(o.Token), o.Limits.MaxToken)
+	}
+	for name, tok := range o.TenantTokens {
+		if len(tok) > o.Limits.MaxToken {
+			return o, fmt.Errorf("masterserver: Options.TenantTokens: the token of tenant %q is %d bytes, longer than Limits.MaxToken (%d): no HELLO could carry it",
+				name, len(tok), o.Limits.MaxToken)
+		}
+	}
+	if err := (auth.Options{ClusterToken: o.Token, TenantTokens: o.TenantTokens, Shared: o.Shared}).Validate(); err != nil {
+		return o, fmt.Errorf("masterserver: Options: %w", err)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 
 	"github.com/kvpool/kvpool/internal/listen"
 	"github.com/kvpool/kvpool/internal/master"
@@ -63,6 +64,11 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {
 			return fmt.Errorf("masterserver: Config.AdminListen %q: %w (or %q to disable)", c.AdminListen, err, AdminOff)
 		}
+		// Beyond loopback the admin endpoints require the cluster token
+		// as a bearer token (ServeAdmin).
+		if err := listen.Check(c.AdminListen, len(c.Server.Token) > 0); err != nil {
+			return fmt.Errorf("masterserver: Config.AdminListen: %w", err)
+		}
 	}
 	if err := c.Master.Validate(); err != nil {
 		return fmt.Errorf("masterserver: Config.Master: %w", err)
@@ -74,15 +80,25 @@ func (c Config) Validate() error {
 }
 
 // StartupLine describes a running master in one line: its addresses and
-// the settings an operator checks first. It never includes the token.
+// the settings an operator checks first. It never includes a token.
 func StartupLine(listen, admin net.Addr, o master.Options, s *Server) string {
 	adminS := "off"
 	if admin != nil {
 		adminS = "http://" + admin.String()
 	}
 	auth := "off"
-	if len(s.opts.Token) > 0 {
+	if !s.auth.Open() {
 		auth = "on"
+	}
+	if n := s.tenantTokens; n > 0 {
+		auth += fmt.Sprintf(", %d tenant tokens", n)
+	}
+	if len(s.opts.Shared) > 0 {
+		names := make([]string, len(s.opts.Shared))
+		for i, ns := range s.opts.Shared {
+			names[i] = ns.String()
+		}
+		auth += ", shared namespaces " + strings.Join(names, "; ")
 	}
 	return fmt.Sprintf("kvpool master: listening on %v, admin %s; node TTL %v, heartbeat %v, lease %v, eviction %s, placement %v, max promotions per heartbeat %d, maintenance every %v, auth %s",
 		listen, adminS, o.NodeTTL, o.HeartbeatInterval, o.LeaseTTL, o.Eviction, o.Placement, o.Promotion.MaxPerHeartbeat, s.interval, auth)

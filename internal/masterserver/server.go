@@ -2,7 +2,6 @@ package masterserver
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/masterproto"
 )
@@ -33,11 +33,14 @@ var ErrServerClosed = errors.New("masterserver: server closed")
 // maintenance loop and returns only after they have stopped; Close stops
 // every Serve and ServeAdmin and waits for them.
 type Server struct {
-	m         *master.Master
-	opts      Options
-	log       *slog.Logger
-	tokenHash [sha256.Size]byte
-	interval  time.Duration // maintenance
+	m        *master.Master
+	opts     Options
+	log      *slog.Logger
+	auth     *auth.Table
+	interval time.Duration // maintenance
+	// tenantTokens is how many tenant tokens the table holds (for the
+	// startup line; the tokens themselves are not kept).
+	tenantTokens int
 
 	addrMu  sync.RWMutex
 	addrs   map[master.NodeID]string
@@ -85,9 +88,11 @@ func New(m *master.Master, opts Options) (*Server, error) {
 	if s.interval == 0 {
 		s.interval = m.Options().HeartbeatInterval / 4
 	}
-	if len(o.Token) > 0 {
-		s.tokenHash = sha256.Sum256(o.Token)
+	if s.auth, err = auth.New(auth.Options{ClusterToken: o.Token, TenantTokens: o.TenantTokens, Shared: o.Shared}); err != nil {
+		return nil, fmt.Errorf("masterserver: %w", err) // cannot happen: resolve validated the same options
 	}
+	s.tenantTokens = len(o.TenantTokens)
+	s.opts.TenantTokens = nil // the table holds their digests; drop the secrets
 	s.metrics = newServerMetrics()
 	s.reg.MustRegister(master.NewCollector(m), collectors.NewGoCollector(), &s.metrics)
 	return s, nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/listen"
 	"github.com/kvpool/kvpool/internal/master"
@@ -61,15 +62,21 @@ type Node struct {
 }
 
 // New checks the configuration and the options and returns a node; it
-// does no I/O. A data-plane address reachable from other hosts (not
-// loopback) is refused unless the configuration sets an auth token (see
-// package listen).
+// does no I/O. A data-plane or admin address reachable from other hosts
+// (not loopback) is refused unless the configuration sets an auth token
+// (see package listen); such an admin endpoint then requires the token as
+// a bearer token (auth.AdminHandler).
 func New(cfg config.Node, opts Options) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("node: configuration: %w", err)
 	}
 	if err := listen.Check(cfg.Listen, cfg.AuthToken != ""); err != nil {
 		return nil, fmt.Errorf("node: configuration: %w", err)
+	}
+	// The admin endpoint beyond loopback requires the cluster token as a
+	// bearer token (auth.AdminHandler); without one it may not start.
+	if err := listen.Check(cfg.AdminListen, cfg.AuthToken != ""); err != nil {
+		return nil, fmt.Errorf("node: configuration: admin_listen: %w", err)
 	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -165,6 +172,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	wrapSSDFS(so.SSD, pfs, n.opts.WrapSSDFS)
 	st, err := store.Open(ctx, so)
 	if err != nil {
 		return fmt.Errorf("node: open the store: %w", err)
@@ -185,13 +193,16 @@ func (n *Node) Run(ctx context.Context) error {
 // serve binds the listeners and runs the servers and the agent over an
 // open store until ctx ends or a server fails.
 func (n *Node) serve(ctx context.Context, cfg config.Node, st *store.Store, pacers *pacer.Set, ag *agent) error {
+	ao := cfg.AuthOptions()
 	srv, err := nodeserver.New(nodeserver.Options{
-		Backend: backend{st},
-		Limits:  limitsFor(int(cfg.BlockSize)),
-		Egress:  pacerOrNil(pacers, pacer.NetEgress, float64(cfg.Pacers.NetEgress)),
-		Ingress: pacerOrNil(pacers, pacer.NetIngress, float64(cfg.Pacers.NetIngress)),
-		Token:   []byte(cfg.AuthToken.Reveal()),
-		Logger:  n.log,
+		Backend:      backend{st},
+		Limits:       limitsFor(int(cfg.BlockSize)),
+		Egress:       pacerOrNil(pacers, pacer.NetEgress, float64(cfg.Pacers.NetEgress)),
+		Ingress:      pacerOrNil(pacers, pacer.NetIngress, float64(cfg.Pacers.NetIngress)),
+		Token:        ao.ClusterToken,
+		TenantTokens: ao.TenantTokens,
+		Shared:       ao.Shared,
+		Logger:       n.log,
 	})
 	if err != nil {
 		return fmt.Errorf("node: data plane: %w", err)
@@ -205,6 +216,14 @@ func (n *Node) serve(ctx context.Context, cfg config.Node, st *store.Store, pace
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("node: listen on %s (admin_listen): %w", cfg.AdminListen, err)
+	}
+	// Checked against the address really bound, which New checked as
+	// configured.
+	adminHandler, err := auth.AdminHandler(adminLn.Addr().String(), ao.ClusterToken, nodemetrics.NewMux(n.gatherer, n.health))
+	if err != nil {
+		ln.Close()
+		adminLn.Close()
+		return fmt.Errorf("node: admin_listen: %w", err)
 	}
 	collector, err := nodemetrics.New(n.reg, func() nodemetrics.Snapshot { return snapshot(st, srv, pacers) })
 	if err != nil {
@@ -251,7 +270,7 @@ func (n *Node) serve(ctx context.Context, cfg config.Node, st *store.Store, pace
 		}
 	})
 	hs := &http.Server{
-		Handler:           nodemetrics.NewMux(n.gatherer, n.health),
+		Handler:           adminHandler,
 		ReadHeaderTimeout: adminReadHeaderTimeout,
 		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return runCtx },

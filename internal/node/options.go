@@ -9,6 +9,8 @@ import (
 
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/ssd"
+	"github.com/kvpool/kvpool/internal/vfs"
 )
 
 // MasterClient is the node's view of its master: master.Master's Register
@@ -41,6 +43,10 @@ type Options struct {
 	// from); empty means one built from the configuration alone, every
 	// value shown as a default.
 	StartupLine string
+	// WrapSSDFS, when set, wraps the filesystem under the SSD tier (below
+	// its pacers): fault injection for tests (package errorfs), nil in
+	// production. It is called once, when Run opens the store.
+	WrapSSDFS func(vfs.FS) vfs.FS
 }
 
 // Validate reports the first bad field.
@@ -51,4 +57,21 @@ func (o Options) Validate() error {
 		}
 	}
 	return nil
+}
+
+// wrapSSDFS applies Options.WrapSSDFS (nil: nothing) to the SSD tier's
+// filesystem, under the pacers of pfs when the tier is paced.
+func wrapSSDFS(so *ssd.Options, pfs *pacedFS, wrap func(vfs.FS) vfs.FS) {
+	if so == nil || wrap == nil {
+		return
+	}
+	if pfs != nil {
+		pfs.FS = wrap(pfs.FS)
+		return
+	}
+	base := so.FS
+	if base == nil {
+		base = vfs.Default()
+	}
+	so.FS = wrap(base)
 }

@@ -1,7 +1,8 @@
 // Package errorfs wraps a vfs.FS with deterministic fault injection: fail
 // the Nth write or every write from the Nth on, short writes, bit flips in
 // the data a read returns, a disk that fills up (ENOSPC) after a byte
-// budget, failing syncs. Injectors are small values composed by nesting
+// budget, failing syncs, a write torn by a crash (power loss in the
+// middle of a write). Injectors are small values composed by nesting
 // (a filter around a trigger around a fault), after pebble's errorfs:
 //
 //	errorfs.OnOps(errorfs.OpWrite, errorfs.Nth(3, errorfs.Fail(nil)))
@@ -10,12 +11,18 @@
 //
 //	errorfs.OnPath("slots-*.dat", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(seed)))
 //
-// flips one random bit in every read of a slot file. The wrapper counts
+// flips one random bit in every read of a slot file, and
+//
+//	errorfs.OnWritePrefix(magic, errorfs.Nth(5, errorfs.Crash(0.5)))
+//
+// stores half of the fifth write that begins with magic and then crashes
+// (see FS.OnCrash). The wrapper counts
 // every fault it actually injected, so a test can assert that the code
 // under test detected exactly as many faults as were injected.
 package errorfs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +39,11 @@ import (
 
 // ErrInjected is the error of a Fail fault created with a nil error.
 var ErrInjected = errors.New("injected fault")
+
+// ErrCrashed is the error of the write a Crash fault tore, when the FS's
+// crash function returns (or none is set), and of every operation after
+// it: a crashed FS is a disk without power.
+var ErrCrashed = errors.New("injected crash")
 
 // OpKind is a kind of filesystem operation; kinds are bits so a filter can
 // name several.
@@ -79,6 +91,9 @@ type Op struct {
 	// size for a truncate); zero for other kinds.
 	Off int64
 	Len int
+	// Data is what a write would store (nil for other kinds). Injectors
+	// must neither modify nor retain it.
+	Data []byte
 }
 
 // FaultKind says what a Fault does.
@@ -99,6 +114,12 @@ const (
 	// FaultBitFlip: the read succeeds, but bit Bit of the byte at file
 	// offset Off is flipped in the returned data.
 	FaultBitFlip
+	// FaultCrash: the write stores only its first N bytes, then the FS
+	// crashes: its crash function (FS.OnCrash) runs, and from then on
+	// every operation fails with ErrCrashed. A crash function that ends
+	// the process (SIGKILL) leaves exactly that prefix in the file, as a
+	// power loss in the middle of the write would.
+	FaultCrash
 )
 
 // Fault is an injector's decision for one operation. The zero Fault
@@ -162,6 +183,22 @@ func NoSpace(budget int64) Injector {
 		n := int(max(left, 0))
 		left = 0
 		return Fault{Kind: FaultNoSpace, N: n}
+	})
+}
+
+// Crash tears the write it sees: it stores the first keep (a fraction,
+// clamped to [0, 1]) of the write's bytes, rounded down, and crashes the
+// FS (FaultCrash). Other operations pass.
+func Crash(keep float64) Injector {
+	keep = min(max(keep, 0), 1)
+	if keep != keep { // NaN
+		keep = 0
+	}
+	return InjectorFunc(func(op Op) Fault {
+		if op.Kind != OpWrite {
+			return Fault{}
+		}
+		return Fault{Kind: FaultCrash, N: int(keep * float64(op.Len))}
 	})
 }
 
@@ -232,6 +269,19 @@ func InRegion(off, n int64, inj Injector) Injector {
 			f.N += int(lo - op.Off) // the clipped prefix was written too
 		}
 		return f
+	})
+}
+
+// OnWritePrefix passes to inj only writes whose data begins with prefix:
+// the commit record of a format, say, told apart by its magic number from
+// the other writes at the same offsets.
+func OnWritePrefix(prefix []byte, inj Injector) Injector {
+	prefix = bytes.Clone(prefix)
+	return InjectorFunc(func(op Op) Fault {
+		if op.Kind != OpWrite || !bytes.HasPrefix(op.Data, prefix) {
+			return Fault{}
+		}
+		return inj.Inject(op)
 	})
 }
 
@@ -318,20 +368,23 @@ type Counts struct {
 	ShortWrites uint64 // writes cut short
 	NoSpace     uint64 // writes failed with ENOSPC
 	BitFlips    uint64 // bits flipped in read data
+	Crashes     uint64 // writes torn by a crash
 }
 
 // Total is the number of faults of every kind.
 func (c Counts) Total() uint64 {
-	return c.ReadErrors + c.WriteErrors + c.SyncErrors + c.OtherErrors + c.ShortWrites + c.NoSpace + c.BitFlips
+	return c.ReadErrors + c.WriteErrors + c.SyncErrors + c.OtherErrors + c.ShortWrites + c.NoSpace + c.BitFlips + c.Crashes
 }
 
 // FS wraps a vfs.FS with an injector. It is safe for concurrent use.
 type FS struct {
 	inner vfs.FS
 
-	mu     sync.Mutex
-	inj    Injector
-	counts Counts
+	mu      sync.Mutex
+	inj     Injector
+	counts  Counts
+	crash   func()
+	crashed bool
 }
 
 var _ vfs.FS = (*FS)(nil)
@@ -346,6 +399,16 @@ func (fs *FS) SetInjector(inj Injector) {
 	fs.mu.Unlock()
 }
 
+// OnCrash sets the function a Crash fault runs once the torn write's
+// prefix is stored (nil: none). It runs on the writing goroutine, without
+// the FS's lock held; a test of a real process passes one that kills the
+// process (power loss), an in-process test one that records the crash.
+func (fs *FS) OnCrash(fn func()) {
+	fs.mu.Lock()
+	fs.crash = fn
+	fs.mu.Unlock()
+}
+
 // Counts returns the faults injected so far.
 func (fs *FS) Counts() Counts {
 	fs.mu.Lock()
@@ -356,6 +419,9 @@ func (fs *FS) Counts() Counts {
 func (fs *FS) decide(op Op) Fault {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
+	if fs.crashed {
+		return Fault{Kind: FaultError, Err: ErrCrashed} // the crash, not a new fault: not counted
+	}
 	if fs.inj == nil {
 		return Fault{}
 	}
@@ -372,15 +438,19 @@ func (fs *FS) decide(op Op) Fault {
 		default:
 			fs.counts.OtherErrors++
 		}
-	case FaultShortWrite, FaultNoSpace:
+	case FaultShortWrite, FaultNoSpace, FaultCrash:
 		if op.Kind != OpWrite {
 			return Fault{} // meaningless for other operations
 		}
 		f.N = min(max(f.N, 0), op.Len)
-		if f.Kind == FaultShortWrite {
+		switch f.Kind {
+		case FaultShortWrite:
 			fs.counts.ShortWrites++
-		} else {
+		case FaultNoSpace:
 			fs.counts.NoSpace++
+		default:
+			fs.counts.Crashes++
+			fs.crashed = true // every later operation fails
 		}
 	case FaultBitFlip:
 		if op.Kind != OpRead {
@@ -389,6 +459,13 @@ func (fs *FS) decide(op Op) Fault {
 		// Counted when carried out (see file.ReadAt).
 	}
 	return f
+}
+
+// crashFunc returns the crash function.
+func (fs *FS) crashFunc() func() {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.crash
 }
 
 func (fs *FS) countFlip() {
@@ -486,10 +563,19 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (f *file) WriteAt(p []byte, off int64) (int, error) {
-	fault := f.fs.decide(Op{Kind: OpWrite, Path: f.f.Name(), Off: off, Len: len(p)})
+	fault := f.fs.decide(Op{Kind: OpWrite, Path: f.f.Name(), Off: off, Len: len(p), Data: p})
 	switch fault.Kind {
 	case FaultError:
 		return 0, &os.PathError{Op: "write", Path: f.f.Name(), Err: fault.Err}
+	case FaultCrash:
+		n, err := f.f.WriteAt(p[:fault.N], off)
+		if crash := f.fs.crashFunc(); crash != nil {
+			crash()
+		}
+		if err != nil {
+			return n, fmt.Errorf("write %s torn by a crash after %d of %d bytes: %w (%w)", f.f.Name(), n, len(p), ErrCrashed, err)
+		}
+		return n, &os.PathError{Op: "write", Path: f.f.Name(), Err: fmt.Errorf("torn after %d of %d bytes: %w", n, len(p), ErrCrashed)}
 	case FaultShortWrite, FaultNoSpace:
 		n, err := f.f.WriteAt(p[:fault.N], off)
 		if err != nil {

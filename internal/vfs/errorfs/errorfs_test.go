@@ -232,3 +232,96 @@ func TestOtherOps(t *testing.T) {
 		t.Errorf("OpKind.String = %q", got)
 	}
 }
+
+func TestCrash(t *testing.T) {
+	magic := []byte("HDR!")
+	tests := []struct {
+		name      string
+		inj       Injector
+		withFn    bool
+		writes    [][]byte // written at 0, 16, 32, …
+		tornAt    int      // 0-based index of the torn write; -1: none
+		keep      int      // bytes the torn write stores
+		wantCount Counts
+	}{
+		{
+			name: "second commit record torn in half", withFn: true,
+			inj:    OnWritePrefix(magic, Nth(2, Crash(0.5))),
+			writes: [][]byte{[]byte("HDR!aaaa"), []byte("data0000"), []byte("HDR!bbbb"), []byte("HDR!cccc")},
+			tornAt: 2, keep: 4, wantCount: Counts{Crashes: 1},
+		},
+		{
+			name: "no crash function: the write still fails", withFn: false,
+			inj:    OnWritePrefix(magic, Crash(0.25)),
+			writes: [][]byte{[]byte("data0000"), []byte("HDR!dddd"), []byte("data1111")},
+			tornAt: 1, keep: 2, wantCount: Counts{Crashes: 1},
+		},
+		{
+			name: "bad fraction clamped to nothing kept", withFn: true,
+			inj:    OnWritePrefix(magic, Crash(-3)),
+			writes: [][]byte{[]byte("HDR!eeee")},
+			tornAt: 0, keep: 0, wantCount: Counts{Crashes: 1},
+		},
+		{
+			name: "prefix never written: no crash", withFn: true,
+			inj:    OnWritePrefix(magic, Crash(1)),
+			writes: [][]byte{[]byte("data2222"), []byte("HDR"), []byte("xHDR!fff")},
+			tornAt: -1, wantCount: Counts{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			fs := Wrap(mem, tt.inj)
+			crashes := 0
+			if tt.withFn {
+				fs.OnCrash(func() { crashes++ })
+			}
+			f := open(t, fs, "/f")
+			for i, p := range tt.writes {
+				off := int64(16 * i)
+				n, err := f.WriteAt(p, off)
+				switch {
+				case tt.tornAt < 0 || i < tt.tornAt:
+					if err != nil || n != len(p) {
+						t.Fatalf("write %d = %d, %v; want success", i, n, err)
+					}
+				case i == tt.tornAt:
+					if n != tt.keep || !errors.Is(err, ErrCrashed) {
+						t.Fatalf("torn write %d = %d, %v; want %d, ErrCrashed", i, n, err, tt.keep)
+					}
+					raw, _ := mem.OpenFile("/f", os.O_RDONLY, 0)
+					got := make([]byte, len(p))
+					m, _ := raw.ReadAt(got, off)
+					raw.Close()
+					want := append(append([]byte(nil), p[:tt.keep]...), make([]byte, len(p)-tt.keep)...)
+					if !bytes.Equal(got[:m], want[:m]) || m < tt.keep {
+						t.Errorf("file holds %q after the torn write, want the prefix %q", got[:m], p[:tt.keep])
+					}
+				default:
+					if n != 0 || !errors.Is(err, ErrCrashed) {
+						t.Fatalf("write %d after the crash = %d, %v; want 0, ErrCrashed", i, n, err)
+					}
+				}
+			}
+			wantFn := 0
+			if tt.withFn && tt.tornAt >= 0 {
+				wantFn = 1
+			}
+			if crashes != wantFn {
+				t.Errorf("crash function ran %d times, want %d", crashes, wantFn)
+			}
+			if tt.tornAt >= 0 {
+				if err := f.Sync(); !errors.Is(err, ErrCrashed) {
+					t.Errorf("Sync after the crash = %v, want ErrCrashed", err)
+				}
+				if _, err := fs.Stat("/f"); !errors.Is(err, ErrCrashed) {
+					t.Errorf("Stat after the crash = %v, want ErrCrashed", err)
+				}
+			}
+			if got := fs.Counts(); got != tt.wantCount || got.Total() != tt.wantCount.Crashes {
+				t.Errorf("Counts = %+v, want %+v", got, tt.wantCount)
+			}
+		})
+	}
+}
