@@ -47,6 +47,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	payloadFlag := fs.String("payload", "32KiB", "--live/--validate: live bytes per block")
 	ramBlocks := fs.Int("ram-blocks", sim.DefaultRAMBlocks, "--live/--validate: RAM cache per node, in blocks")
 	skipTTFT := fs.Bool("skip-ttft", false, "--validate: report the mean TTFT comparison without judging it")
+	policyFlag := fs.String("policy", sim.DefaultPolicy, "--live/--validate: RAM eviction policy of the nodes and the simulated instances (lru, kvchain, ...)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: kvpool compare --sim|--live|--validate [flags]\n\nRuns the standard matrix (hit ratio vs capacity per policy, local vs global,\nTTFT by scheduler, TTFT vs bandwidth, goodput) on each trace and writes a report.\n--live adds live arms on a subsample; --validate checks live against simulated.\n\nflags:")
 		fs.PrintDefaults()
@@ -77,7 +78,8 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if int64(size) > 1<<30 {
 			return usageErrorf("--payload %q: more than 1 GiB per block", *payloadFlag)
 		}
-		cluster = validate.Config{Nodes: *nodes, Speed: *speed, PayloadBytes: int(size), RAMBlocks: *ramBlocks, NICGbps: *nic, SkipTTFT: *skipTTFT}
+		cluster = validate.Config{Nodes: *nodes, Speed: *speed, PayloadBytes: int(size), RAMBlocks: *ramBlocks, NICGbps: *nic, SkipTTFT: *skipTTFT,
+			Policy: *policyFlag}
 		if !*quiet {
 			cluster.Progress = stderr
 		}

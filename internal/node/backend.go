@@ -2,10 +2,13 @@ package node
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/nodeserver"
+	"github.com/kvpool/kvpool/internal/ram"
 	"github.com/kvpool/kvpool/internal/store"
+	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/internal/wire"
 )
 
@@ -14,7 +17,7 @@ type backend struct {
 	s *store.Store
 }
 
-var _ nodeserver.Backend = backend{}
+var _ nodeserver.AccessBackend = backend{}
 
 // Acquire pins k where it lies: a RAM slot or a verified SSD read (sent
 // with writev), or with the store's ZeroCopySSD an SSD slot's file region
@@ -38,6 +41,22 @@ func (b backend) Acquire(ctx context.Context, k block.Key) (nodeserver.Ref, erro
 func (b backend) Put(ctx context.Context, k block.Key, payload []byte, sum uint32) error {
 	_, err := b.s.Put(ctx, k, payload, sum)
 	return err
+}
+
+// PutHinted is Put with the access's chain position for the RAM tier's
+// eviction policy (nodeserver.AccessBackend).
+func (b backend) PutHinted(ctx context.Context, k block.Key, payload []byte, sum uint32, h wire.Hint) error {
+	_, err := b.s.PutHinted(ctx, k, payload, sum, ram.Hint{Depth: int(h.Depth), Parent: h.Parent})
+	return err
+}
+
+// Touch records an access to k's RAM copy (nodeserver.AccessBackend);
+// tier.ErrNotFound when RAM does not hold k.
+func (b backend) Touch(_ context.Context, k block.Key, h wire.Hint) error {
+	if !b.s.Touch(k, ram.Hint{Depth: int(h.Depth), Parent: h.Parent}) {
+		return fmt.Errorf("node: touch %s: not in RAM: %w", k, tier.ErrNotFound)
+	}
+	return nil
 }
 
 // Exists reports whether either tier holds k, touching no policy state.

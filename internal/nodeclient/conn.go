@@ -119,8 +119,11 @@ type Conn struct {
 	maxKeys int         // most keys per MGET or EXISTS request
 	maxPut  int         // most blocks per MPUT request
 	timeout time.Duration
-	ctr     *counters
-	closed  atomic.Bool
+	// noAccess is set once the node answered ACCESS with unsupported op:
+	// later MAccess calls go straight to MPUT.
+	noAccess atomic.Bool
+	ctr      *counters
+	closed   atomic.Bool
 
 	mu     sync.Mutex  // held for the whole of a call
 	broken error       // why the stream was lost; every later call fails
@@ -546,7 +549,7 @@ func (c *Conn) mgetBatch(ids []uint64, batch []int, dst func(int) []byte, res []
 // Put stores payload as block id (its checksum computed with
 // block.Checksum). The payload is sent from where it lies (writev).
 func (c *Conn) Put(ctx context.Context, id uint64, payload []byte) error {
-	errs, err := c.mput(ctx, wire.OpPut, []uint64{id}, [][]byte{payload})
+	errs, err := c.mput(ctx, wire.OpPut, []uint64{id}, [][]byte{payload}, nil)
 	if err == nil {
 		err = errs[0]
 	}
@@ -565,14 +568,70 @@ func (c *Conn) MPut(ctx context.Context, ids []uint64, payloads [][]byte) ([]err
 	if len(ids) != len(payloads) {
 		return nil, fmt.Errorf("nodeclient: mput to %s: %d ids but %d payloads", c.addr, len(ids), len(payloads))
 	}
-	errs, err := c.mput(ctx, wire.OpMPut, ids, payloads)
+	errs, err := c.mput(ctx, wire.OpMPut, ids, payloads, nil)
 	if err != nil {
 		return nil, fmt.Errorf("nodeclient: mput %d blocks to %s: %w", len(ids), c.addr, err)
 	}
 	return errs, nil
 }
 
-func (c *Conn) mput(ctx context.Context, op wire.Op, ids []uint64, payloads [][]byte) ([]error, error) {
+// MAccess reports one request's accesses to the node's blocks, in order
+// (the ACCESS op): entry i is a touch of block ids[i] when hints[i].Touch
+// (payloads[i] must be empty), else a put of payloads[i]; hints[i] gives
+// the block's chain position to the node's eviction policy. It returns
+// one error per entry: nil, tier.ErrNotFound for a touch of a block the
+// node does not hold in memory, or a put's error. Batches are split as
+// MPut splits them, so a long request's entries may arrive in several
+// frames, in order.
+//
+// A node that predates ACCESS answers it with unsupported op; MAccess
+// then stores the put entries with MPut, gives each touch an error
+// matching wire.ErrUnknownOp, and skips the attempt on later calls.
+func (c *Conn) MAccess(ctx context.Context, ids []uint64, hints []wire.Hint, payloads [][]byte) ([]error, error) {
+	if len(ids) != len(payloads) || len(ids) != len(hints) {
+		return nil, fmt.Errorf("nodeclient: access to %s: %d ids, %d hints and %d payloads", c.addr, len(ids), len(hints), len(payloads))
+	}
+	for i, h := range hints {
+		if h.Touch && len(payloads[i]) > 0 {
+			return nil, fmt.Errorf("nodeclient: access to %s: entry %d (id %016x) is a touch with a %d-byte payload", c.addr, i, ids[i], len(payloads[i]))
+		}
+	}
+	if !c.noAccess.Load() {
+		errs, err := c.mput(ctx, wire.OpAccess, ids, payloads, hints)
+		if err == nil {
+			return errs, nil
+		}
+		if re, ok := errors.AsType[*wire.RemoteError](err); !ok || re.Code != wire.CodeUnsupportedOp {
+			return nil, fmt.Errorf("nodeclient: access %d blocks on %s: %w", len(ids), c.addr, err)
+		}
+		c.noAccess.Store(true)
+	}
+	errs := make([]error, len(ids))
+	var putIDs []uint64
+	var putPayloads [][]byte
+	var at []int
+	for i, h := range hints {
+		if h.Touch {
+			errs[i] = fmt.Errorf("block %s: the node takes no touches (ACCESS): %w", block.Key{Tenant: c.tenant, ID: ids[i]}, wire.ErrUnknownOp)
+			continue
+		}
+		putIDs, putPayloads, at = append(putIDs, ids[i]), append(putPayloads, payloads[i]), append(at, i)
+	}
+	if len(putIDs) == 0 {
+		return errs, nil
+	}
+	perr, err := c.mput(ctx, wire.OpMPut, putIDs, putPayloads, nil)
+	if err != nil {
+		return nil, fmt.Errorf("nodeclient: access %d blocks on %s (as MPUT): %w", len(ids), c.addr, err)
+	}
+	for j, i := range at {
+		errs[i] = perr[j]
+	}
+	return errs, nil
+}
+
+// mput sends PUT, MPUT or (with hints) ACCESS requests for the blocks.
+func (c *Conn) mput(ctx context.Context, op wire.Op, ids []uint64, payloads [][]byte, hints []wire.Hint) ([]error, error) {
 	errs := make([]error, len(ids))
 	var send []int // indexes to send
 	for i, p := range payloads {
@@ -590,13 +649,16 @@ func (c *Conn) mput(ctx context.Context, op wire.Op, ids []uint64, payloads [][]
 			n, size := 0, wire.HeaderLen+4
 			for n < len(send) && n < c.maxPut {
 				need := wire.BlockHeaderLen + len(payloads[send[n]])
+				if hints != nil {
+					need += wire.HintLen
+				}
 				if n > 0 && size+need > c.server.MaxFrame {
 					break
 				}
 				size += need
 				n++
 			}
-			if err := c.mputBatch(op, ids, payloads, send[:n], errs); err != nil {
+			if err := c.mputBatch(op, ids, payloads, hints, send[:n], errs); err != nil {
 				return err
 			}
 			send = send[n:]
@@ -606,9 +668,9 @@ func (c *Conn) mput(ctx context.Context, op wire.Op, ids []uint64, payloads [][]
 	return errs, err
 }
 
-// mputBatch sends one PUT or MPUT for the blocks i in batch and records
-// their statuses in errs.
-func (c *Conn) mputBatch(op wire.Op, ids []uint64, payloads [][]byte, batch []int, errs []error) error {
+// mputBatch sends one PUT, MPUT or ACCESS (hints not nil) for the blocks
+// i in batch and records their statuses in errs.
+func (c *Conn) mputBatch(op wire.Op, ids []uint64, payloads [][]byte, hints []wire.Hint, batch []int, errs []error) error {
 	var total uint64
 	for _, i := range batch {
 		total += uint64(len(payloads[i]))
@@ -619,16 +681,24 @@ func (c *Conn) mputBatch(op wire.Op, ids []uint64, payloads [][]byte, batch []in
 		return err
 	}
 	frameHead := len(head)
+	entryLen := wire.BlockHeaderLen
 	for _, i := range batch {
 		p := payloads[i]
-		head = wire.AppendBlockHeader(head, wire.BlockHeader{ID: ids[i], Code: wire.CodeOK,
-			Checksum: block.Checksum(block.Key{Tenant: c.tenant, ID: ids[i]}, p), Len: uint32(len(p))})
+		bh := wire.BlockHeader{ID: ids[i], Code: wire.CodeOK, Len: uint32(len(p))}
+		if hints != nil {
+			entryLen = wire.HintLen + wire.BlockHeaderLen
+			head = wire.AppendHint(head, hints[i])
+		}
+		if hints == nil || !hints[i].Touch {
+			bh.Checksum = block.Checksum(block.Key{Tenant: c.tenant, ID: ids[i]}, p)
+		}
+		head = wire.AppendBlockHeader(head, bh)
 	}
 	c.wbuf = head
 	vec := c.vec[:0]
 	pos := 0
 	for j, i := range batch {
-		end := frameHead + (j+1)*wire.BlockHeaderLen
+		end := frameHead + (j+1)*entryLen
 		vec = append(vec, head[pos:end])
 		if len(payloads[i]) > 0 {
 			vec = append(vec, payloads[i])

@@ -22,6 +22,11 @@
 // later call on it fails, and a Pool replaces it. Calls are bounded by
 // their context's deadline, or DialOptions.Timeout when it has none.
 //
+// MAccess reports a request's accesses (touches of blocks the caller
+// reused, puts of the others) with their chain positions, for the node's
+// eviction policy; against a node without the ACCESS op it falls back to
+// MPUT for the puts.
+//
 // Batches are split by the node's advertised limits (hello-ack): MGET and
 // EXISTS by key count, MPUT by key count and frame size. When a node
 // answers the tail of an MGET with CodeTooLarge because the blocks did not

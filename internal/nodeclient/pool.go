@@ -221,6 +221,15 @@ func (p *Pool) MPut(ctx context.Context, ids []uint64, payloads [][]byte) (errs 
 	return errs, err
 }
 
+// MAccess is Conn.MAccess on a pooled connection.
+func (p *Pool) MAccess(ctx context.Context, ids []uint64, hints []wire.Hint, payloads [][]byte) (errs []error, err error) {
+	err = p.do(ctx, func(c *Conn) error {
+		errs, err = c.MAccess(ctx, ids, hints, payloads)
+		return err
+	})
+	return errs, err
+}
+
 // Exists is Conn.Exists on a pooled connection.
 func (p *Pool) Exists(ctx context.Context, ids []uint64) (present []bool, err error) {
 	err = p.do(ctx, func(c *Conn) error {

@@ -2,8 +2,6 @@ package nodeserver
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/wire"
 )
 
@@ -45,6 +44,10 @@ type conn struct {
 	cr     connReader
 	sf     sendfiler
 	tenant string
+	// denyWrite, when not nil, is why the connection's grant may not
+	// write its tenant's namespace (a shared namespace it only reads):
+	// PUT, MPUT and DELETE are answered with it.
+	denyWrite error
 
 	mu      sync.Mutex // orders read-deadline changes against interrupt
 	closing bool
@@ -188,8 +191,9 @@ func (c *conn) handshake() error {
 		errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed)) {
 		return err // the peer left or stalled: nobody to answer
 	}
+	var g auth.Grant
 	if err == nil {
-		err = c.s.authorize(&h)
+		g, err = c.s.authorize(&h)
 	}
 	if err != nil {
 		c.s.ctr.handshakesRef.Add(1)
@@ -199,31 +203,32 @@ func (c *conn) handshake() error {
 		return fmt.Errorf("nodeserver: hello from %s refused: %w", c.remote, err)
 	}
 	c.tenant = h.Tenant
+	if werr := g.Check(h.Tenant, true); werr != nil {
+		c.denyWrite = fmt.Errorf("nodeserver: %w: %w", werr, wire.ErrUnauthorized)
+	}
 	ack := wire.HelloAckFor(nil, c.s.lim)
 	c.wbuf = wire.AppendHelloAck(c.wbuf[:0], &ack)
 	return c.write(c.wbuf)
 }
 
-// authorize checks a well-formed hello's token and tenant.
-func (s *Server) authorize(h *wire.Hello) error {
-	if len(s.opts.Token) > 0 {
-		// Comparing digests keeps the comparison's time independent of the
-		// token's length as well as its bytes.
-		got := sha256.Sum256(h.Token)
-		if subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) != 1 {
-			what := "wrong auth token"
-			if len(h.Token) == 0 {
-				what = "no auth token"
-			}
-			return fmt.Errorf("tenant %q: %s: %w", h.Tenant, what, wire.ErrUnauthorized)
-		}
+// authorize checks a well-formed hello's token and tenant: the token must
+// authenticate, and its grant must allow reading the tenant's namespace
+// (the hello's tenant is the namespace the connection wants). It returns
+// the grant.
+func (s *Server) authorize(h *wire.Hello) (auth.Grant, error) {
+	g, err := s.auth.Authenticate(h.Token)
+	if err != nil {
+		return g, fmt.Errorf("tenant %q: %w: %w", h.Tenant, err, wire.ErrUnauthorized)
+	}
+	if err := g.Check(h.Tenant, false); err != nil {
+		return g, fmt.Errorf("%w: %w", err, wire.ErrUnauthorized)
 	}
 	if s.opts.TenantPolicy != nil {
 		if err := s.opts.TenantPolicy(h.Tenant); err != nil {
-			return fmt.Errorf("tenant %q refused: %v: %w", h.Tenant, err, wire.ErrUnauthorized)
+			return g, fmt.Errorf("tenant %q refused: %v: %w", h.Tenant, err, wire.ErrUnauthorized)
 		}
 	}
-	return nil
+	return g, nil
 }
 
 // linger writes b to nc, half-closes it, and reads until the peer closes
@@ -343,7 +348,15 @@ func (c *conn) dispatch(ctx context.Context, h wire.Header) (wire.Code, error) {
 		}
 		return wire.CodeOK, c.get(ctx, h, ids)
 	case wire.OpPut, wire.OpMPut:
+		if c.denyWrite != nil {
+			return c.refuse(h)
+		}
 		return c.put(ctx, h)
+	case wire.OpAccess:
+		if c.denyWrite != nil {
+			return c.refuse(h)
+		}
+		return c.access(ctx, h)
 	case wire.OpExists:
 		ids, err := c.r.ReadIDs(c.ids)
 		c.ids = ids
@@ -366,6 +379,9 @@ func (c *conn) dispatch(ctx context.Context, h wire.Header) (wire.Code, error) {
 		c.wbuf = resp
 		return wire.CodeOK, c.write(resp)
 	case wire.OpDelete:
+		if c.denyWrite != nil {
+			return c.refuse(h)
+		}
 		ids, err := c.r.ReadIDs(c.ids)
 		c.ids = ids
 		if err != nil {
@@ -386,6 +402,17 @@ func (c *conn) dispatch(ctx context.Context, h wire.Header) (wire.Code, error) {
 	// A valid op that is not a request: a response or ERROR frame.
 	err := fmt.Errorf("nodeserver: %v frame (request %d) from %s: not a request: %w", h.Op, h.ReqID, c.remote, wire.ErrUnknownOp)
 	return c.bodyError(h, err)
+}
+
+// refuse answers a write the connection's grant does not allow with an
+// ERROR frame (CodeUnauthorized, counted in Stats.Requests under the op),
+// skipping the request's body unread; the connection stays usable.
+func (c *conn) refuse(h wire.Header) (wire.Code, error) {
+	c.s.log.Debug("nodeserver: write refused", "remote", c.remote, "tenant", c.tenant, "op", h.Op.String())
+	if err := c.r.Skip(); err != nil {
+		return wire.CodeUnauthorized, err
+	}
+	return wire.CodeUnauthorized, c.writeError(h.ReqID, fmt.Errorf("%v (request %d): %w", h.Op, h.ReqID, c.denyWrite))
 }
 
 // internal answers a request the server failed to serve.

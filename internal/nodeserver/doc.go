@@ -6,8 +6,10 @@
 //
 // A connection starts with the handshake: the server reads the hello within
 // Options.HandshakeTimeout, checks the protocol version, the auth token
-// (Options.Token, compared in constant time) and the tenant
-// (block.Key.Validate, then Options.TenantPolicy), and answers with a
+// and the tenant (block.Key.Validate; then package auth: the token must be
+// the cluster token, Options.Token, or the tenant's own token from
+// Options.TenantTokens, or the tenant must be a shared namespace, which
+// any valid token may read; then Options.TenantPolicy), and answers with a
 // hello-ack carrying its limits. A refused hello gets an ack saying why
 // (CodeVersionMismatch, CodeUnauthorized, CodeBadRequest) and the connection
 // closes. Connections beyond Options.MaxConns are refused with
@@ -16,7 +18,10 @@
 // After the handshake one goroutine serves the connection: it reads a
 // request, answers it, and reads the next, so responses go out in request
 // order and a client may pipeline (send several requests before reading).
-// Every key on the connection is namespaced by the hello's tenant.
+// Every key on the connection is namespaced by the hello's tenant. A
+// connection that may read but not write its namespace (a tenant token on a
+// shared namespace it is not a writer of) gets an ERROR frame with
+// CodeUnauthorized for each PUT, MPUT and DELETE, and stays usable.
 //
 // # Errors
 //
@@ -32,6 +37,15 @@
 //
 // An MPUT answered with ERROR (a malformed block entry part-way through) may
 // have stored the blocks before the bad one.
+//
+// # Access hints
+//
+// ACCESS carries a request's accesses in order, each with its chain
+// position (wire.Hint): puts go to AccessBackend.PutHinted, touches to
+// AccessBackend.Touch. A Backend that does not implement AccessBackend
+// gets ACCESS answered with ERROR CodeUnsupportedOp, as a server that
+// predates the op answers it; a connection that may not write refuses it
+// like a PUT.
 //
 // # Deadlines
 //

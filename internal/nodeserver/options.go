@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/wire"
 )
 
@@ -61,9 +62,18 @@ type Options struct {
 	// MaxConns is the most connections served at once; more are refused
 	// with CodeUnavailable (DefaultMaxConns).
 	MaxConns int
-	// Token, when not empty, is the auth token every hello must carry.
-	// It is compared in constant time and never logged.
+	// Token, when not empty, is the cluster auth token: a hello carrying
+	// it may name any tenant. It is compared in constant time and never
+	// logged.
 	Token []byte
+	// TenantTokens maps a tenant to its own token (requires Token): a
+	// hello carrying tenant T's token is bound to T, and may name only T
+	// or a shared namespace. Never logged.
+	TenantTokens map[string][]byte
+	// Shared are the shared namespaces: every authenticated connection
+	// may read them; only the cluster token and each namespace's writers
+	// may write them (PUT, MPUT, DELETE).
+	Shared []auth.Namespace
 	// TenantPolicy, when not nil, decides whether a hello's tenant (already
 	// a valid tenant name) may connect; an error refuses the connection
 	// with CodeUnauthorized and the error's text.
@@ -115,6 +125,15 @@ func (o Options) resolve() (Options, error) {
 	if len(o.Token) > o.Limits.MaxToken {
 		return o, fmt.Errorf("nodeserver: Options.Token is %d bytes, longer than Limits.MaxToken (%d): no hello could carry it",
 			len(o.Token), o.Limits.MaxToken)
+	}
+	for name, tok := range o.TenantTokens {
+		if len(tok) > o.Limits.MaxToken {
+			return o, fmt.Errorf("nodeserver: Options.TenantTokens: the token of tenant %q is %d bytes, longer than Limits.MaxToken (%d): no hello could carry it",
+				name, len(tok), o.Limits.MaxToken)
+		}
+	}
+	if err := (auth.Options{ClusterToken: o.Token, TenantTokens: o.TenantTokens, Shared: o.Shared}).Validate(); err != nil {
+		return o, fmt.Errorf("nodeserver: Options: %w", err)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

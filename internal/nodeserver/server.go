@@ -2,7 +2,6 @@ package nodeserver
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/wire"
 )
 
@@ -36,12 +36,12 @@ const (
 // stop it by ending Serve's context or with Close. Its methods are safe for
 // concurrent use.
 type Server struct {
-	opts      Options
-	lim       wire.Limits
-	tokenHash [sha256.Size]byte
-	log       *slog.Logger
-	bufs      *bufPool
-	ctr       counters
+	opts Options
+	lim  wire.Limits
+	auth *auth.Table
+	log  *slog.Logger
+	bufs *bufPool
+	ctr  counters
 
 	mu       sync.Mutex
 	serving  bool
@@ -63,6 +63,11 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	o.Token = append([]byte(nil), o.Token...) // the caller may reuse its slice
+	table, err := auth.New(auth.Options{ClusterToken: o.Token, TenantTokens: o.TenantTokens, Shared: o.Shared})
+	if err != nil { // cannot happen: resolve validated the same options
+		return nil, fmt.Errorf("nodeserver: %w", err)
+	}
+	o.TenantTokens = nil // the table holds their digests; drop the secrets
 	s := &Server{
 		opts:  o,
 		lim:   o.Limits,
@@ -71,7 +76,7 @@ func New(opts Options) (*Server, error) {
 		conns: map[*conn]struct{}{},
 		done:  make(chan struct{}),
 	}
-	s.tokenHash = sha256.Sum256(o.Token)
+	s.auth = table
 	return s, nil
 }
 
@@ -106,7 +111,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer stop()
 	s.log.Info("nodeserver: serving", "addr", ln.Addr().String(),
 		"max_frame", s.lim.MaxFrame, "max_batch", s.lim.MaxBatch, "max_payload", s.lim.MaxPayload,
-		"max_conns", s.opts.MaxConns, "auth", len(s.opts.Token) > 0,
+		"max_conns", s.opts.MaxConns, "auth", !s.auth.Open(),
 		"egress_paced", s.opts.Egress != nil, "ingress_paced", s.opts.Ingress != nil)
 
 	var err error

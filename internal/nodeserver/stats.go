@@ -9,9 +9,9 @@ import (
 // Sizes of Stats.Requests.
 const (
 	// OpSlots indexes Stats.Requests by op: the request ops 0x01 (GET) to
-	// 0x07 (STATS) at their own value, slot 0 for any frame that is not a
-	// request (unknown ops, responses).
-	OpSlots = int(wire.OpStats) + 1
+	// 0x07 (STATS) and 0x10 (ACCESS) at their own value, slot 0 for any
+	// frame that is not a request (unknown ops, responses).
+	OpSlots = int(wire.OpAccess) + 1
 	// CodeSlots indexes Stats.Requests by status code: codes 0
 	// (ok) to 11 (quota) at their own value, the last slot for any other.
 	CodeSlots = int(wire.CodeQuota) + 2

@@ -52,7 +52,8 @@ type Options struct {
 	// Put finds no free slot, one block at a time (exact LRU). Mooncake's
 	// master uses 0.95 and 0.90 (eviction_high_watermark_ratio,
 	// eviction_ratio 0.05). A batch eviction policy (policy.Batcher, e.g.
-	// "mooncake") may evict more.
+	// "mooncake") may evict more. The eviction and admission policies
+	// are sized for the blocks the tier keeps: HighWatermark of the slots.
 	HighWatermark, LowWatermark float64
 	// SkipVerifyReads turns off checksum verification in Get. By default
 	// (VerifyReads on) Get verifies every copy it returns, as the tier

@@ -5,8 +5,14 @@
 // index hold no pointers). It implements tier.Tier.
 //
 // Eviction and admission are the shared policy objects the simulator
-// drives (package policy): the eviction policy orders slot numbers, the
-// admission policy sees a hash of the block key (PolicyKey). A pinned slot
+// drives (package policy), and both see what the simulator's see: the
+// block's key (a 64-bit hash of tenant and ID, PolicyKey), so history a
+// policy keeps about a key (ghosts, frequency sketches) follows the block,
+// not the slot it happened to occupy; and, when the caller knows them, the
+// block's position in its request's prefix chain (Hint: Access.Depth and
+// Parent), which chain-aware policies (kvchain) need. A Put of a resident
+// key is a hit for the eviction policy, as an access of a resident key is
+// in the simulator; Touch records an access without moving data. A pinned slot
 // — one being read by Get, View or Acquire — is never evicted or
 // overwritten: eviction skips it (Stats counts EvictAttempts against
 // Evicted), and a Put that finds every slot pinned fails with
@@ -77,8 +83,23 @@ type Evicted struct {
 	Clean bool
 }
 
+// Hint is what a caller knows about an access beyond its key: the block's
+// place in its request's prefix chain, which the simulator gives its
+// policies as policy.Access.Depth and Parent. The zero Hint (depth 0, no
+// parent) is what a plain Put or a read reports.
+type Hint struct {
+	// Depth is the block's position in its request's key list (0 =
+	// first).
+	Depth int
+	// Parent is the ID, in the same tenant, of the block before it in the
+	// chain; meaningful only when Depth > 0.
+	Parent uint64
+}
+
 // InsertOptions modify an Insert. The zero value is a plain Put.
 type InsertOptions struct {
+	// Hint is the access's chain position, for the eviction policy.
+	Hint Hint
 	// IfAbsent stores the block only if the key is not resident; otherwise
 	// Insert returns ErrExists and changes nothing.
 	IfAbsent bool
@@ -115,7 +136,8 @@ const (
 type slotMeta struct {
 	gen    uint64
 	id     uint64
-	tenant uint32 // interned tenant (RAM.tenants)
+	pk     policy.Key // PolicyKey of the block: its key in the policies
+	tenant uint32     // interned tenant (RAM.tenants)
 	n      uint32
 	sum    uint32
 	pins   int32
@@ -151,10 +173,11 @@ type RAM struct {
 	tenantIDs map[string]uint32
 	tenants   []string
 	pol       policy.Eviction
-	batch     policy.Batcher   // pol as a Batcher, or nil
-	high, low int              // trim past high resident blocks down to low
-	adm       policy.Admission // nil admits everything
-	skip      []int32          // scratch: pinned victims to reinsert
+	polSlot   map[policy.Key]int32 // the live slot of each key in pol
+	batch     policy.Batcher       // pol as a Batcher, or nil
+	high, low int                  // trim past high resident blocks down to low
+	adm       policy.Admission     // nil admits everything
+	skip      []int32              // scratch: pinned victims to reinsert
 	clock     int64
 	gen       uint64
 	pinned    int
@@ -172,13 +195,20 @@ func Open(opts Options) (*RAM, error) {
 	}
 	o := opts.withDefaults()
 	n := int(o.CapacityBytes / int64(o.BlockSize))
-	ev, err := policy.NewEviction(o.Eviction, n)
+	// The epsilon keeps 0.95*20 from rounding to 20 or 0.9*10 to 8.
+	high := min(max(int(math.Ceil(o.HighWatermark*float64(n)-1e-9)), 1), n)
+	low := min(max(int(math.Floor(o.LowWatermark*float64(n)+1e-9)), 0), high)
+	// The policies are sized for the blocks the tier keeps resident (the
+	// high watermark's), as the simulator sizes its caches for their
+	// capacity: policies that size queues from it (kvchain, S3-FIFO, ARC)
+	// then behave as they do there.
+	ev, err := policy.NewEviction(o.Eviction, high)
 	if err != nil {
 		return nil, fmt.Errorf("ram: open: %w", err)
 	}
 	var adm policy.Admission
 	if o.Admission != "all" {
-		if adm, err = policy.NewAdmission(o.Admission, n); err != nil {
+		if adm, err = policy.NewAdmission(o.Admission, high); err != nil {
 			return nil, fmt.Errorf("ram: open: %w", err)
 		}
 	}
@@ -193,12 +223,11 @@ func Open(opts Options) (*RAM, error) {
 		free:      make([]int32, n),
 		tenantIDs: map[string]uint32{},
 		pol:       ev,
+		polSlot:   make(map[policy.Key]int32, n),
 		adm:       adm,
 	}
 	r.batch, _ = ev.(policy.Batcher)
-	// The epsilon keeps 0.95*20 from rounding to 20 or 0.9*10 to 8.
-	r.high = min(max(int(math.Ceil(o.HighWatermark*float64(n)-1e-9)), 1), n)
-	r.low = min(max(int(math.Floor(o.LowWatermark*float64(n)+1e-9)), 0), r.high)
+	r.high, r.low = high, low
 	for i := range n {
 		r.free[i] = int32(n - 1 - i) // popped from the end: slot 0 first
 	}
@@ -284,12 +313,55 @@ func (r *RAM) freeLocked(s int32) {
 	r.free = append(r.free, s)
 }
 
+// accessLocked returns the policy access to the block with policy key pk
+// in tenant t described by h, advancing the clock.
+func (r *RAM) accessLocked(pk policy.Key, t string, h Hint) policy.Access {
+	r.clock++
+	a := policy.Access{Key: pk, Depth: h.Depth, Time: r.clock, NextUse: policy.NoNextUse}
+	if h.Depth > 0 {
+		a.Parent = PolicyKey(block.Key{Tenant: t, ID: h.Parent})
+	}
+	return a
+}
+
 // touchLocked records a read of slot s with the eviction policy.
 func (r *RAM) touchLocked(s int32) {
-	if r.slots[s].state == slotLive {
-		r.clock++
-		r.pol.Hit(policy.Access{Key: policy.Key(s), Time: r.clock})
+	if m := &r.slots[s]; m.state == slotLive {
+		r.pol.Hit(r.accessLocked(m.pk, r.tenants[m.tenant], Hint{}))
 	}
+}
+
+// polInsertLocked puts live slot s into the eviction policy.
+func (r *RAM) polInsertLocked(s int32, a policy.Access) {
+	r.polSlot[a.Key] = s
+	r.pol.Insert(a)
+}
+
+// polRemoveLocked takes slot s out of the eviction policy.
+func (r *RAM) polRemoveLocked(s int32) {
+	pk := r.slots[s].pk
+	r.pol.Remove(pk)
+	delete(r.polSlot, pk)
+}
+
+// Touch records an access to k described by h with the eviction policy,
+// as a Put of the resident key would, without moving any data: a caller
+// that used a block it already held (a prefill reusing a prefix in its own
+// node's memory) tells the tier so, as the simulator's access does. It
+// reports whether k was resident; an absent k changes nothing. It is not a
+// read: it counts no hit or miss.
+func (r *RAM) Touch(k block.Key, h Hint) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	s, ok := r.lookupLocked(k)
+	if !ok || r.slots[s].state != slotLive {
+		return false
+	}
+	r.pol.Hit(r.accessLocked(r.slots[s].pk, k.Tenant, h))
+	return true
 }
 
 // unindexLocked takes indexed slot s out of the index and the resident
@@ -310,7 +382,7 @@ func (r *RAM) dropLocked(s int32) {
 	if m.state != slotLive {
 		return
 	}
-	r.pol.Remove(policy.Key(s))
+	r.polRemoveLocked(s)
 	m.state = slotDropping
 	if m.pins == 0 {
 		r.freeLocked(s)
@@ -350,14 +422,17 @@ func (r *RAM) Insert(ctx context.Context, k block.Key, payload []byte, sum uint3
 	}
 	defer r.ops.Done()
 	ik := ikey{id: k.ID, tenant: r.internLocked(k.Tenant)}
+	pk := PolicyKey(k)
 	if _, ok := r.index[ik]; ok {
 		if how.IfAbsent {
 			r.mu.Unlock()
 			return 0, fmt.Errorf("ram: insert %s: %w", k, ErrExists)
 		}
+	} else if err := r.collisionLocked(k, ik, pk); err != nil {
+		r.mu.Unlock()
+		return 0, err
 	} else if r.adm != nil && !how.SkipAdmission {
-		r.clock++
-		if !r.adm.Admit(policy.Access{Key: PolicyKey(k), Time: r.clock}) {
+		if !r.adm.Admit(r.accessLocked(pk, k.Tenant, how.Hint)) {
 			r.rejected++
 			r.mu.Unlock()
 			return 0, fmt.Errorf("ram: put %s: %s admission: %w", k, r.adm.Name(), ErrNotAdmitted)
@@ -370,13 +445,14 @@ func (r *RAM) Insert(ctx context.Context, k block.Key, payload []byte, sum uint3
 	}
 	r.gen++
 	gen := r.gen
-	r.slots[s] = slotMeta{gen: gen, id: k.ID, tenant: ik.tenant, n: uint32(len(payload)), sum: sum, state: slotWriting, clean: how.Clean}
+	r.slots[s] = slotMeta{gen: gen, id: k.ID, pk: pk, tenant: ik.tenant, n: uint32(len(payload)), sum: sum, state: slotWriting, clean: how.Clean}
 	r.mu.Unlock()
 
 	copy(r.slot(s, uint32(len(payload))), payload)
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	replaced := false // k's policy entry passes from a live older copy to s
 	if cur, ok := r.index[ik]; ok {
 		switch {
 		case how.IfAbsent:
@@ -388,12 +464,33 @@ func (r *RAM) Insert(ctx context.Context, k block.Key, payload []byte, sum uint3
 			r.stats.BytesIn += uint64(len(payload))
 			return gen, nil
 		}
-		r.dropLocked(cur)
+		if r.slots[cur].state == slotLive {
+			// The key stays in the policy: for it this Put is a hit on a
+			// resident key, as the simulator's access is.
+			replaced = true
+			r.unindexLocked(cur)
+			r.slots[cur].state = slotDropping
+			if r.slots[cur].pins == 0 {
+				r.freeLocked(cur)
+			}
+		} else {
+			r.dropLocked(cur)
+		}
+	} else if err := r.collisionLocked(k, ik, pk); err != nil {
+		// Another tenant's block with the same policy key arrived while
+		// this one was copied in.
+		r.freeLocked(s)
+		return 0, err
 	}
 	r.index[ik] = s
 	r.slots[s].state = slotLive
-	r.clock++
-	r.pol.Insert(policy.Access{Key: policy.Key(s), Time: r.clock})
+	a := r.accessLocked(pk, k.Tenant, how.Hint)
+	if replaced {
+		r.polSlot[pk] = s
+		r.pol.Hit(a)
+	} else {
+		r.polInsertLocked(s, a)
+	}
 	r.stats.Blocks++
 	r.stats.Bytes += int64(len(payload))
 	r.stats.BytesIn += uint64(len(payload))
@@ -401,6 +498,24 @@ func (r *RAM) Insert(ctx context.Context, k block.Key, payload []byte, sum uint3
 		r.trimLocked()
 	}
 	return gen, nil
+}
+
+// collisionLocked refuses a new copy of k (index key ik, not resident)
+// when another resident block has the same policy key pk: the policies
+// could not tell the two apart. Only blocks of different tenants can
+// collide (PolicyKey is a bijection of the ID within a tenant), with
+// probability about n²/2⁶⁴ for n resident blocks; the refusal is
+// ErrNotAdmitted, so a tiered store writes the block to SSD instead.
+func (r *RAM) collisionLocked(k block.Key, ik ikey, pk policy.Key) error {
+	s, ok := r.polSlot[pk]
+	if !ok {
+		return nil
+	}
+	if m := r.slots[s]; m.id == ik.id && m.tenant == ik.tenant {
+		return nil
+	}
+	r.rejected++
+	return fmt.Errorf("ram: put %s: its policy key %016x is held by another tenant's block: %w", k, pk, ErrNotAdmitted)
 }
 
 // reserveLocked returns a slot for a new copy: a free one, or one it
@@ -502,8 +617,9 @@ func (r *RAM) victimLocked() (int32, bool) {
 			break
 		}
 		r.stats.EvictAttempts++
-		r.pol.Remove(key)
-		if s := int32(key); r.slots[s].pins > 0 {
+		s := r.polSlot[key]
+		r.polRemoveLocked(s)
+		if r.slots[s].pins > 0 {
 			r.skip = append(r.skip, s)
 		} else {
 			v, found = s, true
@@ -511,8 +627,8 @@ func (r *RAM) victimLocked() (int32, bool) {
 		}
 	}
 	for _, s := range r.skip {
-		r.clock++
-		r.pol.Insert(policy.Access{Key: policy.Key(s), Time: r.clock})
+		m := &r.slots[s]
+		r.polInsertLocked(s, r.accessLocked(m.pk, r.tenants[m.tenant], Hint{}))
 	}
 	r.skip = r.skip[:0]
 	return v, found
@@ -767,8 +883,11 @@ func (r *RAM) Check() error {
 			if got, ok := r.index[ikey{id: m.id, tenant: m.tenant}]; !ok || got != s {
 				bad("live slot %d (%s) not indexed", s, block.Key{Tenant: r.tenants[m.tenant], ID: m.id})
 			}
-			if !r.pol.Contains(policy.Key(s)) {
-				bad("live slot %d not in the policy", s)
+			if !r.pol.Contains(m.pk) || r.polSlot[m.pk] != s {
+				bad("live slot %d not in the policy under its key %016x", s, m.pk)
+			}
+			if want := PolicyKey(block.Key{Tenant: r.tenants[m.tenant], ID: m.id}); m.pk != want {
+				bad("live slot %d has policy key %016x, want %016x", s, m.pk, want)
 			}
 			if int(m.n) > r.bs {
 				bad("live slot %d holds %d bytes > block size %d", s, m.n, r.bs)
@@ -780,8 +899,8 @@ func (r *RAM) Check() error {
 	if pinned != r.pinned {
 		bad("%d slots pinned, counter says %d", pinned, r.pinned)
 	}
-	if live != len(r.index) || live != r.pol.Len() || live != r.stats.Blocks {
-		bad("live slots %d, index %d, policy %d, Stats.Blocks %d", live, len(r.index), r.pol.Len(), r.stats.Blocks)
+	if live != len(r.index) || live != r.pol.Len() || live != len(r.polSlot) || live != r.stats.Blocks {
+		bad("live slots %d, index %d, policy %d (slot map %d), Stats.Blocks %d", live, len(r.index), r.pol.Len(), len(r.polSlot), r.stats.Blocks)
 	}
 	if bytes != r.stats.Bytes {
 		bad("live bytes %d, Stats.Bytes %d", bytes, r.stats.Bytes)

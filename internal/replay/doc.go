@@ -32,20 +32,41 @@
 // "prefills" the tokens after the reused prefix for PrefillSeconds/S
 // (sleep, or a busy CPU kernel). The reused prefix ends at the first
 // planned block that did not arrive. The request's TTFT ends here. Then,
-// off the critical path, the worker's store goroutine PUTs every block of
-// the request except the planned local RAM ones into its node, so fetched
-// blocks replicate. Recompute mode looks up, loads and stores nothing.
+// off the critical path, the worker's store goroutine reports the
+// request's accesses to its node in one ACCESS (package wire), first
+// block to last as the simulator accesses its cache when a prefill
+// completes: a touch of each planned local RAM block and a put of every
+// other block (so fetched blocks replicate), each with its depth and
+// parent, so the node's eviction policy sees the simulator's access
+// sequence. Recompute mode looks up, loads and stores nothing.
+//
+// # The nodes' caches
+//
+// ClusterOptions sizes a node's RAM tier as RAMSlotsFor(RAMBlocks) slots
+// with both watermarks at RAMWatermark(RAMBlocks): the node keeps exactly
+// RAMBlocks blocks and evicts one at a time after the Put that exceeds
+// them, as the simulator's cache does, with its policy sized for
+// RAMBlocks; and the pool stays under the master's eviction watermark, so
+// the master's global policy never evicts. Before these (BENCHMARKS.md,
+// "The policy in the live store"), the node's policy saw slot numbers
+// without chain positions, local RAM hits were not reported to it, and
+// the nodes evicted in batches down to 90% of their slots: kvchain ran
+// 2.1 points under its simulated hit ratio on the conversation trace at
+// 1,000 blocks per node.
 //
 // # Differences from the simulator
 //
-// The master learns of stored blocks at the nodes' next heartbeat, so a
-// block becomes visible a heartbeat after its PUT (use a short heartbeat;
-// kvpool replay --local uses 20 ms). The nodes evict with their own
-// watermarks (RAMSlotsFor sizes the RAM tier so the resident set stays
-// near RAMBlocks). A local RAM hit is not read, so it does not refresh the
-// block's recency on the node as the simulator's access does. The
-// destination's ingress pacer paces the stores rather than the loads (a
-// load travels from the source node to this process).
+// The master learns of stored and evicted blocks at the nodes' next
+// heartbeat, so a block becomes visible a heartbeat after its PUT (use a
+// short heartbeat; kvpool replay --local uses 20 ms), and a plan may
+// count a local RAM block the node evicted since the last heartbeat
+// (its touch then finds it absent, and it is put again). The accesses of
+// a request reach the node when its store goroutine sends them, which can
+// interleave differently with other requests' than the simulator's
+// completion order. A remote read (MGET) also counts as an access on the
+// source node, which the simulator's transfer does not. The destination's
+// ingress pacer paces the stores rather than the loads (a load travels
+// from the source node to this process).
 //
 // # Cancellation
 //

@@ -177,7 +177,8 @@ func (o Options) Validate() error {
 	case o.Mode != sim.ModeRecompute && o.Mode != sim.ModeLocal && o.Mode != sim.ModeGlobal:
 		return bad("Mode", "unknown mode %q (known: %v)", o.Mode, sim.Modes())
 	case o.Routing != sim.RoutingRoundRobin && o.Routing != sim.RoutingLeastLoaded && o.Routing != sim.RoutingCacheAware:
-		return bad("Routing", "unknown routing %q (known: %v)", o.Routing, sim.Routings())
+		return bad("Routing", "routing %q is not replayed live (known: %v, %v, %v; joint is simulator-only)",
+			o.Routing, sim.RoutingRoundRobin, sim.RoutingLeastLoaded, sim.RoutingCacheAware)
 	case o.PayloadBytes < 8:
 		return bad("PayloadBytes", "must be at least 8 bytes, got %d", o.PayloadBytes)
 	case !positive(o.Speed):
@@ -228,27 +229,48 @@ func (o Options) PacerRates() (net, ssd float64) {
 	return o.NICGbps * 1e9 / 8 * s, o.SSDGBps * 1e9 * s
 }
 
-// RAMSlotsFor returns the RAM slots a node needs so that its resident
-// blocks stay near ramBlocks: the node evicts above its high watermark
-// (config.DefaultRAMHighWatermark, 0.95), so it gets ramBlocks / 0.95
-// slots, rounded up.
+// RAMSlotsFor returns the RAM slots a node gets for a resident set of
+// ramBlocks: ramBlocks / 0.9, rounded up. The node keeps exactly ramBlocks
+// resident (RAMWatermark), so the master's pool usage stays at or under
+// 0.9, below its eviction watermark (0.95, master.Options.HighWatermark):
+// the master never orders evictions by its own global policy, and every
+// eviction is the node policy's, as in the simulator, where each
+// instance's cache is alone. The 5% margin covers blocks a concurrent
+// Put holds for a moment above the watermark.
 func RAMSlotsFor(ramBlocks int) int64 {
-	const highWatermark = 0.95 // config.DefaultRAMHighWatermark
-	return int64(math.Ceil(float64(ramBlocks) / highWatermark))
+	const poolUsage = 0.9 // under the master's 0.95
+	return int64(math.Ceil(float64(ramBlocks) / poolUsage))
+}
+
+// RAMWatermark returns the node's RAM high and low watermark for a
+// resident set of ramBlocks in RAMSlotsFor(ramBlocks) slots: both
+// ramBlocks / slots, so the node evicts one block at a time as soon as a
+// Put takes it past ramBlocks, after the Put, like the simulator's cache
+// (policy.Cache: insert, then evict down to the capacity), rather than in
+// batches from 95% down to 90% of its slots (the node's defaults), which
+// would leave it between 90% and 95% of the capacity. The node also
+// sizes its policies for the high watermark's ramBlocks blocks, as the
+// simulator does.
+func RAMWatermark(ramBlocks int) float64 {
+	return float64(ramBlocks) / float64(RAMSlotsFor(ramBlocks))
 }
 
 // NodeArgs returns the `kvpool node` flags of the scale model: the four
-// pacers, and the RAM eviction policy of the simulator's caches.
+// pacers, the RAM eviction policy of the simulator's caches, and the RAM
+// watermarks of RAMWatermark.
 func (o Options) NodeArgs() []string {
 	o = o.WithDefaults()
 	net, ssd := o.PacerRates()
 	rate := func(v float64) string { return strconv.FormatInt(int64(math.Max(1, math.Round(v))), 10) + "B/s" }
+	wm := strconv.FormatFloat(RAMWatermark(o.RAMBlocks), 'g', -1, 64)
 	return []string{
 		"--pacers-net-egress", rate(net),
 		"--pacers-net-ingress", rate(net),
 		"--pacers-ssd-read", rate(ssd),
 		"--pacers-ssd-write", rate(ssd),
 		"--ram-policy", o.Policy,
+		"--ram-high-watermark", wm,
+		"--ram-low-watermark", wm,
 	}
 }
 

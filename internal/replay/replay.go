@@ -16,6 +16,7 @@ import (
 	"github.com/kvpool/kvpool/internal/payload"
 	"github.com/kvpool/kvpool/internal/sim"
 	"github.com/kvpool/kvpool/internal/tier"
+	"github.com/kvpool/kvpool/internal/wire"
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -615,10 +616,15 @@ func burn(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// storer is worker w's store path: after a prefill, every block of the
-// request that the worker's node lacks (all but the planned local RAM
-// blocks) is PUT into it, off the critical path as in the simulator,
-// where a prefill's blocks enter the cache when it completes.
+// storer is worker w's store path: after a prefill, the request's
+// accesses go to the worker's node in one ACCESS, first block to last as
+// the simulator accesses its cache when a prefill completes: a touch of
+// each planned local RAM block (reused without being read) and a put of
+// every other block, each with its chain position (depth and parent), so
+// the node's eviction policy sees what the simulator's sees. A touched
+// block the node no longer holds is put after the others, as the
+// simulator's access re-inserts a block evicted since its plan. Off the
+// critical path, as in the simulator.
 func (r *runner) storer(ctx context.Context, w *worker) {
 	for j := range w.store {
 		if ctx.Err() != nil {
@@ -631,35 +637,73 @@ func (r *runner) storer(ctx context.Context, w *worker) {
 		for _, it := range j.plan.fetch {
 			delete(local, it.j)
 		}
-		var ids []uint64
-		var pls [][]byte
-		for b, id := range j.req.HashIDs {
-			if local[b] {
-				continue
+		keys := j.req.HashIDs
+		hints := make([]wire.Hint, len(keys))
+		pls := make([][]byte, len(keys))
+		for b, id := range keys {
+			hints[b] = wire.Hint{Depth: uint32(b), Touch: local[b]}
+			if b > 0 {
+				hints[b].Parent = keys[b-1]
 			}
-			ids = append(ids, id)
-			pls = append(pls, payload.New(r.o.PayloadBytes, r.o.Tenant, id))
+			if !local[b] {
+				pls[b] = payload.New(r.o.PayloadBytes, r.o.Tenant, id)
+			}
 		}
-		if len(ids) == 0 {
+		errs, ok := r.access(ctx, w, j, keys, hints, pls)
+		if !ok {
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, r.o.IOTimeout)
-		errs, err := r.pools[w.i].MPut(cctx, ids, pls)
-		cancel()
-		if err != nil {
-			r.putFailed.Add(int64(len(ids)))
-			if ctx.Err() == nil {
-				r.fail(fmt.Errorf("replay: store %d blocks of request %d on node %s: %w", len(ids), r.order[j.k], w.node.ID, err))
+		// Touched blocks the node had evicted since the plan: put them.
+		var again []int
+		for b, e := range errs {
+			if hints[b].Touch && errors.Is(e, tier.ErrNotFound) {
+				again = append(again, b)
 			}
+		}
+		if len(again) == 0 {
 			continue
 		}
-		for x, e := range errs {
-			if e != nil {
-				r.putFailed.Add(1)
-				r.fail(fmt.Errorf("replay: store block %016x of request %d on node %s: %w", ids[x], r.order[j.k], w.node.ID, e))
-				continue
+		ids, hs, ps := make([]uint64, len(again)), make([]wire.Hint, len(again)), make([][]byte, len(again))
+		for x, b := range again {
+			ids[x], hs[x] = keys[b], hints[b]
+			hs[x].Touch = false
+			ps[x] = payload.New(r.o.PayloadBytes, r.o.Tenant, keys[b])
+		}
+		r.access(ctx, w, j, ids, hs, ps)
+	}
+}
+
+// access sends one ACCESS of job j to worker w's node and counts the
+// outcome of its puts; ok is false when the call failed as a whole.
+func (r *runner) access(ctx context.Context, w *worker, j *job, ids []uint64, hints []wire.Hint, pls [][]byte) (errs []error, ok bool) {
+	cctx, cancel := context.WithTimeout(ctx, r.o.IOTimeout)
+	errs, err := r.pools[w.i].MAccess(cctx, ids, hints, pls)
+	cancel()
+	puts := 0
+	for _, h := range hints {
+		if !h.Touch {
+			puts++
+		}
+	}
+	if err != nil {
+		r.putFailed.Add(int64(puts))
+		if ctx.Err() == nil {
+			r.fail(fmt.Errorf("replay: store %d blocks of request %d on node %s: %w", puts, r.order[j.k], w.node.ID, err))
+		}
+		return nil, false
+	}
+	for x, e := range errs {
+		switch {
+		case hints[x].Touch:
+			if e != nil && !errors.Is(e, tier.ErrNotFound) && !errors.Is(e, wire.ErrUnknownOp) {
+				r.fail(fmt.Errorf("replay: touch block %016x of request %d on node %s: %w", ids[x], r.order[j.k], w.node.ID, e))
 			}
+		case e != nil:
+			r.putFailed.Add(1)
+			r.fail(fmt.Errorf("replay: store block %016x of request %d on node %s: %w", ids[x], r.order[j.k], w.node.ID, e))
+		default:
 			r.liveBytesStored.Add(int64(r.o.PayloadBytes))
 		}
 	}
+	return errs, true
 }

@@ -57,6 +57,7 @@ func startRig(t *testing.T, P int, o Options) string {
 		cfg.BlockSize = config.Size(o.PayloadBytes)
 		cfg.RAM.Bytes = config.Size(RAMSlotsFor(o.RAMBlocks) * int64(o.PayloadBytes))
 		cfg.RAM.Policy = o.Policy
+		cfg.RAM.HighWatermark, cfg.RAM.LowWatermark = RAMWatermark(o.RAMBlocks), RAMWatermark(o.RAMBlocks)
 		cfg.HeartbeatInterval = rigHeartbeat
 		cfg.Pacers.NetEgress, cfg.Pacers.NetIngress = config.Bandwidth(netRate), config.Bandwidth(netRate)
 		cfg.Pacers.SSDRead, cfg.Pacers.SSDWrite = config.Bandwidth(ssdRate), config.Bandwidth(ssdRate)

@@ -267,6 +267,14 @@ func (s *Store) begin(what string, k block.Key) error {
 // SSD when RAM refused it (see the package comment). The caller keeps
 // ownership of payload.
 func (s *Store) Put(ctx context.Context, k block.Key, payload []byte, sum uint32) (Location, error) {
+	return s.PutHinted(ctx, k, payload, sum, ram.Hint{})
+}
+
+// PutHinted is Put with the access's chain position, which the RAM tier's
+// eviction policy receives (see ram.Hint): a replayer storing a request's
+// blocks first to last gives each block's depth and parent, as the
+// simulator's cache accesses do.
+func (s *Store) PutHinted(ctx context.Context, k block.Key, payload []byte, sum uint32, h ram.Hint) (Location, error) {
 	if err := s.begin("put", k); err != nil {
 		return 0, err
 	}
@@ -274,7 +282,7 @@ func (s *Store) Put(ctx context.Context, k block.Key, payload []byte, sum uint32
 	if err := s.quota.Reserve(k, int64(len(payload))); err != nil {
 		return 0, fmt.Errorf("store: put %s: %w", k, err)
 	}
-	loc, err := s.put(ctx, k, payload, sum)
+	loc, err := s.put(ctx, k, payload, sum, h)
 	if err != nil && !s.Contains(k) {
 		s.quota.Release(k)
 	}
@@ -282,8 +290,8 @@ func (s *Store) Put(ctx context.Context, k block.Key, payload []byte, sum uint32
 }
 
 // put is Put after the quota charge.
-func (s *Store) put(ctx context.Context, k block.Key, payload []byte, sum uint32) (Location, error) {
-	gen, err := s.ram.Insert(ctx, k, payload, sum, ram.InsertOptions{})
+func (s *Store) put(ctx context.Context, k block.Key, payload []byte, sum uint32, h ram.Hint) (Location, error) {
+	gen, err := s.ram.Insert(ctx, k, payload, sum, ram.InsertOptions{Hint: h})
 	switch {
 	case err == nil:
 		if s.ssd != nil {
@@ -557,6 +565,18 @@ func (s *Store) Acquire(ctx context.Context, k block.Key) (Ref, error) {
 	}
 	s.ssdHit(k)
 	return Ref{From: InSSD, File: f, Off: off, Len: n, Sum: sum, release: rel}, nil
+}
+
+// Touch records an access to k's RAM copy with the RAM tier's eviction
+// policy (ram.RAM.Touch), moving no data, and reports whether RAM held k.
+// An SSD copy is neither touched nor promoted: the access a replayer
+// reports this way is of a block in the node's memory.
+func (s *Store) Touch(k block.Key, h ram.Hint) bool {
+	if err := s.begin("touch", k); err != nil {
+		return false
+	}
+	defer s.ops.Done()
+	return s.ram.Touch(k, h)
 }
 
 // Contains reports whether either tier holds k. Like Exists it changes

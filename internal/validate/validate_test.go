@@ -5,8 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/ram"
 	"github.com/kvpool/kvpool/internal/replay"
 	"github.com/kvpool/kvpool/internal/sim"
+	"github.com/kvpool/kvpool/internal/tracegen"
+	"github.com/kvpool/kvpool/trace"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -22,6 +26,7 @@ func TestConfigValidate(t *testing.T) {
 		{"bad mode", Config{Mode: "cloud"}, "Mode"},
 		{"bad speed", Config{Speed: -1}, "Speed"},
 		{"tiny payload", Config{PayloadBytes: 4}, "PayloadBytes"},
+		{"unknown policy", Config{Policy: "no-such-policy"}, "no-such-policy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,4 +98,57 @@ func TestJudge(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNodeKeys checks the relabelling the simulator runs on: each key
+// becomes the node's policy key, distinct keys stay distinct, the input
+// is not modified, and a label-blind policy (LRU) gets exactly the same
+// hit ratio either way.
+func TestNodeKeys(t *testing.T) {
+	reqs := generated(t)
+	orig := reqs[0].HashIDs[0]
+	got := NodeKeys(reqs, "replay")
+	if reqs[0].HashIDs[0] != orig {
+		t.Fatal("NodeKeys modified its input")
+	}
+	seen := map[uint64]uint64{}
+	for i := range reqs {
+		if len(got[i].HashIDs) != len(reqs[i].HashIDs) || got[i].InputLength != reqs[i].InputLength || got[i].Timestamp != reqs[i].Timestamp {
+			t.Fatalf("request %d changed shape", i)
+		}
+		for j, id := range reqs[i].HashIDs {
+			k := got[i].HashIDs[j]
+			if want := ram.PolicyKey(block.Key{Tenant: "replay", ID: id}); k != want {
+				t.Fatalf("request %d key %d: %x, want the policy key %x", i, j, k, want)
+			}
+			if prev, ok := seen[k]; ok && prev != id {
+				t.Fatalf("ids %d and %d map to the same key", prev, id)
+			}
+			seen[k] = id
+		}
+	}
+	o := sim.Options{Instances: 4, RAMBlocks: 50, Policy: "lru"}
+	a, err := sim.Run(context.Background(), reqs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := sim.Run(context.Background(), got, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Summary.TokenHitRatio != b.Summary.TokenHitRatio || a.Summary.TokenHitRatio == 0 {
+		t.Fatalf("LRU hit ratio %v on trace keys, %v on node keys; want equal and > 0", a.Summary.TokenHitRatio, b.Summary.TokenHitRatio)
+	}
+}
+
+// generated returns a small generated chat trace.
+func generated(t *testing.T) []trace.Request {
+	t.Helper()
+	o := tracegen.ChatOptions()
+	o.Requests, o.Seed = 200, 3
+	reqs, err := tracegen.Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reqs
 }

@@ -76,6 +76,7 @@
 //	0x05  EXISTS           count (u32), n × key id (u64)          4 + 8n
 //	0x06  DELETE           key id (u64)                           8
 //	0x07  STATS            (empty)                                0
+//	0x10  ACCESS           count (u32), n × access entry          4 + Σ(36 + payload)
 //	0x81  GET response     block entry                            20 + payload
 //	0x82  MGET response    count (u32), n × block entry           4 + Σ(20 + payload)
 //	0x83  PUT response     status entry                           12
@@ -83,6 +84,7 @@
 //	0x85  EXISTS response  count (u32), n × status entry          4 + 12n
 //	0x86  DELETE response  status entry                           12
 //	0x87  STATS response   tier count (u8), tier entries          1 + Σ(89 + name)
+//	0x90  ACCESS response  count (u32), n × status entry          4 + 12n
 //	0xFF  ERROR            code (u16), message len (u16), message 4 + M
 //
 // Batch responses list their entries in request order, one per requested
@@ -117,6 +119,28 @@
 // RAM slot by writev (Gather, or AppendBlockFrameHead with net.Buffers) or
 // from its SSD slot by sendfile, and a client reads each payload straight
 // into its destination (Reader.NextBlock, Reader.ReadPayload).
+//
+// Access entry (ACCESS), a 16-byte hint then a block entry (code 0):
+//
+//	offset  size  field        meaning
+//	0       8     parent       key id of the block before this one in its request's chain
+//	8       4     depth        the block's position in its request's key list (0 = first)
+//	12      1     flags        bit 0: touch; the other bits are 0
+//	13      3     reserved     0
+//	16      20+L  block entry  a touch has payload length 0 and checksum 0
+//
+// ACCESS reports one request's accesses to the node's blocks, in request
+// order, so that the node's eviction policy sees what the simulator's
+// sees (a key, its chain position, its parent, and that a request's
+// blocks come first to last): a put entry stores its block as PUT does; a
+// touch entry records an access to a block the node already holds — the
+// client reused a copy it did not need to read — without moving it
+// (CodeOK), or changes nothing when the node does not hold it in memory
+// (CodeNotFound). Unlike EXISTS, a touch changes recency and policy state,
+// as a read would; like EXISTS, it takes and extends no read lease.
+// ACCESS came after the other ops without a version change: a server that
+// predates it answers ERROR unsupported op and keeps the connection, and
+// the client falls back to MPUT (losing only the hints and touches).
 //
 // Status entry, 12 bytes:
 //

@@ -35,6 +35,18 @@ func AppendBlockHeader(dst []byte, bh BlockHeader) []byte {
 	return le.AppendUint32(dst, bh.Len)
 }
 
+// AppendHint appends the hint of an ACCESS entry; its block entry must
+// follow it.
+func AppendHint(dst []byte, h Hint) []byte {
+	dst = le.AppendUint64(dst, h.Parent)
+	dst = le.AppendUint32(dst, h.Depth)
+	var flags byte
+	if h.Touch {
+		flags = hintTouch
+	}
+	return append(dst, flags, 0, 0, 0)
+}
+
 func appendStatus(dst []byte, s Status) []byte {
 	dst = le.AppendUint64(dst, s.ID)
 	dst = le.AppendUint16(dst, uint16(s.Code))
@@ -109,10 +121,11 @@ func checkBlock(op Op, i int, id uint64, c Code, sum uint32, n int) error {
 }
 
 // AppendBlockFrameHead appends the front of a block-carrying frame (op is
-// OpPut, OpMPut, OpGetResponse or OpMGetResponse): the frame header and, for
-// a batch op, the count n. The caller then sends, n times, a block header
-// (AppendBlockHeader) followed by its payload, with payloadBytes the sum of
-// the payload lengths. This is the zero-copy path: the payloads can go out by
+// OpPut, OpMPut, OpGetResponse, OpMGetResponse or OpAccess): the frame
+// header and, for a batch op, the count n. The caller then sends, n times,
+// a block header (AppendBlockHeader; for OpAccess preceded by its hint,
+// AppendHint) followed by its payload, with payloadBytes the sum of the
+// payload lengths. This is the zero-copy path: the payloads can go out by
 // writev (net.Buffers) from RAM slots or by sendfile from SSD slots, never
 // through this buffer. Single-block ops require n == 1.
 func AppendBlockFrameHead(dst []byte, op Op, reqID uint64, n int, payloadBytes uint64) ([]byte, error) {
@@ -122,11 +135,14 @@ func AppendBlockFrameHead(dst []byte, op Op, reqID uint64, n int, payloadBytes u
 		if n != 1 {
 			return dst, fmt.Errorf("wire: encode %v with %d blocks (must be 1): %w", op, n, ErrMalformed)
 		}
-	case shapeBlocks:
+	case shapeBlocks, shapeAccess:
 		if n < 0 {
 			return dst, fmt.Errorf("wire: encode %v with %d blocks: %w", op, n, ErrMalformed)
 		}
 		body = countLen
+		if op.shape() == shapeAccess {
+			body += uint64(n) * HintLen
+		}
 	default:
 		return dst, fmt.Errorf("wire: encode block frame head: %v does not carry blocks: %w", op, ErrUnknownOp)
 	}
@@ -139,7 +155,7 @@ func AppendBlockFrameHead(dst []byte, op Op, reqID uint64, n int, payloadBytes u
 		return dst, err
 	}
 	dst = AppendHeader(dst, Header{Len: fl, Op: op, ReqID: reqID})
-	if body == countLen {
+	if op.shape() != shapeBlock {
 		dst = le.AppendUint32(dst, uint32(n))
 	}
 	return dst, nil
@@ -164,6 +180,44 @@ func appendBlocks(dst []byte, op Op, reqID uint64, blocks []Block) ([]byte, erro
 		out = append(out, b.Payload...)
 	}
 	return out, nil
+}
+
+// AppendAccess appends an ACCESS request: blocks[i] with hints[i], in
+// order, copying the payloads. A touch (Hint.Touch) must carry no payload
+// and checksum 0; a put carries its block with CodeOK.
+func AppendAccess(dst []byte, reqID uint64, hints []Hint, blocks []Block) ([]byte, error) {
+	if len(hints) != len(blocks) {
+		return dst, fmt.Errorf("wire: encode %v: %d hints for %d blocks: %w", OpAccess, len(hints), len(blocks), ErrMalformed)
+	}
+	var total uint64
+	for i := range blocks {
+		b := &blocks[i]
+		if err := checkBlock(OpAccess, i, b.ID, b.Code, b.Checksum, len(b.Payload)); err != nil {
+			return dst, err
+		}
+		if hints[i].Touch && (len(b.Payload) != 0 || b.Checksum != 0) {
+			return dst, fmt.Errorf("wire: encode %v block %d (id %016x): a touch with a %d-byte payload and checksum %08x (must be empty): %w",
+				OpAccess, i, b.ID, len(b.Payload), b.Checksum, ErrMalformed)
+		}
+		total += uint64(len(b.Payload))
+	}
+	out, err := AppendBlockFrameHead(dst, OpAccess, reqID, len(blocks), total)
+	if err != nil {
+		return dst, err
+	}
+	for i := range blocks {
+		b := &blocks[i]
+		out = AppendHint(out, hints[i])
+		out = AppendBlockHeader(out, BlockHeader{ID: b.ID, Code: b.Code, Checksum: b.Checksum, Len: uint32(len(b.Payload))})
+		out = append(out, b.Payload...)
+	}
+	return out, nil
+}
+
+// AppendAccessResponse appends an ACCESS response (statuses in request
+// order).
+func AppendAccessResponse(dst []byte, reqID uint64, ss []Status) ([]byte, error) {
+	return appendStatuses(dst, OpAccessResponse, reqID, ss)
 }
 
 // AppendPut appends a PUT request carrying b (b.Code must be CodeOK). It
@@ -346,6 +400,8 @@ func AppendFrame(dst []byte, f *Frame) ([]byte, error) {
 		return appendStatuses(dst, h.Op, h.ReqID, f.Statuses)
 	case shapeStats:
 		return AppendStatsResponse(dst, h.ReqID, f.Tiers)
+	case shapeAccess:
+		return AppendAccess(dst, h.ReqID, f.Hints, f.Blocks)
 	case shapeError:
 		if f.Code == CodeOK {
 			return dst, fmt.Errorf("wire: encode ERROR: code ok (an ERROR frame reports a failure): %w", ErrMalformed)

@@ -83,6 +83,17 @@ func sampleFrames(lim Limits) []sample {
 	if len(mixed) > fb {
 		mixed = mixed[:fb]
 	}
+	// ACCESS entries carry a hint too.
+	perAccess := min(mp, (lim.MaxFrame-HeaderLen-countLen)/fb-BlockHeaderLen-HintLen)
+	accessFull, accessHints := blocks(fb, perAccess), make([]Hint, fb)
+	for i := range accessHints {
+		accessHints[i] = Hint{Parent: uint64(i), Depth: uint32(i)}
+	}
+	touchPut := []Block{{ID: 5, Code: CodeOK}, okBlock(6, 3), okBlock(7, 0), {ID: 8, Code: CodeOK}}
+	touchPutHints := []Hint{{Touch: true}, {Parent: 5, Depth: 1}, {Parent: 6, Depth: 2}, {Parent: 7, Depth: 1<<32 - 1, Touch: true}}
+	if len(touchPut) > fb {
+		touchPut, touchPutHints = touchPut[:fb], touchPutHints[:fb]
+	}
 	tiers := sampleTiers()
 	h := func(op Op, id uint64) Header { return Header{Op: op, ReqID: id} }
 	return []sample{
@@ -114,6 +125,11 @@ func sampleFrames(lim Limits) []sample {
 		{"stats_response_empty", Frame{Header: h(OpStatsResponse, 26)}},
 		{"stats_response", Frame{Header: h(OpStatsResponse, 27), Tiers: tiers}},
 		{"error", Frame{Header: h(OpError, 28), Code: CodeUnsupportedOp, Message: "op 0x08 is not defined"}},
+		{"access_empty", Frame{Header: h(OpAccess, 30)}},
+		{"access_touch_and_put", Frame{Header: h(OpAccess, 31), Hints: touchPutHints, Blocks: touchPut}},
+		{"access_full", Frame{Header: h(OpAccess, 32), Hints: accessHints, Blocks: accessFull}},
+		{"access_response_empty", Frame{Header: h(OpAccessResponse, 33)}},
+		{"access_response_full", Frame{Header: h(OpAccessResponse, 34), Statuses: statuses(fb)}},
 		{"error_unknown_code", Frame{Header: h(OpError, 1<<64-1), Code: 999}},
 		{"error_max_message", Frame{Header: h(OpError, 29), Code: CodeInternal, Message: strings.Repeat("é", MaxMessageLen/2)}},
 	}
@@ -151,6 +167,9 @@ func diffFrames(want, got *Frame) string {
 			return fmt.Sprintf("block %d: id %x code %v sum %08x len %d, want id %x code %v sum %08x len %d",
 				i, g.ID, g.Code, g.Checksum, len(g.Payload), w.ID, w.Code, w.Checksum, len(w.Payload))
 		}
+	}
+	if !slices.Equal(want.Hints, got.Hints) {
+		return fmt.Sprintf("hints %+v, want %+v", got.Hints, want.Hints)
 	}
 	if !slices.Equal(want.Statuses, got.Statuses) {
 		return fmt.Sprintf("statuses %v, want %v", got.Statuses, want.Statuses)

@@ -23,6 +23,9 @@ const (
 	BlockHeaderLen = 20
 	// StatusLen is the size of a status entry.
 	StatusLen = 12
+	// HintLen is the size of the hint that precedes each block entry of
+	// an ACCESS request.
+	HintLen = 16
 	// HelloLen is the size of a hello's fixed part (before tenant and token).
 	HelloLen = 12
 	// HelloAckLen is the size of a hello-ack's fixed part (before the
@@ -60,6 +63,13 @@ const (
 	OpDelete Op = 0x06
 	// OpStats asks for the node's per-tier counters. Body: empty.
 	OpStats Op = 0x07
+	// OpAccess reports a request's accesses to the node's blocks, in
+	// order, each with its chain position (a Hint): a touch of a block
+	// the client already holds a copy of, or a put. Body: count, n ×
+	// (hint, block entry). Added after the first seven ops without a new
+	// Version: a server that predates it answers ERROR CodeUnsupportedOp
+	// and keeps the connection, so a client can fall back to MPUT.
+	OpAccess Op = 0x10
 
 	// OpGetResponse answers OpGet. Body: a block entry.
 	OpGetResponse Op = 0x81
@@ -78,6 +88,9 @@ const (
 	OpDeleteResponse Op = 0x86
 	// OpStatsResponse answers OpStats. Body: tier count, tier stats.
 	OpStatsResponse Op = 0x87
+	// OpAccessResponse answers OpAccess. Body: count, status entries in
+	// request order (a touch of an absent block: CodeNotFound).
+	OpAccessResponse Op = 0x90
 	// OpError answers a request that failed as a whole (undecodable,
 	// unknown op, unauthorized, internal failure). Body: code, message.
 	OpError Op = 0xFF
@@ -99,6 +112,7 @@ const (
 	shapeStatuses       // MPUT response, EXISTS response
 	shapeStats          // STATS response
 	shapeError          // ERROR
+	shapeAccess         // ACCESS
 )
 
 func (o Op) shape() shape {
@@ -115,8 +129,10 @@ func (o Op) shape() shape {
 		return shapeBlocks
 	case OpPutResponse, OpDeleteResponse:
 		return shapeStatus
-	case OpMPutResponse, OpExistsResponse:
+	case OpMPutResponse, OpExistsResponse, OpAccessResponse:
 		return shapeStatuses
+	case OpAccess:
+		return shapeAccess
 	case OpStatsResponse:
 		return shapeStats
 	case OpError:
@@ -157,6 +173,8 @@ func (o Op) String() string {
 		return "DELETE"
 	case OpStats:
 		return "STATS"
+	case OpAccess:
+		return "ACCESS"
 	case OpError:
 		return "ERROR"
 	}
@@ -212,6 +230,27 @@ type Block struct {
 	Payload []byte
 }
 
+// Hint is the part of an ACCESS entry before its block entry: the
+// block's place in its request's prefix chain, which the node's eviction
+// policy receives as the simulator's policies do (policy.Access.Depth and
+// Parent), and whether the access is a touch.
+type Hint struct {
+	// Parent is the key ID of the block before this one in the chain;
+	// meaningful only when Depth > 0.
+	Parent uint64
+	// Depth is the block's position in its request's key list (0 =
+	// first).
+	Depth uint32
+	// Touch marks an access to a block the node already holds: the entry
+	// carries no payload (length 0, checksum 0), and the node records the
+	// access if it holds the block (CodeOK) or changes nothing
+	// (CodeNotFound). Otherwise the entry is a put.
+	Touch bool
+}
+
+// hintTouch is the Touch bit of a hint's flags byte.
+const hintTouch = 0x01
+
 // Status is a status entry: the outcome of one key.
 type Status struct {
 	// ID is the key the status is about.
@@ -237,8 +276,10 @@ type Frame struct {
 	// IDs: GET and DELETE (exactly one), MGET and EXISTS.
 	IDs []uint64
 	// Blocks: PUT (exactly one), MPUT, GET response (exactly one), MGET
-	// response.
+	// response, ACCESS.
 	Blocks []Block
+	// Hints: ACCESS, one per block (Hints[i] goes with Blocks[i]).
+	Hints []Hint
 	// Statuses: PUT and DELETE responses (exactly one), MPUT and EXISTS
 	// responses.
 	Statuses []Status
@@ -258,6 +299,7 @@ func (f *Frame) reset(h Header) {
 	f.IDs = f.IDs[:0]
 	clear(f.Blocks) // drop references to old payloads
 	f.Blocks = f.Blocks[:0]
+	f.Hints = f.Hints[:0]
 	f.Statuses = f.Statuses[:0]
 	f.Tiers = f.Tiers[:0]
 	f.Code = CodeOK

@@ -177,6 +177,9 @@ func seedCorpus(t *testing.T) map[string][]byte {
 	seeds["bad_payload_beyond_frame"] = frame(OpMGetResponse, u32(1), entry(1, 0, 0, 0, 9), []byte("short"))
 	seeds["bad_failed_block_with_payload"] = frame(OpGetResponse, entry(1, CodeCorrupt, 0, 0, 1), u8(1))
 	seeds["bad_trailing_bytes"] = frame(OpMPutResponse, u32(0), u8(1))
+	seeds["bad_access_touch_with_payload"] = frame(OpAccess, u32(1), u64(0), u32(0), u8(hintTouch), make([]byte, 3), entry(1, 0, 0, 0, 1), u8(1))
+	seeds["bad_access_hint_flags"] = frame(OpAccess, u32(1), u64(0), u32(0), u8(0x02), make([]byte, 3), entry(1, 0, 0, 0, 0))
+	seeds["bad_access_count_overrun"] = frame(OpAccess, u32(2), u64(0), u32(0), make([]byte, 4), entry(1, 0, 0, 0, 0))
 	seeds["bad_stats_name_overrun"] = frame(OpStatsResponse, u8(1), u8(255), make([]byte, 88))
 	seeds["bad_error_code_ok"] = frame(OpError, u16(0), u16(2), []byte("ok"))
 	seeds["bad_truncated_mget_response"] = stream[:len(stream)/2]

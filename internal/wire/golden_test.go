@@ -32,6 +32,11 @@ func goldenFrames() []sample {
 		{"stats_response", Frame{Header: Header{Op: OpStatsResponse, ReqID: 6},
 			Tiers: sampleTiers()[:1]}},
 		{"error", Frame{Header: Header{Op: OpError, ReqID: 7}, Code: CodeUnsupportedOp, Message: "op 0x08"}},
+		{"access", Frame{Header: Header{Op: OpAccess, ReqID: 8},
+			Hints:  []Hint{{Touch: true}, {Parent: 0x11, Depth: 1}},
+			Blocks: []Block{{ID: 0x11, Code: CodeOK}, okBlock(0x12, 4)}}},
+		{"access_response", Frame{Header: Header{Op: OpAccessResponse, ReqID: 9},
+			Statuses: []Status{{ID: 0x11, Code: CodeNotFound}, {ID: 0x12, Code: CodeOK}}}},
 	}
 }
 

@@ -48,6 +48,11 @@ func entry(id uint64, c Code, reserved uint16, sum, n uint32) []byte {
 	return bytes.Join([][]byte{u64(id), u16(uint16(c)), u16(reserved), u32(sum), u32(n)}, nil)
 }
 
+// hint builds an ACCESS hint (reserved bytes given explicitly, as a u24).
+func hint(parent uint64, depth uint32, flags byte, reserved uint32) []byte {
+	return bytes.Join([][]byte{u64(parent), u32(depth), u8(flags), u16(uint16(reserved)), u8(byte(reserved >> 16))}, nil)
+}
+
 func TestMalformedFrames(t *testing.T) {
 	const (
 		recoverable = true
@@ -105,6 +110,15 @@ func TestMalformedFrames(t *testing.T) {
 		{"STATS response count above body", frame(OpStatsResponse, u8(2), u8(0), tier), Limits{}, ErrMalformed, recoverable, "2 tiers"},
 		{"STATS response name beyond body", frame(OpStatsResponse, u8(1), u8(200), tier), Limits{}, ErrMalformed, recoverable, "200-byte name"},
 		{"STATS response trailing", frame(OpStatsResponse, u8(1), u8(0), tier, u8(9)), Limits{}, ErrMalformed, recoverable, "1 trailing bytes"},
+		{"ACCESS touch with payload", frame(OpAccess, u32(1), hint(0, 0, hintTouch, 0), entry(1, 0, 0, 0, 2), u16(7)), Limits{}, ErrMalformed, recoverable, "a touch with a 2-byte payload"},
+		{"ACCESS touch with checksum", frame(OpAccess, u32(1), hint(0, 0, hintTouch, 0), entry(1, 0, 0, 9, 0)), Limits{}, ErrMalformed, recoverable, "checksum 00000009"},
+		{"ACCESS unknown hint flag", frame(OpAccess, u32(1), hint(0, 0, 0x80, 0), entry(1, 0, 0, 0, 0)), Limits{}, ErrMalformed, recoverable, "hint flags 0x80"},
+		{"ACCESS hint reserved set", frame(OpAccess, u32(1), hint(0, 0, 0, 1), entry(1, 0, 0, 0, 0)), Limits{}, ErrMalformed, recoverable, "hint reserved"},
+		{"ACCESS with a status", frame(OpAccess, u32(1), hint(0, 0, 0, 0), entry(1, CodeFull, 0, 0, 0)), Limits{}, ErrMalformed, recoverable, "in a request"},
+		{"ACCESS count above body", frame(OpAccess, u32(2), hint(0, 0, 0, 0), entry(1, 0, 0, 0, 0)), Limits{}, ErrMalformed, recoverable, "count 2"},
+		{"ACCESS over batch limit", frame(OpAccess, u32(5), bytes.Repeat(bytes.Join([][]byte{hint(0, 0, 0, 0), entry(1, 0, 0, 0, 0)}, nil), 5)), Limits{}, ErrBatchTooLong, recoverable, "count 5 exceeds limit 4"},
+		{"ACCESS payload eats the next hint", frame(OpAccess, u32(2), hint(0, 0, 0, 0), entry(1, 0, 0, 0, 30), make([]byte, 20), hint(1, 1, 0, 0), entry(2, 0, 0, 0, 0)),
+			Limits{}, ErrMalformed, recoverable, "payload of 30 bytes, the frame has room for 20"},
 		{"ERROR short", frame(OpError, u16(5)), Limits{}, ErrMalformed, recoverable, "at least 4"},
 		{"ERROR with code ok", frame(OpError, u16(0), u16(0)), Limits{}, ErrMalformed, recoverable, "code ok"},
 		{"ERROR message too long", frame(OpError, u16(8), u16(MaxMessageLen+1), make([]byte, MaxMessageLen+1)), Limits{}, ErrMalformed, recoverable, "1025 bytes exceeds limit 1024"},

@@ -82,6 +82,7 @@ type Reader struct {
 	remain     int    // unread body bytes of the current frame
 	nblocks    int    // block entries in the current frame
 	blocksLeft int    // block entries not yet started
+	entryLen   int    // fixed bytes of one block entry: BlockHeaderLen (+ HintLen in ACCESS)
 	payload    int    // unread payload bytes of the current block
 	emptyOK    bool   // the last NextBlock had an empty payload, already consumed
 	handshake  string // "hello" or "hello-ack" while reading one, for errors
@@ -118,7 +119,7 @@ func (r *Reader) Offset() int64 { return r.off }
 
 func (r *Reader) resetFrame() {
 	r.st = stIdle
-	r.remain, r.nblocks, r.blocksLeft, r.payload = 0, 0, 0, 0
+	r.remain, r.nblocks, r.blocksLeft, r.payload, r.entryLen = 0, 0, 0, 0, 0
 	r.emptyOK = false
 }
 
@@ -262,7 +263,7 @@ func (r *Reader) ReadHeader() (Header, error) {
 		exact = idLen
 	case shapeStatus:
 		exact = StatusLen
-	case shapeIDs, shapeStatuses, shapeBlocks:
+	case shapeIDs, shapeStatuses, shapeBlocks, shapeAccess:
 		least = countLen
 	case shapeBlock:
 		least = BlockHeaderLen
@@ -488,17 +489,22 @@ func (r *Reader) ReadStats(dst []TierStats) ([]TierStats, error) {
 }
 
 // BeginBlocks starts reading the block entries of a PUT or GET response (one
-// block) or an MPUT or MGET response, and returns how many follow. Then, for
-// each, call NextBlock and consume its payload with ReadPayload or
-// SkipPayload (a block with an empty payload needs neither).
+// block) or an MPUT, MGET response or ACCESS, and returns how many follow.
+// Then, for each, call NextBlock (NextAccess in an ACCESS) and consume its
+// payload with ReadPayload or SkipPayload (a block with an empty payload
+// needs neither).
 func (r *Reader) BeginBlocks() (int, error) {
-	if err := r.beginBody("BeginBlocks", shapeBlock, shapeBlocks); err != nil {
+	if err := r.beginBody("BeginBlocks", shapeBlock, shapeBlocks, shapeAccess); err != nil {
 		return 0, err
 	}
 	n := 1
-	if r.hdr.Op.shape() == shapeBlocks {
+	r.entryLen = BlockHeaderLen
+	if r.hdr.Op.shape() == shapeAccess {
+		r.entryLen += HintLen
+	}
+	if sh := r.hdr.Op.shape(); sh == shapeBlocks || sh == shapeAccess {
 		var err error
-		if n, err = r.readCount(BlockHeaderLen); err != nil {
+		if n, err = r.readCount(r.entryLen); err != nil {
 			return 0, err
 		}
 	}
@@ -518,9 +524,44 @@ func (r *Reader) NextBlock() (BlockHeader, error) {
 	if r.err != nil {
 		return BlockHeader{}, r.err
 	}
-	if r.st != stBlocks || r.blocksLeft == 0 {
+	if r.st != stBlocks || r.blocksLeft == 0 || r.hdr.Op.shape() == shapeAccess {
 		return BlockHeader{}, r.misuse("NextBlock")
 	}
+	return r.nextBlock(nil)
+}
+
+// NextAccess reads the next entry of an ACCESS request: its hint, then its
+// block header, checked as NextBlock checks it and, for a touch, for an
+// empty payload and a zero checksum. Unknown hint flags and a nonzero
+// reserved field are ErrMalformed.
+func (r *Reader) NextAccess() (Hint, BlockHeader, error) {
+	if r.err != nil {
+		return Hint{}, BlockHeader{}, r.err
+	}
+	if r.st != stBlocks || r.blocksLeft == 0 || r.hdr.Op.shape() != shapeAccess {
+		return Hint{}, BlockHeader{}, r.misuse("NextAccess")
+	}
+	b := r.scratch[:HintLen]
+	if err := r.body(b, "hint"); err != nil {
+		return Hint{}, BlockHeader{}, err
+	}
+	h := Hint{Parent: le.Uint64(b), Depth: le.Uint32(b[8:]), Touch: b[12]&hintTouch != 0}
+	i := r.nblocks - r.blocksLeft
+	switch {
+	case b[12]&^hintTouch != 0:
+		r.blocksLeft-- // the entry is lost: only Skip is left
+		return h, BlockHeader{}, r.bad(ErrMalformed, "entry %d: hint flags %#02x; only %#02x (touch) is defined", i, b[12], hintTouch)
+	case b[13] != 0 || b[14] != 0 || b[15] != 0:
+		r.blocksLeft--
+		return h, BlockHeader{}, r.bad(ErrMalformed, "entry %d: hint reserved bytes %x, want 0", i, b[13:16])
+	}
+	bh, err := r.nextBlock(&h)
+	return h, bh, err
+}
+
+// nextBlock reads and checks a block header; h is its ACCESS hint, or
+// nil.
+func (r *Reader) nextBlock(h *Hint) (BlockHeader, error) {
 	r.emptyOK = false
 	b := r.scratch[:BlockHeaderLen]
 	if err := r.body(b, "block header"); err != nil {
@@ -529,7 +570,7 @@ func (r *Reader) NextBlock() (BlockHeader, error) {
 	bh := BlockHeader{ID: le.Uint64(b), Code: Code(le.Uint16(b[8:])), Checksum: le.Uint32(b[12:]), Len: le.Uint32(b[16:])}
 	r.blocksLeft--
 	i := r.nblocks - r.blocksLeft - 1
-	room := max(0, r.remain-r.blocksLeft*BlockHeaderLen) // bytes left for this payload
+	room := max(0, r.remain-r.blocksLeft*r.entryLen) // bytes left for this payload
 	switch res := le.Uint16(b[10:]); {
 	case res != 0:
 		return bh, r.bad(ErrMalformed, "block %d (id %016x): reserved field is %#04x, want 0", i, bh.ID, res)
@@ -543,6 +584,9 @@ func (r *Reader) NextBlock() (BlockHeader, error) {
 	case uint64(bh.Len) > uint64(room):
 		return bh, r.bad(ErrMalformed, "block %d (id %016x): payload of %d bytes, the frame has room for %d",
 			i, bh.ID, bh.Len, room)
+	case h != nil && h.Touch && (bh.Len != 0 || bh.Checksum != 0):
+		return bh, r.bad(ErrMalformed, "block %d (id %016x): a touch with a %d-byte payload and checksum %08x (must be empty)",
+			i, bh.ID, bh.Len, bh.Checksum)
 	}
 	r.payload = int(bh.Len)
 	r.st = stPayload
@@ -640,7 +684,7 @@ func (r *Reader) ReadFrame(f *Frame) error {
 		e := RemoteError{}
 		err = r.ReadError(&e)
 		f.Code, f.Message = e.Code, e.Message
-	case shapeBlock, shapeBlocks:
+	case shapeBlock, shapeBlocks, shapeAccess:
 		err = r.readBlocks(f)
 	}
 	return err
@@ -652,8 +696,16 @@ func (r *Reader) readBlocks(f *Frame) error {
 		return err
 	}
 	f.Blocks = slices.Grow(f.Blocks, n)
+	access := r.hdr.Op.shape() == shapeAccess
 	for i := 0; i < n; i++ {
-		bh, err := r.NextBlock()
+		var bh BlockHeader
+		if access {
+			var h Hint
+			h, bh, err = r.NextAccess()
+			f.Hints = append(f.Hints, h)
+		} else {
+			bh, err = r.NextBlock()
+		}
 		if err != nil {
 			return err
 		}

@@ -48,6 +48,10 @@ func encodeDirect(t *testing.T, f *Frame) []byte {
 		b, err = AppendStatsResponse(nil, id, f.Tiers)
 	case OpError:
 		b = AppendError(nil, id, &RemoteError{Code: f.Code, Message: f.Message})
+	case OpAccess:
+		b, err = AppendAccess(nil, id, f.Hints, f.Blocks)
+	case OpAccessResponse:
+		b, err = AppendAccessResponse(nil, id, f.Statuses)
 	default:
 		t.Fatalf("no encoder for %v", f.Header.Op)
 	}

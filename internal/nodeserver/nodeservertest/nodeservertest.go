@@ -37,6 +37,16 @@ type Backend struct {
 	fileEnd int64
 	ram     tier.Stats
 	disk    tier.Stats
+	access  []Access
+}
+
+// Access is one ACCESS entry the backend served (see Backend.Accesses).
+type Access struct {
+	Key  block.Key
+	Hint wire.Hint
+	// Found is false for a touch of a block not in RAM (answered not
+	// found) and for a put that failed.
+	Found bool
 }
 
 // stored is one block: in RAM (payload) or in the file (off, n).
@@ -48,7 +58,7 @@ type stored struct {
 	n       int
 }
 
-var _ nodeserver.Backend = (*Backend)(nil)
+var _ nodeserver.AccessBackend = (*Backend)(nil)
 
 // NewBackend returns an empty backend whose file tier lives in dir ("" for
 // a RAM-only backend, on which Spill fails).
@@ -99,6 +109,39 @@ func (b *Backend) Put(ctx context.Context, k block.Key, payload []byte, sum uint
 	b.blocks[k] = &stored{payload: append([]byte(nil), payload...), sum: sum}
 	b.ram.BytesIn += uint64(len(payload))
 	return nil
+}
+
+// PutHinted is Put, logged with its hint (see Accesses).
+func (b *Backend) PutHinted(ctx context.Context, k block.Key, payload []byte, sum uint32, h wire.Hint) error {
+	err := b.Put(ctx, k, payload, sum)
+	b.mu.Lock()
+	b.access = append(b.access, Access{Key: k, Hint: h, Found: err == nil})
+	b.mu.Unlock()
+	return err
+}
+
+// Touch logs the access (see Accesses); it returns tier.ErrNotFound when
+// k is not in RAM (absent, or spilled to the file tier).
+func (b *Backend) Touch(ctx context.Context, k block.Key, h wire.Hint) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.blocks[k]
+	found := ok && !s.inFile
+	b.access = append(b.access, Access{Key: k, Hint: h, Found: found})
+	if !found {
+		return fmt.Errorf("nodeservertest: touch %s: not in RAM: %w", k, tier.ErrNotFound)
+	}
+	return nil
+}
+
+// Accesses returns the ACCESS entries served so far, in order.
+func (b *Backend) Accesses() []Access {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]Access(nil), b.access...)
 }
 
 // Store puts payload under k with its correct checksum (for seeding tests).
