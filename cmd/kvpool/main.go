@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/kvpool/kvpool/internal/vfs"
 )
 
 // command is one kvpool subcommand.
@@ -23,15 +25,26 @@ type command struct {
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
-func commands() []command {
+// commands returns the subcommands as production runs them.
+func commands() []command { return commandsWith(hooks{}) }
+
+// commandsWith returns the subcommands with h's test seams wired in.
+func commandsWith(h hooks) []command {
+	node := runNode
+	if h.nodeFS != nil {
+		node = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			return runNodeWith(ctx, args, stdout, stderr, h)
+		}
+	}
 	return []command{
 		{"demo", "recompute vs local vs global, live on a local cluster and simulated, with a report", runDemo},
 		{"trace", "inspect, sample, generate and fetch request traces", runTrace},
 		{"hitrate", "order-only hit-ratio engine (no timing)", runHitrate},
 		{"sim", "discrete-event cluster simulator in model time", runSim},
 		{"compare", "run the standard comparison matrix and write a report", runCompare},
+		{"policy", "the cache policy report: gap to Belady by trace half, robustness experiments", runPolicy},
 		{"master", "run the master (global block index) until interrupted", runMaster},
-		{"node", "run a node (RAM and SSD tiers, data plane, master agent) until interrupted", runNode},
+		{"node", "run a node (RAM and SSD tiers, data plane, master agent) until interrupted", node},
 		{"up", "start a local cluster (master and nodes) until interrupted", runUp},
 		{"ctl", "admin commands against a running cluster (nodes, stat, get, put, query)", runCtl},
 		{"bench", "benchmark a target (ram, ssd, node, master, sim, tcp, disk, redis) or compare (--vs redis,tcp,disk)", runBench},
@@ -46,8 +59,23 @@ func main() {
 	os.Exit(code)
 }
 
+// hooks are seams into the commands for the multi-process tests (see
+// TestMain in cluster_test.go), which re-execute the test binary as
+// kvpool. The zero value is production: main passes it, and no flag or
+// environment variable of the real binary can set one.
+type hooks struct {
+	// nodeFS wraps the filesystem under a node's SSD tier (fault
+	// injection; nil: the operating system's, unwrapped).
+	nodeFS func(vfs.FS) vfs.FS
+}
+
 // run executes the subcommand named by args[0] and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runWith(ctx, args, stdout, stderr, hooks{})
+}
+
+// runWith is run with the test seams h.
+func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hooks) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {
@@ -55,7 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	for _, c := range commands() {
+	for _, c := range commandsWith(h) {
 		if c.name != args[0] {
 			continue
 		}

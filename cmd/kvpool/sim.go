@@ -32,7 +32,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	traceDir := fs.String("trace-dir", "", "directory searched first for traces (then $KVPOOL_TRACE_DIR, ./traces, ../shared/traces)")
 	lenient := fs.Bool("lenient", false, "skip malformed trace lines instead of failing")
 	mode := fs.String("mode", string(sim.DefaultMode), "cache mode: recompute, local or global")
-	routing := fs.String("routing", string(sim.DefaultRouting), "routing: rr, least-loaded or cache-aware")
+	routing := fs.String("routing", string(sim.DefaultRouting), "routing: rr, least-loaded, cache-aware or joint (cache-aware that also counts prefixes pending on an instance)")
+	replication := fs.String("replication", string(sim.DefaultReplication), "global mode: which fetched blocks become local replicas: all, or hot (asked for by --hot-accesses requests)")
+	hotAccesses := fs.Int("hot-accesses", sim.DefaultHotAccesses, "with --replication hot: requests that must ask for a block before a fetch replicates it")
+	evictRedundant := fs.Bool("evict-redundant-first", false, "global mode: evict a redundant replica before the last copy of a block")
 	instances := fs.Int("instances", sim.DefaultInstances, "prefill instances")
 	ramBlocks := fs.Int("ram-blocks", sim.DefaultRAMBlocks, "RAM cache per instance, in 512-token blocks")
 	ssdBlocks := fs.Int("ssd-blocks", 0, "SSD cache per instance, in blocks (0 = no SSD tier)")
@@ -86,6 +89,10 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		SLOSeconds:     *slo,
 		NoPrefetch:     !*prefetch,
 		Reject:         *reject,
+
+		Replication:         sim.Replication(*replication),
+		HotAccesses:         *hotAccesses,
+		EvictRedundantFirst: *evictRedundant,
 	}
 	if *profile != "" {
 		p, err := costmodel.Lookup(*profile)

@@ -6,10 +6,9 @@ import (
 	"io"
 	"runtime"
 	"slices"
-	"sync"
-	"time"
 
 	"github.com/kvpool/kvpool/internal/hitrate"
+	"github.com/kvpool/kvpool/internal/parallel"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/internal/sim"
 	"github.com/kvpool/kvpool/internal/tracestat"
@@ -254,11 +253,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	res.Options.RateMultiplier, res.Options.SLOSeconds = o.RateMultiplier, base.SLOSeconds
 	res.Options.Profile = base.Profile.Name
 
-	var jobs []job
+	var jobs []parallel.Job
 	for ti, t := range o.Traces {
 		res.Names = append(res.Names, t.Name)
 		res.Traces = append(res.Traces, tracestat.Stats{})
-		jobs = append(jobs, job{name: t.Name + ": trace statistics", run: func(context.Context) error {
+		jobs = append(jobs, parallel.Job{Name: t.Name + ": trace statistics", Run: func(context.Context) error {
 			res.Traces[ti] = tracestat.Compute(t.Requests)
 			return nil
 		}})
@@ -269,7 +268,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			for _, c := range o.Capacities {
 				i := len(res.HitRatio)
 				res.HitRatio = append(res.HitRatio, HitRatioRow{Trace: t.Name, Policy: spec.String(), Capacity: c})
-				jobs = append(jobs, job{name: fmt.Sprintf("%s: hit ratio %s @%d blocks", t.Name, spec, c), run: func(context.Context) error {
+				jobs = append(jobs, parallel.Job{Name: fmt.Sprintf("%s: hit ratio %s @%d blocks", t.Name, spec, c), Run: func(context.Context) error {
 					r, err := hitrate.Run(t.Requests, hitrate.Options{Policy: spec, Capacity: c, Nodes: 1})
 					if err != nil {
 						return err
@@ -292,7 +291,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		for _, a := range arms {
 			i := len(res.Sim)
 			res.Sim = append(res.Sim, SimRow{Trace: t.Name, Arm: a})
-			jobs = append(jobs, job{name: fmt.Sprintf("%s: sim %s", t.Name, a.Name), run: func(ctx context.Context) error {
+			jobs = append(jobs, parallel.Job{Name: fmt.Sprintf("%s: sim %s", t.Name, a.Name), Run: func(ctx context.Context) error {
 				r, err := sim.Run(ctx, t.Requests, o.simOptions(a.Mode, a.Routing, a.NICGbps))
 				if err != nil {
 					return err
@@ -315,7 +314,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			for _, a := range goodputArms(o.NICGbps) {
 				i := len(res.Goodput)
 				res.Goodput = append(res.Goodput, GoodputRow{Trace: t.Name, Arm: a})
-				jobs = append(jobs, job{name: fmt.Sprintf("%s: goodput %s", t.Name, a.Name), run: func(ctx context.Context) error {
+				jobs = append(jobs, parallel.Job{Name: fmt.Sprintf("%s: goodput %s", t.Name, a.Name), Run: func(ctx context.Context) error {
 					m, rps, err := sim.Goodput(ctx, t.Requests, o.simOptions(a.Mode, a.Routing, a.NICGbps), 0)
 					if err != nil {
 						return err
@@ -326,7 +325,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			}
 		}
 	}
-	if err := runJobs(ctx, jobs, o.Workers, o.Progress); err != nil {
+	if err := parallel.Run(ctx, jobs, o.Workers, o.Progress); err != nil {
 		return nil, err
 	}
 	if o.Live != nil {
@@ -335,58 +334,4 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 	}
 	return res, nil
-}
-
-// job is one experiment; it writes only its own pre-allocated slot of the
-// result, so jobs need no lock between them.
-type job struct {
-	name string
-	run  func(ctx context.Context) error
-}
-
-// runJobs runs jobs on at most workers goroutines, longest-first in the
-// order given, and returns the first error (cancelling the rest).
-func runJobs(ctx context.Context, jobs []job, workers int, progress io.Writer) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	start := time.Now()
-	var (
-		mu       sync.Mutex
-		done     int
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	next := make(chan job)
-	for range max(workers, 1) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range next {
-				t0 := time.Now()
-				err := j.run(ctx)
-				mu.Lock()
-				done++
-				if err != nil && firstErr == nil {
-					firstErr = fmt.Errorf("%s: %w", j.name, err)
-					cancel()
-				}
-				if progress != nil && err == nil {
-					fmt.Fprintf(progress, "[%3d/%d %6.1fs] %s (%.2fs)\n", done, len(jobs), time.Since(start).Seconds(), j.name, time.Since(t0).Seconds())
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for _, j := range jobs {
-		if ctx.Err() != nil {
-			break
-		}
-		next <- j
-	}
-	close(next)
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	return ctx.Err()
 }

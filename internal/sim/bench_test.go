@@ -44,3 +44,21 @@ func BenchmarkSimConversation(b *testing.B) {
 	b.ReportMetric(res.Summary.TokenHitRatio, "token_hit_ratio")
 	b.ReportMetric(res.Summary.TTFTMean, "ttft_mean_s")
 }
+
+// BenchmarkSimConversationJoint runs the same cluster with every joint
+// mechanism on: joint routing, hot replication, redundant replicas first.
+func BenchmarkSimConversationJoint(b *testing.B) {
+	reqs := sharedTrace(b, "conversation_trace.jsonl")
+	o := Options{Routing: RoutingJoint, Replication: ReplicateHot, EvictRedundantFirst: true}
+	b.ReportAllocs()
+	var res *Result
+	for b.Loop() {
+		var err error
+		if res, err = Run(context.Background(), reqs, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(reqs))*float64(b.N)/b.Elapsed().Seconds(), "requests/s")
+	b.ReportMetric(res.Summary.TokenHitRatio, "token_hit_ratio")
+	b.ReportMetric(res.Summary.TTFTMean, "ttft_mean_s")
+}

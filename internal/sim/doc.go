@@ -80,6 +80,49 @@
 // routing); it counts as an SLO miss and in Summary.Rejected, and not in
 // the TTFT and hit statistics.
 //
+// Joint routing (RoutingJoint). Algorithm 1 estimates each instance from
+// the blocks held now, but under load many of a request's prefix blocks
+// are still being computed by an earlier request queued or running
+// somewhere: Algorithm 1 sees nothing cached, sends the request to the
+// least-loaded instance and recomputes the prefix, and the hit ratio
+// falls just when capacity matters (conversation, mooncake policy, at 2.8×
+// the trace rate: 22% token hits against 36% at 1×). Each instance keeps the
+// keys of the requests routed to it and not yet stored (pending); joint
+// routing estimates an instance's prefill with the prefix extended by its
+// RAM blocks and pending keys past the planned one, since its FIFO queue
+// stores them before the request reaches the head. The plan made at
+// arrival (transfers included) is unchanged; at the head of the queue
+// the request also reuses every following block then in the instance's
+// RAM (late binding, Summary.LateBoundBlocks).
+//
+// Replication (Options.Replication). ReplicateAll keeps every fetched
+// block as a local replica. ReplicateHot keeps one only when at least
+// HotAccesses requests have asked for the key (counted at arrival, as the
+// master counts lookups) or another request routed to the same instance
+// needs it; otherwise the block is used once and not stored
+// (Summary.ReplicasSkipped), and its source copy in another instance's
+// RAM is touched, as a read renews a lease in the store. Touches reach a
+// cache out of its own order, so each RAM cache's Access.Time is kept
+// strictly increasing by a per-cache clock (unchanged times otherwise).
+//
+// Redundant replicas first (Options.EvictRedundantFirst). Before a new
+// block enters a full RAM cache, the simulator evicts what the policy
+// would (its Victim, as many as the insert needs, batches included), but
+// when the victim is the last copy in the cluster it evicts instead the
+// oldest live redundant replica of that instance (a block another
+// instance also holds), provided that replica's age is at least a
+// quarter of the victim's: a lost replica costs a fetch, a lost last copy
+// a recompute, about 4× more at 100 Gbps. Candidates sit in a queue per
+// instance, pushed on each local use of a redundant block and when another
+// instance gains a replica, and dropped lazily when stale: amortised O(1)
+// per eviction besides the policy's Victim. Summary.RedundantEvictions
+// counts the substitutions.
+//
+// Ceiling. NewCeiling bounds what any policy, placement or routing of this
+// model can reach: every request reuses every leading block any earlier
+// arrival asked for, transfers are free, and one central FIFO queue feeds
+// all instances.
+//
 // Determinism. Same inputs, same outputs, bit for bit: requests are sorted
 // stably by timestamp; simultaneous events run in a fixed order (transfer
 // completions, then prefill completions by sequence number, then

@@ -33,6 +33,25 @@ const (
 // rises. When even 1/64 misses the target it returns 0, 0 and no error;
 // when 64 meets it, it returns 64.
 func Goodput(ctx context.Context, reqs []trace.Request, opts Options, target float64) (multiplier, reqPerSec float64, err error) {
+	target, rate, err := goodputSetup(reqs, opts, target)
+	if err != nil {
+		return 0, 0, err
+	}
+	m, err := bisectRate(func(m float64) (bool, error) {
+		o := opts
+		o.RateMultiplier = m
+		res, err := Run(ctx, reqs, o)
+		if err != nil {
+			return false, fmt.Errorf("sim: goodput at rate multiplier %g: %w", m, err)
+		}
+		return res.Summary.SLOAttainment >= target, nil
+	})
+	return m, m * rate, err
+}
+
+// goodputSetup validates the arguments of a goodput search and returns the
+// target (defaulted) and the trace's rate in requests per second.
+func goodputSetup(reqs []trace.Request, opts Options, target float64) (float64, float64, error) {
 	if target == 0 {
 		target = DefaultGoodputTarget
 	}
@@ -52,33 +71,28 @@ func Goodput(ctx context.Context, reqs []trace.Request, opts Options, target flo
 	if last == first {
 		return 0, 0, fmt.Errorf("sim: goodput: all %d requests have timestamp %d ms; the trace has no rate", len(reqs), first)
 	}
-	rate := float64(len(reqs)) / (float64(last-first) / 1000)
+	return target, float64(len(reqs)) / (float64(last-first) / 1000), nil
+}
 
-	meets := func(m float64) (bool, error) {
-		o := opts
-		o.RateMultiplier = m
-		res, err := Run(ctx, reqs, o)
-		if err != nil {
-			return false, fmt.Errorf("sim: goodput at rate multiplier %g: %w", m, err)
-		}
-		return res.Summary.SLOAttainment >= target, nil
-	}
+// bisectRate returns the highest rate multiplier in [1/64, 64] that meets,
+// to 2%, assuming meets is monotone (0 when even 1/64 fails).
+func bisectRate(meets func(m float64) (bool, error)) (float64, error) {
 	lo, hi := goodputLow, goodputHigh
 	ok, err := meets(hi)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	if ok {
-		return hi, hi * rate, nil
+		return hi, nil
 	}
 	if ok, err = meets(lo); err != nil || !ok {
-		return 0, 0, err
+		return 0, err
 	}
 	for hi/lo > 1+goodputTolerance {
 		mid := math.Sqrt(lo * hi)
 		ok, err := meets(mid)
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		if ok {
 			lo = mid
@@ -86,5 +100,5 @@ func Goodput(ctx context.Context, reqs []trace.Request, opts Options, target flo
 			hi = mid
 		}
 	}
-	return lo, lo * rate, nil
+	return lo, nil
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kvpool/kvpool/internal/costmodel"
 	"github.com/kvpool/kvpool/internal/policy"
@@ -43,12 +44,40 @@ const (
 	// blocks it would load and the prefill time of the rest, and picks the
 	// minimum (ties: lowest index).
 	RoutingCacheAware Routing = "cache-aware"
+	// RoutingJoint is cache-aware routing that also knows the prefixes an
+	// instance is about to hold: blocks that requests already queued or
+	// running there will store when their prefill completes. It estimates
+	// TTFT as Algorithm 1 does, but with the prefix the request will find
+	// at the head of that queue, and binds the reuse late: at the head of
+	// the queue the request also reuses every leading block then in the
+	// instance's RAM (see the package comment, "Joint routing").
+	RoutingJoint Routing = "joint"
 )
 
 // Routings returns every routing policy, in a fixed order.
 func Routings() []Routing {
-	return []Routing{RoutingRoundRobin, RoutingLeastLoaded, RoutingCacheAware}
+	return []Routing{RoutingRoundRobin, RoutingLeastLoaded, RoutingCacheAware, RoutingJoint}
 }
+
+// Replication chooses which remotely fetched blocks an instance keeps as
+// local replicas in global mode.
+type Replication string
+
+// The replication policies.
+const (
+	// ReplicateAll keeps every fetched block as a local replica (the
+	// paper's global mode: hot blocks replicate themselves).
+	ReplicateAll Replication = "all"
+	// ReplicateHot keeps a fetched block only when it is hot: at least
+	// Options.HotAccesses requests have asked for it (this one included),
+	// or another request queued on the same instance needs it. A cold
+	// block is used once and not stored; its source copy is touched
+	// instead, as a read renews a lease in the store.
+	ReplicateHot Replication = "hot"
+)
+
+// Replications returns every replication policy, in a fixed order.
+func Replications() []Replication { return []Replication{ReplicateAll, ReplicateHot} }
 
 // Defaults of Options; a zero field takes these values.
 const (
@@ -72,6 +101,15 @@ const (
 	// DefaultMode and DefaultRouting are the paper's full system.
 	DefaultMode    = ModeGlobal
 	DefaultRouting = RoutingCacheAware
+	// DefaultReplication keeps the paper's behaviour.
+	DefaultReplication = ReplicateAll
+	// DefaultHotAccesses is the ReplicateHot threshold: a block asked for
+	// by 3 requests. Every fetched block has been asked for at least twice
+	// (by the request that computed it and by the fetcher), so 2 would
+	// replicate everything; 3 is the smallest threshold that skips
+	// anything: a fetch of a block asked for only twice so far is used
+	// once and not kept.
+	DefaultHotAccesses = 3
 )
 
 // Options configures one simulation. The zero value of every field means its
@@ -116,6 +154,18 @@ type Options struct {
 	// TTFT exceeds the SLO is rejected (counted as an SLO miss and
 	// reported separately).
 	Reject bool
+	// Replication chooses which fetched blocks become local replicas in
+	// global mode ("" means DefaultReplication). Local and recompute modes
+	// fetch nothing, so it has no effect there.
+	Replication Replication
+	// HotAccesses is ReplicateHot's threshold in requests (0 means
+	// DefaultHotAccesses); it must be at least 2.
+	HotAccesses int
+	// EvictRedundantFirst makes an instance that must evict a RAM block
+	// prefer a block with a replica on another instance over the last copy
+	// its policy would evict, unless the replica was used much more
+	// recently (see the package comment, "Redundant replicas first").
+	EvictRedundantFirst bool
 }
 
 // withDefaults returns o with every zero field set to its default.
@@ -150,6 +200,12 @@ func (o Options) withDefaults() Options {
 	if o.SLOSeconds == 0 {
 		o.SLOSeconds = DefaultSLOSeconds
 	}
+	if o.Replication == "" {
+		o.Replication = DefaultReplication
+	}
+	if o.HotAccesses == 0 {
+		o.HotAccesses = DefaultHotAccesses
+	}
 	return o
 }
 
@@ -182,7 +238,7 @@ func (o Options) validate() (policy.Spec, error) {
 		return policy.Spec{}, bad("SSDBlocks", "must be >= 0 (0 = no SSD), got %d", o.SSDBlocks)
 	case o.Mode != ModeRecompute && o.Mode != ModeLocal && o.Mode != ModeGlobal:
 		return policy.Spec{}, bad("Mode", "unknown mode %q (known: %v)", o.Mode, Modes())
-	case o.Routing != RoutingRoundRobin && o.Routing != RoutingLeastLoaded && o.Routing != RoutingCacheAware:
+	case !slices.Contains(Routings(), o.Routing):
 		return policy.Spec{}, bad("Routing", "unknown routing %q (known: %v)", o.Routing, Routings())
 	case !positive(o.RateMultiplier):
 		return policy.Spec{}, bad("RateMultiplier", "must be finite and > 0, got %g", o.RateMultiplier)
@@ -192,6 +248,10 @@ func (o Options) validate() (policy.Spec, error) {
 		return policy.Spec{}, bad("SSDGBps", "must be finite and > 0, got %g", o.SSDGBps)
 	case !positive(o.SLOSeconds):
 		return policy.Spec{}, bad("SLOSeconds", "must be finite and > 0, got %g", o.SLOSeconds)
+	case !slices.Contains(Replications(), o.Replication):
+		return policy.Spec{}, bad("Replication", "unknown replication %q (known: %v)", o.Replication, Replications())
+	case o.HotAccesses < 2:
+		return policy.Spec{}, bad("HotAccesses", "must be >= 2 (every fetched block has been asked for twice), got %d", o.HotAccesses)
 	}
 	if err := o.Profile.Validate(); err != nil {
 		return policy.Spec{}, bad("Profile", "%v", err)

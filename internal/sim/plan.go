@@ -28,6 +28,9 @@ type plan struct {
 	transfer     float64 // estimated transfer time at the current shares
 	prefill      float64 // prefill time of the rest (exact)
 	cost         float64 // transfer + prefill
+	// estPrefill is the prefill time routing expects: prefill, or less
+	// when joint routing expects a longer prefix at the head of the queue.
+	estPrefill float64
 
 	skippedRemote, skippedSSD bool
 }
@@ -74,6 +77,7 @@ func (s *simulator) makePlan(i int, req *trace.Request, dst *plan) {
 		dst.reset(0)
 		dst.prefill = s.prof.PrefillSeconds(n, 0)
 		dst.cost = dst.prefill
+		dst.estPrefill = dst.prefill
 		return
 	}
 	me := int32(i)
@@ -140,6 +144,7 @@ func (s *simulator) evalPlan(i int, req *trace.Request, prefix int, dst *plan) {
 	dst.prefill = s.prof.PrefillSeconds(req.InputLength, dst.reusedTokens)
 	dst.transfer = s.transferEst(dst.flows)
 	dst.cost = dst.transfer + dst.prefill
+	dst.estPrefill = dst.prefill
 }
 
 // remoteSource picks the holder to fetch from among hs, excluding instance

@@ -161,6 +161,20 @@ type Summary struct {
 	// the same for a local SSD prefix.
 	FetchesSkipped  int `json:"fetches_skipped"`
 	SSDReadsSkipped int `json:"ssd_reads_skipped"`
+
+	// Joint mechanisms: their configuration and what they did.
+	Replication         Replication `json:"replication"`
+	HotAccesses         int         `json:"hot_accesses"`
+	EvictRedundantFirst bool        `json:"evict_redundant_first"`
+	// ReplicasSkipped counts fetched blocks not kept as local replicas
+	// (ReplicateHot); RedundantEvictions the evictions of a redundant
+	// replica in place of the policy's last-copy victim
+	// (EvictRedundantFirst); LateBoundBlocks the prefix blocks joint
+	// routing found in RAM at the head of the queue beyond the plan made at
+	// arrival.
+	ReplicasSkipped    int64 `json:"replicas_skipped"`
+	RedundantEvictions int64 `json:"redundant_evictions"`
+	LateBoundBlocks    int64 `json:"late_bound_blocks"`
 }
 
 // Result is the outcome of Run.

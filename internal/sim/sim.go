@@ -72,6 +72,13 @@ type instance struct {
 	// curEstEnd the estimated end of cur's prefill.
 	waitSum   float64
 	curEstEnd float64
+
+	// Joint state (see joint.go); nil or zero unless its option is on.
+	// clock is the last Access.Time given to the RAM cache.
+	clock   int64
+	pending map[policy.Key]int32 // keys of requests routed here and not yet stored
+	last    map[policy.Key]int64 // RAM-resident key → its last local access time
+	red     redundantQueue       // candidate redundant replicas, oldest first
 }
 
 // reqState is the in-flight state of one request.
@@ -79,6 +86,7 @@ type reqState struct {
 	inst          int32
 	pending       int32 // transfers not yet finished
 	reusedTokens  int
+	reusedBlocks  int
 	transferStart float64
 	transferEnd   float64
 	transferEst   float64
@@ -171,6 +179,13 @@ type simulator struct {
 	bytesWrite int64
 
 	fetchesSkipped, ssdSkipped int
+
+	// Joint mechanisms (joint.go).
+	joint, hotRepl, redFirst bool
+	asks                     map[policy.Key]int32 // requests that asked for a key so far (ReplicateHot)
+	replicasSkipped          int64
+	redundantEvictions       int64
+	lateBlocks               int64
 
 	// Scratch.
 	hsl              [][]holder
@@ -274,6 +289,7 @@ func newSimulator(reqs []trace.Request, opts Options) (*simulator, error) {
 		if spec.NeedsFuture() {
 			s.buildFuture(p)
 		}
+		s.initJoint()
 	}
 	return s, nil
 }
@@ -287,16 +303,23 @@ func (s *simulator) ssdLink(i int) int { return 2*s.opts.Instances + i }
 // path.
 func (s *simulator) hookEvictions(i int) {
 	in := &s.inst[i]
-	ramHolder := holder{int32(i), tierRAM}
 	ssdHolder := holder{int32(i), tierSSD}
-	in.ram.OnEvict = func(k policy.Key) {
-		s.idx.remove(k, ramHolder)
-		if in.ssd != nil {
-			s.demote(in.ssd, ssdHolder, k)
-		}
-	}
+	in.ram.OnEvict = func(k policy.Key) { s.ramEvicted(i, k) }
 	if in.ssd != nil {
 		in.ssd.OnEvict = func(k policy.Key) { s.idx.remove(k, ssdHolder) }
+	}
+}
+
+// ramEvicted updates the index for a block that left instance i's RAM
+// and demotes it to the SSD tier, if any.
+func (s *simulator) ramEvicted(i int, k policy.Key) {
+	in := &s.inst[i]
+	s.idx.remove(k, holder{int32(i), tierRAM})
+	if in.last != nil {
+		delete(in.last, k)
+	}
+	if in.ssd != nil {
+		s.demote(in.ssd, holder{int32(i), tierSSD}, k)
 	}
 }
 
@@ -450,9 +473,9 @@ func (s *simulator) queueEst(i int, t float64) float64 {
 func (s *simulator) ttftEst(i int, p *plan, t float64) float64 {
 	q := s.queueEst(i, t)
 	if s.opts.NoPrefetch {
-		return q + p.transfer + p.prefill
+		return q + p.transfer + p.estPrefill
 	}
-	return max(q, p.transfer) + p.prefill
+	return max(q, p.transfer) + p.estPrefill
 }
 
 // arrive routes, plans and enqueues sorted request r at time t.
@@ -461,6 +484,7 @@ func (s *simulator) arrive(r int, t float64) error {
 	rec := &s.records[r]
 	*rec = Record{ID: s.order[r], Arrival: t, Instance: -1, InputTokens: req.InputLength, Blocks: len(req.HashIDs)}
 	s.lookup(r)
+	s.asked(req)
 	P := s.opts.Instances
 	chosen := -1
 	switch s.opts.Routing {
@@ -476,10 +500,13 @@ func (s *simulator) arrive(r int, t float64) error {
 			}
 		}
 		s.makePlan(chosen, req, &s.best)
-	case RoutingCacheAware:
+	case RoutingCacheAware, RoutingJoint:
 		bestEst := 0.0
 		for i := range P {
 			s.makePlan(i, req, &s.candidatePerInst)
+			if s.joint {
+				s.extendPending(i, req, &s.candidatePerInst)
+			}
 			if est := s.ttftEst(i, &s.candidatePerInst, t); chosen < 0 || est < bestEst {
 				chosen, bestEst = i, est
 				s.best.copyFrom(&s.candidatePerInst)
@@ -495,7 +522,8 @@ func (s *simulator) arrive(r int, t float64) error {
 	rs := &s.rs[r]
 	rs.inst = int32(chosen)
 	rec.Instance = chosen
-	rs.estService = s.best.prefill
+	s.routed(chosen, req)
+	rs.estService = s.best.estPrefill
 	if s.opts.NoPrefetch {
 		rs.estService += s.best.transfer
 	} else if err := s.commit(r, &s.best, t); err != nil {
@@ -526,6 +554,7 @@ func (s *simulator) commit(r int, p *plan, t float64) error {
 		s.ssdSkipped++
 	}
 	rs.reusedTokens = p.reusedTokens
+	rs.reusedBlocks = p.prefix
 	rs.transferStart, rs.transferEnd = t, t
 	rs.transferEst = p.transfer
 	rs.pending = int32(len(p.flows))
@@ -568,6 +597,9 @@ func (s *simulator) startNext(i int, t float64) error {
 			return err
 		}
 	}
+	if s.joint && !s.opts.NoPrefetch {
+		s.lateBind(i, r)
+	}
 	if rs.pending > 0 {
 		in.waiting = true
 		in.curEstEnd = max(t, rs.transferStart+rs.transferEst) + s.prof.PrefillSeconds(s.reqs[s.order[r]].InputLength, rs.reusedTokens)
@@ -600,30 +632,69 @@ func (s *simulator) prefillDone(i int, t float64) error {
 	rec.TTFT = t - rec.Arrival
 	if s.cached {
 		s.store(i, r)
+		s.stored(i, r)
 	}
 	in.cur = -1
 	return s.startNext(i, t)
 }
 
 // store accesses sorted request r's blocks in instance i's RAM cache.
+// With ReplicateHot a cold block it fetched from another instance is not
+// stored (its source copy is touched instead); with EvictRedundantFirst
+// room for a new block is made by makeRoom first.
 func (s *simulator) store(i, r int) {
 	in := &s.inst[i]
 	keys := s.reqs[s.order[r]].HashIDs
 	h := holder{int32(i), tierRAM}
+	reused := s.rs[r].reusedBlocks
 	for j, k := range keys {
 		p := s.pos[r] + int64(j)
-		a := policy.Access{Key: k, Depth: j, Time: p << timeShift, NextUse: policy.NoNextUse}
-		if j > 0 {
-			a.Parent = keys[j-1]
-		}
-		if s.future {
-			a.NextUse = s.nextUse[p]
-		}
+		a := s.access(keys, j, p)
+		a.Time = s.ramTime(i, a.Time)
 		s.curPos, s.curTime, s.demotions = p, a.Time, 0
+		resident := in.ram.Contains(k)
+		if s.hotRepl && !resident && j < reused && s.fetched(i, k) && !s.hot(i, k) {
+			s.replicasSkipped++
+			s.touchSource(i, keys, j, p)
+			continue
+		}
+		if s.redFirst && !resident {
+			s.makeRoom(i)
+		}
 		if !in.ram.Access(a) && in.ram.Contains(k) {
 			s.idx.add(k, h)
+			s.holderAdded(k, i)
+		}
+		if s.redFirst && in.ram.Contains(k) {
+			s.localAccess(i, k, a.Time)
 		}
 	}
+}
+
+// access returns the policy access of block j of keys at trace position
+// p (Time unshifted by any per-cache clock).
+func (s *simulator) access(keys []policy.Key, j int, p int64) policy.Access {
+	a := policy.Access{Key: keys[j], Depth: j, Time: p << timeShift, NextUse: policy.NoNextUse}
+	if j > 0 {
+		a.Parent = keys[j-1]
+	}
+	if s.future {
+		a.NextUse = s.nextUse[p]
+	}
+	return a
+}
+
+// ramTime returns the Access.Time to give instance i's RAM cache for an
+// access whose natural time is t, keeping that cache's times strictly
+// increasing, 2^timeShift apart so that the demotions made during one
+// access keep distinct times. An instance's own accesses come in trace
+// order, so t is returned unchanged unless a touch from another instance
+// (ReplicateHot) has moved the clock past it.
+func (s *simulator) ramTime(i int, t int64) int64 {
+	in := &s.inst[i]
+	t = max(t, in.clock+1<<timeShift)
+	in.clock = t
+	return t
 }
 
 // result assembles the Result.
@@ -646,6 +717,13 @@ func (s *simulator) result() *Result {
 		BytesSSDWrite:   s.bytesWrite,
 		FetchesSkipped:  s.fetchesSkipped,
 		SSDReadsSkipped: s.ssdSkipped,
+
+		Replication:         o.Replication,
+		HotAccesses:         o.HotAccesses,
+		EvictRedundantFirst: o.EvictRedundantFirst,
+		ReplicasSkipped:     s.replicasSkipped,
+		RedundantEvictions:  s.redundantEvictions,
+		LateBoundBlocks:     s.lateBlocks,
 	}
 	if !s.cached {
 		sum.RAMBlocks, sum.SSDBlocks = 0, 0

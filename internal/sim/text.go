@@ -35,6 +35,10 @@ func (s *Summary) WriteText(w io.Writer) error {
 		{"SLO attainment", fmt.Sprintf("%s within %g s; %s within 10 s; %s within 30 s", pct(s.SLOAttainment), s.SLO, pct(s.SLOAttainment10s), pct(s.SLOAttainment30s))},
 		{"skipped loads", fmt.Sprintf("%d remote fetches, %d SSD reads (recomputing was faster)", s.FetchesSkipped, s.SSDReadsSkipped)},
 	}
+	if s.Routing == RoutingJoint || s.Replication == ReplicateHot || s.EvictRedundantFirst {
+		lines = append(lines, [2]string{"joint", fmt.Sprintf("replication %s (hot at %d asks), redundant first %t; %d replicas skipped, %d redundant evictions, %d late-bound blocks",
+			s.Replication, s.HotAccesses, s.EvictRedundantFirst, s.ReplicasSkipped, s.RedundantEvictions, s.LateBoundBlocks)})
+	}
 	var b strings.Builder
 	for _, l := range lines {
 		fmt.Fprintf(&b, "%-16s %s\n", l[0], l[1])
