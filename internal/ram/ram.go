@@ -235,9 +235,10 @@ func Open(opts Options) (*RAM, error) {
 	return r, nil
 }
 
-// PolicyKey is the key the admission policy sees for k: a 64-bit hash of
-// its tenant and ID. (The eviction policy sees slot numbers.) A tiered
-// store's promotion sketch uses the same hash.
+// PolicyKey is the key the eviction and admission policies see for k: a
+// 64-bit hash of its tenant and ID (see collisionLocked for the rare
+// cross-tenant collision). A tiered store's promotion sketch uses the same
+// hash.
 func PolicyKey(k block.Key) policy.Key {
 	h := uint64(14695981039346656037) // FNV-1a over the tenant
 	for i := 0; i < len(k.Tenant); i++ {
