@@ -38,7 +38,7 @@ func TestClassicReferenceString(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := hitString(policy.NewCache(3, tt.ev, nil), classic)
+			got := hitString(policy.NewCache(3, tt.ev, nil), classic, nil)
 			if got != tt.want {
 				t.Errorf("got  %s\nwant %s", got, tt.want)
 			}
@@ -50,12 +50,19 @@ func TestClassicReferenceString(t *testing.T) {
 }
 
 // hitString runs seq through c (with true next uses) and returns one
-// letter per access: H for a hit, M for a miss.
-func hitString(c *policy.Cache, seq []policy.Key) string {
+// letter per access: H for a hit, M for a miss. When depth is not nil,
+// depth[i] is seq[i]'s position in its request, and each access carries
+// its chain hints (Depth, and Parent = the previous key of the request),
+// as the hit-ratio engine and the simulator set them.
+func hitString(c *policy.Cache, seq []policy.Key, depth []int) string {
 	next := nextUses(seq)
 	var b strings.Builder
 	for i, k := range seq {
-		if c.Access(policy.Access{Key: k, Time: int64(i), NextUse: next[i]}) {
+		a := policy.Access{Key: k, Time: int64(i), NextUse: next[i]}
+		if depth != nil && depth[i] > 0 {
+			a.Depth, a.Parent = depth[i], seq[i-1]
+		}
+		if c.Access(a) {
 			b.WriteByte('H')
 		} else {
 			b.WriteByte('M')
@@ -79,11 +86,14 @@ func nextUses(seq []policy.Key) []int64 {
 }
 
 // golden is one testdata/golden file: comment lines, a capacity, a
-// sequence, and the expected hit/miss string per spec.
+// sequence, and the expected hit/miss string per spec. A sequence may mark
+// request boundaries with "|": then every access carries its chain hints
+// (depth is each key's position in its request; nil without marks).
 type golden struct {
 	comments []string
 	capacity int
 	seq      []policy.Key
+	depth    []int
 	want     map[string]string
 }
 
@@ -113,7 +123,22 @@ func readGolden(path string) (golden, error) {
 				return g, fmt.Errorf("%s:%d: capacity: %w", path, n, err)
 			}
 		case "sequence":
+			d := 0
 			for _, f := range strings.Fields(value) {
+				if f == "|" {
+					if g.depth == nil {
+						g.depth = make([]int, len(g.seq))
+						for i := range g.depth {
+							g.depth[i] = i // the keys before the first mark are one request
+						}
+					}
+					d = 0
+					continue
+				}
+				if g.depth != nil {
+					g.depth = append(g.depth, d)
+				}
+				d++
 				k, err := strconv.ParseUint(f, 10, 64)
 				if err != nil {
 					return g, fmt.Errorf("%s:%d: sequence: %w", path, n, err)
@@ -133,9 +158,12 @@ func (g golden) write(path string, got map[string]string, specs []policy.Spec) e
 		fmt.Fprintln(&b, c)
 	}
 	fmt.Fprintf(&b, "capacity: %d\n", g.capacity)
-	seq := make([]string, len(g.seq))
+	var seq []string
 	for i, k := range g.seq {
-		seq[i] = strconv.FormatUint(k, 10)
+		if g.depth != nil && i > 0 && g.depth[i] == 0 {
+			seq = append(seq, "|")
+		}
+		seq = append(seq, strconv.FormatUint(k, 10))
 	}
 	fmt.Fprintf(&b, "sequence: %s\n", strings.Join(seq, " "))
 	for _, s := range specs {
@@ -170,7 +198,7 @@ func TestGolden(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got[s.String()] = hitString(c, g.seq)
+				got[s.String()] = hitString(c, g.seq, g.depth)
 			}
 			if *update {
 				if err := g.write(path, got, specs); err != nil {

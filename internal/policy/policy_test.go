@@ -68,7 +68,7 @@ func TestBeladyIsOptimal(t *testing.T) {
 		}
 		for _, bypass := range []bool{true, false} {
 			c := policy.NewCache(capacity, policy.NewBelady(capacity, policy.BeladyOptions{NoBypass: !bypass}), nil)
-			got := strings.Count(hitString(c, seq), "H")
+			got := strings.Count(hitString(c, seq, nil), "H")
 			if want := optimalHits(seq, capacity, bypass); got != want {
 				t.Fatalf("trial %d: bypass=%v cap=%d seq=%v: %d hits, optimum %d", trial, bypass, capacity, seq, got, want)
 			}
