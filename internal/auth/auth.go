@@ -156,6 +156,14 @@ func New(o Options) (*Table, error) {
 		if _, dup := t.shared[ns.Name]; dup {
 			return nil, fmt.Errorf("auth: Options.Shared[%d]: namespace %q is listed twice", i, ns.Name)
 		}
+		// Sharing a tenant's own namespace, or the default one, would
+		// publish blocks that their owners stored as private.
+		if ns.Name == "" {
+			return nil, fmt.Errorf("auth: Options.Shared[%d]: the default (empty) namespace cannot be shared; name a namespace of its own, such as \"public\"", i)
+		}
+		if _, ok := o.TenantTokens[ns.Name]; ok {
+			return nil, fmt.Errorf("auth: Options.Shared[%d]: namespace %q is tenant %q's own namespace; sharing it would publish that tenant's blocks: share a namespace of its own, such as \"public\"", i, ns.Name, ns.Name)
+		}
 		w := make(map[string]bool, len(ns.Writers))
 		for _, name := range ns.Writers {
 			if _, ok := o.TenantTokens[name]; !ok {

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -315,6 +317,20 @@ func (n *Node) health(context.Context) error {
 // master agent the agent decides nothing locally: it records SSD hits for
 // the master (store.Promoter) and follows the store's events. The
 // returned pacedFS, when not nil, is to be armed once the store is open.
+// policyKeySecret derives the RAM tier's policy-key secret from the auth
+// token (nil without one): a node that authenticates its clients keys its
+// policy keys, so that no client can aim a block of its own at another
+// tenant's policy key (ram.Options.KeySecret). Tenants never hold the
+// cluster token.
+func policyKeySecret(token string) []byte {
+	if token == "" {
+		return nil
+	}
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("kvpool/ram/policy-key"))
+	return m.Sum(nil)
+}
+
 func storeOptions(cfg config.Node, pacers *pacer.Set, ag *agent) (store.Options, *pacedFS, error) {
 	spec, err := policy.ParseSpec(cfg.RAM.Policy)
 	if err != nil {
@@ -328,6 +344,7 @@ func storeOptions(cfg config.Node, pacers *pacer.Set, ag *agent) (store.Options,
 			Admission:     spec.Admission,
 			HighWatermark: cfg.RAM.HighWatermark,
 			LowWatermark:  cfg.RAM.LowWatermark,
+			KeySecret:     policyKeySecret(cfg.AuthToken.Reveal()),
 		},
 		Promotion: store.PromotionOptions{
 			Off:             cfg.Promotion.MaxPerHeartbeat == 0, // the configuration's "0 disables promotion"

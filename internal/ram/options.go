@@ -60,6 +60,16 @@ type Options struct {
 	// contract says; View and Acquire never verify (the receiver does).
 	// BenchmarkGet measures what verification costs.
 	SkipVerifyReads bool
+	// KeySecret, when not empty, keys the tenant part of the policy key
+	// (RAM.PolicyKey) with HMAC-SHA256, so that no client can construct a
+	// block ID whose policy key collides with another tenant's block: a
+	// collision makes the two blocks share admission and promotion
+	// statistics and refuses the second from RAM, which another tenant
+	// could otherwise observe. Empty means the public mapping PolicyKey
+	// (reproducible, for a single trusted tenant population and for the
+	// validation that simulates on the node's keys). A node derives it from
+	// its auth token.
+	KeySecret []byte
 	// OnEvict, when set, is called for every block the tier evicts (a
 	// demotion hook); see Evicted for what it is given and the ordering
 	// guarantees.

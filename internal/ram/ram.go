@@ -30,7 +30,11 @@
 package ram
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -95,6 +99,12 @@ type Hint struct {
 	// chain; meaningful only when Depth > 0.
 	Parent uint64
 }
+
+// MaxHintDepth is the largest Hint.Depth a policy is shown; deeper hints
+// are clamped to it. Hints come from clients (the wire carries a u32), so
+// no policy may size anything by a raw depth; 1<<16 blocks is a 32M-token
+// prompt of 512-token blocks, beyond any model's context.
+const MaxHintDepth = 1 << 16
 
 // InsertOptions modify an Insert. The zero value is a plain Put.
 type InsertOptions struct {
@@ -172,6 +182,8 @@ type RAM struct {
 	// are few tenants, and the server sets them.
 	tenantIDs map[string]uint32
 	tenants   []string
+	tenantKey []uint64 // per interned tenant: the tenant part of its policy keys
+	keySecret []byte   // Options.KeySecret
 	pol       policy.Eviction
 	polSlot   map[policy.Key]int32 // the live slot of each key in pol
 	batch     policy.Batcher       // pol as a Batcher, or nil
@@ -222,6 +234,7 @@ func Open(opts Options) (*RAM, error) {
 		index:     make(map[ikey]int32, n),
 		free:      make([]int32, n),
 		tenantIDs: map[string]uint32{},
+		keySecret: bytes.Clone(o.KeySecret),
 		pol:       ev,
 		polSlot:   make(map[policy.Key]int32, n),
 		adm:       adm,
@@ -235,17 +248,58 @@ func Open(opts Options) (*RAM, error) {
 	return r, nil
 }
 
-// PolicyKey is the key the eviction and admission policies see for k: a
-// 64-bit hash of its tenant and ID (see collisionLocked for the rare
-// cross-tenant collision). A tiered store's promotion sketch uses the same
-// hash.
+// PolicyKey is the public policy key of k: a 64-bit hash of its tenant and
+// ID, the key a RAM opened without Options.KeySecret gives its policies
+// (RAM.PolicyKey). Anyone can compute it, and so construct another
+// tenant's collisions: a RAM serving mutually distrusting tenants sets
+// KeySecret.
 func PolicyKey(k block.Key) policy.Key {
-	h := uint64(14695981039346656037) // FNV-1a over the tenant
-	for i := 0; i < len(k.Tenant); i++ {
-		h ^= uint64(k.Tenant[i])
-		h *= 1099511628211
+	return mixKey(k.ID, tenantKey(nil, k.Tenant))
+}
+
+// PolicyKey is the key the eviction and admission policies see for k: a
+// 64-bit hash of its tenant (keyed with Options.KeySecret when set) and
+// its ID, a bijection of the ID within a tenant; see collisionLocked for
+// the rare cross-tenant collision. A tiered store's promotion sketch uses
+// the same key.
+func (r *RAM) PolicyKey(k block.Key) policy.Key {
+	if len(r.keySecret) == 0 {
+		return PolicyKey(k)
 	}
-	z := k.ID ^ h*0x9e3779b97f4a7c15 // then SplitMix64's finaliser
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.policyKeyLocked(k)
+}
+
+// policyKeyLocked is PolicyKey with r.mu held. It does not intern a
+// tenant it has not seen.
+func (r *RAM) policyKeyLocked(k block.Key) policy.Key {
+	if t, ok := r.tenantIDs[k.Tenant]; ok {
+		return mixKey(k.ID, r.tenantKey[t])
+	}
+	return mixKey(k.ID, tenantKey(r.keySecret, k.Tenant))
+}
+
+// tenantKey is the tenant part of a policy key: FNV-1a of the tenant
+// without a secret, else the first 8 bytes of HMAC-SHA256(secret, tenant).
+func tenantKey(secret []byte, tenant string) uint64 {
+	if len(secret) == 0 {
+		h := uint64(14695981039346656037)
+		for i := 0; i < len(tenant); i++ {
+			h ^= uint64(tenant[i])
+			h *= 1099511628211
+		}
+		return h
+	}
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(tenant))
+	return binary.LittleEndian.Uint64(m.Sum(nil))
+}
+
+// mixKey combines an ID and a tenant part with SplitMix64's finaliser (a
+// bijection, so IDs of one tenant never collide).
+func mixKey(id, tenant uint64) policy.Key {
+	z := id ^ tenant*0x9e3779b97f4a7c15
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 	return z ^ (z >> 31)
@@ -284,6 +338,7 @@ func (r *RAM) internLocked(tenant string) uint32 {
 	}
 	t := uint32(len(r.tenants))
 	r.tenants = append(r.tenants, tenant)
+	r.tenantKey = append(r.tenantKey, tenantKey(r.keySecret, tenant))
 	r.tenantIDs[tenant] = t
 	return t
 }
@@ -318,9 +373,9 @@ func (r *RAM) freeLocked(s int32) {
 // in tenant t described by h, advancing the clock.
 func (r *RAM) accessLocked(pk policy.Key, t string, h Hint) policy.Access {
 	r.clock++
-	a := policy.Access{Key: pk, Depth: h.Depth, Time: r.clock, NextUse: policy.NoNextUse}
+	a := policy.Access{Key: pk, Depth: max(0, min(h.Depth, MaxHintDepth)), Time: r.clock, NextUse: policy.NoNextUse}
 	if h.Depth > 0 {
-		a.Parent = PolicyKey(block.Key{Tenant: t, ID: h.Parent})
+		a.Parent = r.policyKeyLocked(block.Key{Tenant: t, ID: h.Parent})
 	}
 	return a
 }
@@ -423,7 +478,7 @@ func (r *RAM) Insert(ctx context.Context, k block.Key, payload []byte, sum uint3
 	}
 	defer r.ops.Done()
 	ik := ikey{id: k.ID, tenant: r.internLocked(k.Tenant)}
-	pk := PolicyKey(k)
+	pk := r.policyKeyLocked(k)
 	if _, ok := r.index[ik]; ok {
 		if how.IfAbsent {
 			r.mu.Unlock()
@@ -887,7 +942,7 @@ func (r *RAM) Check() error {
 			if !r.pol.Contains(m.pk) || r.polSlot[m.pk] != s {
 				bad("live slot %d not in the policy under its key %016x", s, m.pk)
 			}
-			if want := PolicyKey(block.Key{Tenant: r.tenants[m.tenant], ID: m.id}); m.pk != want {
+			if want := mixKey(m.id, r.tenantKey[m.tenant]); m.pk != want {
 				bad("live slot %d has policy key %016x, want %016x", s, m.pk, want)
 			}
 			if int(m.n) > r.bs {

@@ -75,6 +75,7 @@ type LocalPromoter struct {
 	max       int
 	every     time.Duration
 	clock     Clock
+	key       func(block.Key) policy.Key // the sketch's key of a block
 
 	mu     sync.Mutex
 	sketch *policy.CMS
@@ -98,14 +99,14 @@ func NewLocalPromoter(opts PromotionOptions, ramSlots int, clock Clock) (*LocalP
 	if clock == nil {
 		clock = wallClock{}
 	}
-	return &LocalPromoter{watermark: o.Watermark, max: o.MaxPerHeartbeat, every: o.Heartbeat, clock: clock, sketch: sketch}, nil
+	return &LocalPromoter{watermark: o.Watermark, max: o.MaxPerHeartbeat, every: o.Heartbeat, clock: clock, key: ram.PolicyKey, sketch: sketch}, nil
 }
 
 // Consider counts an SSD hit of k and decides whether to promote it.
 func (p *LocalPromoter) Consider(k block.Key, load Load) Verdict {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.sketch.Admit(policy.Access{Key: ram.PolicyKey(k)}) {
+	if !p.sketch.Admit(policy.Access{Key: p.key(k)}) {
 		return RejectFrequency
 	}
 	if load.RAMUsed >= p.watermark {
@@ -129,7 +130,7 @@ func (p *LocalPromoter) Consider(k block.Key, load Load) Verdict {
 func (p *LocalPromoter) Hits(k block.Key) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.sketch.Estimate(ram.PolicyKey(k))
+	return p.sketch.Estimate(p.key(k))
 }
 
 // neverPromoter is the promoter of PromotionOptions.Off.

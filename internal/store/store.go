@@ -239,6 +239,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			s.closeTiers()
 			return nil, err
 		}
+		p.key = r.PolicyKey // the RAM's (possibly keyed) policy key
 		s.prom = p
 	}
 	wctx, cancel := context.WithCancel(context.Background())
@@ -247,6 +248,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// stripe returns k's lock stripe. The public PolicyKey spreads keys; with
+// only stripeCount stripes, keys of different tenants share stripes all the
+// time, so nothing is learnt from which ones do.
 func (s *Store) stripe(k block.Key) *sync.Mutex {
 	return &s.stripes[ram.PolicyKey(k)%stripeCount]
 }
