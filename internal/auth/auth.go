@@ -188,6 +188,9 @@ func CheckToken(tok []byte) error {
 			return errors.New("contains spaces or control characters")
 		}
 	}
+	if tok[0] == '#' {
+		return errors.New("begins with '#': a comment where the token should be?")
+	}
 	return nil
 }
 

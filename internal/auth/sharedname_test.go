@@ -39,3 +39,15 @@ func TestSharedNamespaceNamedAfterATenant(t *testing.T) {
 	t.Fatalf("New accepted shared namespace \"alice\" while alice has a token: bob reads alice's namespace (%v), alice writes a shared namespace she is not a writer of (%v)",
 		bob.Check("alice", false) == nil, alice.Check("alice", true) == nil)
 }
+
+// TestTokenLooksLikeComment: a tokens-file line whose "token" is a
+// comment ("alice #todo-generate-a-token") must not make the comment a
+// valid token.
+func TestTokenLooksLikeComment(t *testing.T) {
+	if err := auth.CheckToken([]byte("#todo-generate-a-token")); err == nil || !strings.Contains(err.Error(), "'#'") {
+		t.Fatalf("CheckToken of a comment = %v; want a refusal naming '#'", err)
+	}
+	if err := auth.CheckToken([]byte("a#perfectly-valid-token")); err != nil {
+		t.Fatalf("CheckToken of a token with an inner '#' = %v; want nil", err)
+	}
+}

@@ -23,6 +23,10 @@ const maxTenantTokensFileSize = 4 << 20
 // its group or other users may access.
 var ErrTokensFileMode = errors.New("tenant tokens file is accessible to group or others")
 
+// ErrTokensFileOwner is wrapped by ReadTenantTokens's error for a file that
+// another user owns.
+var ErrTokensFileOwner = errors.New("tenant tokens file is owned by another user")
+
 // ReadTenantTokens reads a tenant tokens file: one "tenant token" line per
 // tenant, blank lines and lines starting with '#' ignored, and a '#' field
 // after the token starting a comment. Tenant names are as block.Key.Validate
@@ -47,6 +51,9 @@ func ReadTenantTokens(path string) (map[string]Secret, error) {
 	}
 	if perm := st.Mode().Perm(); perm&0o077 != 0 && runtime.GOOS != "windows" {
 		return nil, fmt.Errorf("config: %s: mode %04o: %w; run chmod 600 %s", path, perm, ErrTokensFileMode, path)
+	}
+	if uid, other := ownedByOther(st); other {
+		return nil, fmt.Errorf("config: %s: owned by uid %d, not by this process's uid %d: %w; another user could have written it", path, uid, os.Getuid(), ErrTokensFileOwner)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxTenantTokensFileSize+1))
 	if err != nil {

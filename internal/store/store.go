@@ -305,6 +305,11 @@ func (s *Store) put(ctx context.Context, k block.Key, payload []byte, sum uint32
 		return InRAM, nil
 	case s.ssd != nil && (errors.Is(err, ram.ErrNotAdmitted) || errors.Is(err, tier.ErrFull)):
 		return s.writeAround(ctx, k, payload, sum, err)
+	case errors.Is(err, ram.ErrNotAdmitted):
+		// Without an SSD tier a block the RAM policy declines has no
+		// place: to a client that is a full store (tier.ErrFull), not a
+		// server failure.
+		return 0, fmt.Errorf("store: put %s: no SSD tier to write around to: %w", k, errors.Join(err, tier.ErrFull))
 	}
 	return 0, fmt.Errorf("store: put %s: %w", k, err)
 }
