@@ -13,20 +13,6 @@ import (
 	"github.com/kvpool/kvpool/internal/wire"
 )
 
-// publicCollidingID returns the ID whose policy key in tenant to equals
-// from's (ram.PolicyKey is ID ^ fnv(tenant)*φ, then a bijection).
-func publicCollidingID(from block.Key, to string) uint64 {
-	fnv := func(s string) uint64 {
-		h := uint64(14695981039346656037)
-		for i := 0; i < len(s); i++ {
-			h ^= uint64(s[i])
-			h *= 1099511628211
-		}
-		return h
-	}
-	return from.ID ^ fnv(from.Tenant)*0x9e3779b97f4a7c15 ^ fnv(to)*0x9e3779b97f4a7c15
-}
-
 // TestNoCrossTenantExistenceOracle: bob, with his own tenant token and
 // only his own namespace, learns whether alice holds a block of her
 // choosing in the node's RAM: he stores a block of his whose policy key
@@ -34,7 +20,7 @@ func publicCollidingID(from block.Key, to string) uint64 {
 // answers must not depend on alice's blocks.
 func TestNoCrossTenantExistenceOracle(t *testing.T) {
 	alice := block.Key{Tenant: "alice", ID: 0xfeed}
-	bobID := publicCollidingID(alice, "bob")
+	bobID := ram.PublicCollision(alice, "bob")
 	if ram.PolicyKey(alice) != ram.PolicyKey(block.Key{Tenant: "bob", ID: bobID}) {
 		t.Fatal("no collision")
 	}

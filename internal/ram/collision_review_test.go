@@ -16,22 +16,6 @@ import (
 // Review tests (adversarial review of the ACCESS op and policy keys): they
 // document properties that hold against a hostile tenant.
 
-// collidingID returns the ID that, in tenant to, has the same policy key
-// as from. PolicyKey mixes the tenant in as ID ^ fnv(tenant)*φ before a
-// bijective finaliser, so the collision is one XOR away: no brute force
-// is needed, and any tenant can aim at any other tenant's ID.
-func collidingID(from block.Key, to string) uint64 {
-	fnv := func(s string) uint64 {
-		h := uint64(14695981039346656037)
-		for i := 0; i < len(s); i++ {
-			h ^= uint64(s[i])
-			h *= 1099511628211
-		}
-		return h
-	}
-	return from.ID ^ fnv(from.Tenant)*0x9e3779b97f4a7c15 ^ fnv(to)*0x9e3779b97f4a7c15
-}
-
 // reviewPayload is the payload of k: different for every (tenant, id), so
 // a block served under the wrong key shows.
 func reviewPayload(k block.Key, n int) []byte {
@@ -50,7 +34,7 @@ func reviewPayload(k block.Key, n int) []byte {
 // served as its own.
 func TestReviewCollidingPolicyKeysNeverMixBlocks(t *testing.T) {
 	alice := block.Key{Tenant: "alice", ID: 0x1234_5678_9abc_def0}
-	bob := block.Key{Tenant: "bob", ID: collidingID(alice, "bob")}
+	bob := block.Key{Tenant: "bob", ID: PublicCollision(alice, "bob")}
 	if PolicyKey(alice) != PolicyKey(bob) || alice.ID == bob.ID {
 		t.Fatalf("constructed keys %v and %v do not collide", alice, bob)
 	}
@@ -108,7 +92,7 @@ func TestReviewExtremeHints(t *testing.T) {
 		{"negative depth", func(block.Key) Hint { return Hint{Depth: -1, Parent: 1} }},
 		{"parent is itself", func(k block.Key) Hint { return Hint{Depth: 3, Parent: k.ID} }},
 		{"parent collides with another tenant's block", func(block.Key) Hint {
-			return Hint{Depth: 1, Parent: collidingID(victim, "bob")}
+			return Hint{Depth: 1, Parent: PublicCollision(victim, "bob")}
 		}},
 		{"parent never seen, depth 0", func(block.Key) Hint { return Hint{Depth: 0, Parent: 42} }},
 	}
@@ -159,7 +143,7 @@ func TestReviewTouchRacingEviction(t *testing.T) {
 		case 1:
 			return block.Key{Tenant: "bob", ID: id}
 		}
-		return block.Key{Tenant: "mallory", ID: collidingID(block.Key{Tenant: tenants[0], ID: id}, "mallory")}
+		return block.Key{Tenant: "mallory", ID: PublicCollision(block.Key{Tenant: tenants[0], ID: id}, "mallory")}
 	}
 	for _, pol := range []string{"lru", "kvchain", "s3fifo"} {
 		t.Run(pol, func(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 // depend on the other tenant's blocks.
 func TestKeySecretRemovesCollisionOracle(t *testing.T) {
 	alice := block.Key{Tenant: "alice", ID: 4242}
-	bob := block.Key{Tenant: "bob", ID: collidingID(alice, "bob")}
+	bob := block.Key{Tenant: "bob", ID: PublicCollision(alice, "bob")}
 	if PolicyKey(alice) != PolicyKey(bob) {
 		t.Fatal("the construction does not collide under the public key")
 	}

@@ -257,6 +257,15 @@ func PolicyKey(k block.Key) policy.Key {
 	return mixKey(k.ID, tenantKey(nil, k.Tenant))
 }
 
+// PublicCollision returns the ID in tenant to whose public PolicyKey equals
+// from's. The public key mixes the tenant in with one XOR before a
+// bijection, so anyone can compute this; it is why a RAM serving
+// mutually distrusting tenants sets Options.KeySecret (and what tests of
+// that use).
+func PublicCollision(from block.Key, to string) uint64 {
+	return from.ID ^ tenantKey(nil, from.Tenant)*0x9e3779b97f4a7c15 ^ tenantKey(nil, to)*0x9e3779b97f4a7c15
+}
+
 // PolicyKey is the key the eviction and admission policies see for k: a
 // 64-bit hash of its tenant (keyed with Options.KeySecret when set) and
 // its ID, a bijection of the ID within a tenant; see collisionLocked for
@@ -514,8 +523,13 @@ func (r *RAM) Insert(ctx context.Context, k block.Key, payload []byte, sum uint3
 		case how.IfAbsent:
 			r.freeLocked(s)
 			return 0, fmt.Errorf("ram: insert %s: %w", k, ErrExists)
-		case r.slots[cur].gen > gen:
-			// A concurrent Put of k stored a newer copy: ours loses.
+		case r.slots[cur].gen > gen && !(r.slots[cur].clean && !how.Clean):
+			// A concurrent Put of k stored a newer copy: ours loses. A
+			// clean copy never beats a Put, whatever the generations: it
+			// is a lower tier's older bytes (a promotion), written before
+			// this Put began or concurrently with it, so the Put is the
+			// later write (or an equally valid order of two overlapping
+			// ones).
 			r.freeLocked(s)
 			r.stats.BytesIn += uint64(len(payload))
 			return gen, nil

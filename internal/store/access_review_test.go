@@ -16,20 +16,6 @@ import (
 
 // Review tests (adversarial review of hinted puts and touches).
 
-// reviewCollidingID returns the ID whose RAM policy key in tenant to is
-// that of from (ram.PolicyKey is ID ^ fnv(tenant)*φ, then a bijection).
-func reviewCollidingID(from block.Key, to string) uint64 {
-	fnv := func(s string) uint64 {
-		h := uint64(14695981039346656037)
-		for i := 0; i < len(s); i++ {
-			h ^= uint64(s[i])
-			h *= 1099511628211
-		}
-		return h
-	}
-	return from.ID ^ fnv(from.Tenant)*0x9e3779b97f4a7c15 ^ fnv(to)*0x9e3779b97f4a7c15
-}
-
 func reviewPayload(k block.Key) []byte {
 	return fmt.Appendf(nil, "%s/%016x/%s", k.Tenant, k.ID, bytes.Repeat([]byte{byte(k.ID)}, 16))
 }
@@ -41,7 +27,7 @@ func reviewPayload(k block.Key) []byte {
 // the key is kept.
 func TestReviewPutHintedBadChecksumNeverStored(t *testing.T) {
 	alice := block.Key{Tenant: "alice", ID: 5}
-	bob := block.Key{Tenant: "bob", ID: reviewCollidingID(alice, "bob")}
+	bob := block.Key{Tenant: "bob", ID: ram.PublicCollision(alice, "bob")}
 	if ram.PolicyKey(alice) != ram.PolicyKey(bob) {
 		t.Fatal("no collision")
 	}
@@ -94,7 +80,7 @@ func TestReviewTouchRacingDemotion(t *testing.T) {
 		case 1:
 			return block.Key{Tenant: "bob", ID: id}
 		}
-		return block.Key{Tenant: "mallory", ID: reviewCollidingID(block.Key{Tenant: "alice", ID: id}, "mallory")}
+		return block.Key{Tenant: "mallory", ID: ram.PublicCollision(block.Key{Tenant: "alice", ID: id}, "mallory")}
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
