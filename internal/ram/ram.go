@@ -546,11 +546,15 @@ func (r *RAM) Insert(ctx context.Context, k block.Key, payload []byte, sum uint3
 		} else {
 			r.dropLocked(cur)
 		}
-	} else if err := r.collisionLocked(k, ik, pk); err != nil {
-		// Another tenant's block with the same policy key arrived while
-		// this one was copied in.
-		r.freeLocked(s)
-		return 0, err
+	}
+	if !replaced {
+		// Another tenant's block with the same policy key may have arrived
+		// while this one was copied in — also while an older copy of k
+		// was being evicted, its policy entry already gone.
+		if err := r.collisionLocked(k, ik, pk); err != nil {
+			r.freeLocked(s)
+			return 0, err
+		}
 	}
 	r.index[ik] = s
 	r.slots[s].state = slotLive
