@@ -190,3 +190,30 @@ func TestNewEvictionParams(t *testing.T) {
 		}
 	}
 }
+
+// TestChainProbationParam checks the probation spec parameter: off admits
+// a first-seen key straight to the protected queue (so a one-pass scan
+// evicts the oldest protected key, not the newcomer), on is the default.
+func TestChainProbationParam(t *testing.T) {
+	stats := func(spec string) policy.ChainStats {
+		ev, err := policy.NewEviction(spec, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := policy.NewCache(20, ev, nil)
+		for k := range policy.Key(60) {
+			c.Access(policy.Access{Key: k, Time: int64(k)})
+		}
+		return ev.(*policy.Chain).Stats()
+	}
+	if st := stats("kvchain(probation=off)"); st.ProbationInserts != 0 {
+		t.Errorf("probation=off: %d probation inserts, want 0", st.ProbationInserts)
+	}
+	on, def := stats("kvchain(probation=on)"), stats("kvchain")
+	if on.ProbationInserts == 0 || on != def {
+		t.Errorf("probation=on: stats %+v, default %+v; want equal with probation inserts", on, def)
+	}
+	if _, err := policy.NewEviction("kvchain(probation=1)", 10); err == nil || !strings.Contains(err.Error(), "probation") {
+		t.Errorf("probation=1: error %v, want one naming the parameter", err)
+	}
+}

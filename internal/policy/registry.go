@@ -14,8 +14,11 @@ import (
 // An eviction policy that takes parameters may carry them in parentheses,
 // name(key=value,key=value), kept in Eviction as written in canonical form
 // (lower case, parameters in the policy's fixed order). kvchain takes
-// perr (ChainOptions.PredictionError, 0..1) and seed (ChainOptions.Seed,
-// an unsigned integer): "kvchain(perr=0.2,seed=1)". Parameters may also be
+// perr (ChainOptions.PredictionError, 0..1), seed (ChainOptions.Seed,
+// an unsigned integer) and probation (on, the default, or off:
+// ChainOptions.DisableProbation, the variant for per-node caches behind
+// cache-aware routing, docs/policy.md): "kvchain(perr=0.2,seed=1)",
+// "kvchain(probation=off)". Parameters may also be
 // separated by ';' ("kvchain(perr=0.2;seed=1)"), which survives a
 // comma-separated list of specs; SplitSpecs splits such a list without
 // cutting inside parentheses.
@@ -48,7 +51,7 @@ func evictionTable() []evictionEntry {
 		{name: "s3fifo", build: func(c int) Eviction { return NewS3FIFO(c) }},
 		{name: "arc", build: func(c int) Eviction { return NewARC(c) }},
 		{name: "mooncake", build: func(c int) Eviction { return NewMooncake(c) }},
-		{name: "kvchain", build: func(c int) Eviction { return NewChain(c) }, params: []string{"perr", "seed"}, buildWith: buildChain},
+		{name: "kvchain", build: func(c int) Eviction { return NewChain(c) }, params: []string{"perr", "seed", "probation"}, buildWith: buildChain},
 		{name: "belady", oracle: true, build: func(c int) Eviction { return NewBelady(c, BeladyOptions{}) }},
 	}
 }
@@ -302,7 +305,8 @@ func (e evictionEntry) canonical(raw string) (string, map[string]string, error) 
 }
 
 // buildChain builds a kvchain from its spec parameters: perr is
-// ChainOptions.PredictionError, seed ChainOptions.Seed.
+// ChainOptions.PredictionError, seed ChainOptions.Seed, probation=off
+// ChainOptions.DisableProbation.
 func buildChain(capacity int, kv map[string]string) (Eviction, error) {
 	var o ChainOptions
 	if v, ok := kv["perr"]; ok {
@@ -318,6 +322,15 @@ func buildChain(capacity int, kv map[string]string) (Eviction, error) {
 			return nil, fmt.Errorf("kvchain parameter seed = %q: want an unsigned integer", v)
 		}
 		o.Seed = u
+	}
+	if v, ok := kv["probation"]; ok {
+		switch v {
+		case "on":
+		case "off":
+			o.DisableProbation = true
+		default:
+			return nil, fmt.Errorf("kvchain parameter probation = %q: want on or off", v)
+		}
 	}
 	return NewChainWith(capacity, o)
 }
