@@ -86,8 +86,9 @@ func AdmissionNames() []string {
 }
 
 // Presets returns the specs worth comparing: every eviction policy alone,
-// every online one with second-hit admission, and LRU and Mooncake with
-// count-min-sketch admission.
+// every online one with second-hit admission, LRU and Mooncake with
+// count-min-sketch admission, and kvchain without probation (the variant
+// for per-node caches).
 func Presets() []Spec {
 	var out []Spec
 	t := evictionTable()
@@ -99,7 +100,8 @@ func Presets() []Spec {
 			out = append(out, Spec{Eviction: e.name, Admission: "second-hit"})
 		}
 	}
-	return append(out, Spec{Eviction: "lru", Admission: "cms"}, Spec{Eviction: "mooncake", Admission: "cms"})
+	return append(out, Spec{Eviction: "lru", Admission: "cms"}, Spec{Eviction: "mooncake", Admission: "cms"},
+		Spec{Eviction: "kvchain(probation=off)"})
 }
 
 // ParseSpec parses "eviction" or "eviction+admission". Names are case
