@@ -101,19 +101,24 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // jointSections returns the policylab hook that adds package compare's
 // joint routing and placement goodput comparison (the Fig 10 cluster) on
-// the traces named by only (all when empty).
+// the traces named by only (all when empty): once with FIFO queues and no
+// rejection, once with Algorithm 1's rejection in every arm.
 func jointSections(only []string, workers int, progress io.Writer) policylab.JointFunc {
 	return func(ctx context.Context, traces []policylab.Trace) ([]report.Section, error) {
-		opts := compare.JointOptions{Workers: workers, Progress: progress}
-		for _, t := range traces {
-			if len(only) == 0 || slices.Contains(only, t.Name) {
-				opts.Traces = append(opts.Traces, compare.Trace{Name: t.Name, Requests: t.Requests})
+		var secs []report.Section
+		for _, reject := range []bool{false, true} {
+			opts := compare.JointOptions{Workers: workers, Progress: progress, Reject: reject}
+			for _, t := range traces {
+				if len(only) == 0 || slices.Contains(only, t.Name) {
+					opts.Traces = append(opts.Traces, compare.Trace{Name: t.Name, Requests: t.Requests})
+				}
 			}
+			res, err := compare.RunJoint(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			secs = append(secs, res.Section())
 		}
-		res, err := compare.RunJoint(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		return []report.Section{res.Section()}, nil
+		return secs, nil
 	}
 }

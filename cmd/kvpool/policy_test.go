@@ -71,7 +71,8 @@ func TestPolicyWritesReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Gap to Belady", "Robustness (a)", "Robustness (b)", "Robustness (c)", "Joint routing and placement"} {
+	for _, want := range []string{"Gap to Belady", "Robustness (a)", "Robustness (b)", "Robustness (c)", "Joint routing and placement",
+		"with Algorithm 1's rejection"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks section %q", want)
 		}

@@ -82,6 +82,11 @@ type JointOptions struct {
 	// 100 Gbps, 30 s SLO, prefetch).
 	Instances int
 	RAMBlocks int
+	// Reject runs every arm with Algorithm 1's rejection (sim.Options.Reject:
+	// a request whose estimated TTFT exceeds the SLO is turned away on
+	// arrival and counts as a miss), as the paper's Algorithm 1 does, and
+	// takes the pooled ceiling with rejection (sim.Ceiling.GoodputRejecting).
+	Reject bool
 	// Workers bounds the simulations run at once (default GOMAXPROCS).
 	Workers int
 	// Progress, when set, receives one line per finished simulation.
@@ -150,6 +155,7 @@ func (o JointOptions) simOptions(a JointArm, distinct int) sim.Options {
 		Policy:              a.Policy,
 		Replication:         a.Replication,
 		EvictRedundantFirst: a.EvictRedundantFirst,
+		Reject:              o.Reject,
 	}
 	if a.Unbounded {
 		so.RAMBlocks = max(distinct, 1)
@@ -176,8 +182,9 @@ type JointRow struct {
 
 // JointCeiling is the pooled ceiling of one trace (sim.Ceiling): its
 // reuse, its capacity multiplier, and its goodput with FIFO queues (the
-// model's discipline) and with shortest-first queues, each with its ratio
-// to the baseline's goodput.
+// model's discipline; with rejection when the comparison rejects) and,
+// without rejection, with shortest-first queues, each with its ratio to
+// the baseline's goodput.
 type JointCeiling struct {
 	Trace                   string  `json:"trace"`
 	TokenHitRatio           float64 `json:"token_hit_ratio"`
@@ -195,6 +202,9 @@ type JointResult struct {
 	Instances  int     `json:"instances"`
 	RAMBlocks  int     `json:"ram_blocks"`
 	SLOSeconds float64 `json:"slo_s"`
+	// Reject says every arm and the ceiling ran with Algorithm 1's
+	// rejection (JointOptions.Reject).
+	Reject bool `json:"reject"`
 	// Traces are the trace names in order.
 	Traces   []string       `json:"traces"`
 	Rows     []JointRow     `json:"rows"`
@@ -210,7 +220,7 @@ func RunJoint(ctx context.Context, opts JointOptions) (*JointResult, error) {
 		return nil, err
 	}
 	o := opts.withDefaults()
-	res := &JointResult{Instances: o.Instances, RAMBlocks: o.RAMBlocks}
+	res := &JointResult{Instances: o.Instances, RAMBlocks: o.RAMBlocks, Reject: o.Reject}
 	base := 0
 	for i, a := range o.Arms {
 		if a.Baseline {
@@ -228,18 +238,16 @@ func RunJoint(ctx context.Context, opts JointOptions) (*JointResult, error) {
 			if err != nil {
 				return err
 			}
-			m, rps, err := c.Goodput(ctx, 0)
-			if err != nil {
-				return err
+			jc := JointCeiling{Trace: t.Name, TokenHitRatio: c.TokenHitRatio, CapacityMultiplier: c.CapacityMultiplier}
+			if o.Reject {
+				jc.Multiplier, jc.ReqPerSec, err = c.GoodputRejecting(ctx, 0)
+			} else {
+				if jc.Multiplier, jc.ReqPerSec, err = c.Goodput(ctx, 0); err == nil {
+					jc.ShortestFirstMultiplier, jc.ShortestFirstReqPerSec, err = c.GoodputShortestFirst(ctx, 0)
+				}
 			}
-			ms, rpss, err := c.GoodputShortestFirst(ctx, 0)
-			if err != nil {
-				return err
-			}
-			res.Ceilings[ti] = JointCeiling{Trace: t.Name, TokenHitRatio: c.TokenHitRatio,
-				CapacityMultiplier: c.CapacityMultiplier, Multiplier: m, ReqPerSec: rps,
-				ShortestFirstMultiplier: ms, ShortestFirstReqPerSec: rpss}
-			return nil
+			res.Ceilings[ti] = jc
+			return err
 		}})
 		for _, a := range o.Arms {
 			i := len(res.Rows)
@@ -353,30 +361,57 @@ func (r *JointResult) Ceiling(t string) *JointCeiling {
 // trace against JointTargetRatio, and the table of arms.
 func (r *JointResult) Section() report.Section {
 	sec := report.Section{Title: "Joint routing and placement: goodput vs the Mooncake-like baseline (Fig 10 configuration)"}
+	if r.Reject {
+		sec.Title += ", with Algorithm 1's rejection"
+	}
 	sec.Text = fmt.Sprintf("%d instances × %d RAM blocks, global mode, 100 Gbps, prefetch, %g s TTFT SLO; goodput is the highest "+
 		"rate (trace rate × multiplier, bisection to 2%%) with ≥ 90%% of requests within the SLO. Baseline: the approximate (batch) "+
 		"LRU `mooncake` with Algorithm 1 (`cache-aware`). (a) `joint` routing also counts the prefixes that requests already queued "+
 		"on an instance will store there, and binds the reuse at the head of the queue; (b) hot replication keeps a fetched block only "+
 		"when it is hot; (c) redundant first evicts a replica held elsewhere before a last copy. Ours is the best arm using them. "+
 		"Unbounded arms never evict and move blocks for free. TTFT, hit ratio and bytes are measured at the baseline's goodput rate "+
-		"(equal load) unless marked ×1 (the trace's own rate).\n\n"+
-		"The pooled ceiling is an optimistic reference for this model, not a proof: every request reuses every leading block any "+
-		"earlier arrival asked for, transfers are free, and one central FIFO queue feeds all instances. Its capacity multiplier is "+
-		"the rate at which that minimal prefill work fills every instance for the whole trace. The shortest-first ceiling serves the "+
-		"least work first instead: it shows that the 90%% goodput criterion can be met at far higher rates by starving the longest "+
-		"requests, which is a change of queue discipline (scheduling), not of routing or placement, and is not done here.",
+		"(equal load) unless marked ×1 (the trace's own rate).\n\n",
 		r.Instances, r.RAMBlocks, r.SLOSeconds)
+	if r.Reject {
+		sec.Text += "Every arm here rejects a request on arrival when its estimated TTFT exceeds the SLO, as the paper's Algorithm 1 " +
+			"does (`kvpool sim --reject`); a rejected request counts as a miss. Under overload the requests turned away are those " +
+			"with the most prefill work, so goodput rises far above the rate FIFO queues without rejection sustain, and at the " +
+			"goodput rate the instances run with queues close to the SLO (the mean TTFT there is near the SLO for every arm).\n\n" +
+			"The pooled ceiling with rejection is an optimistic reference for this model, not a proof: every request reuses every " +
+			"leading block any earlier arrival asked for (even one still queued, which matters when queues are tens of seconds " +
+			"long), transfers are free, one central FIFO queue feeds all instances, and a request is rejected exactly when its own " +
+			"TTFT would exceed the SLO."
+	} else {
+		sec.Text += "The pooled ceiling is an optimistic reference for this model, not a proof: every request reuses every leading " +
+			"block any earlier arrival asked for, transfers are free, and one central FIFO queue feeds all instances. Its capacity " +
+			"multiplier is the rate at which that minimal prefill work fills every instance for the whole trace. The shortest-first " +
+			"ceiling serves the least work first instead: it shows that the 90% goodput criterion can be met at far higher rates by " +
+			"starving the longest requests, which is a change of queue discipline (scheduling), not of routing or placement, and is " +
+			"not done here. JointOptions.Reject (in the policy report, the next section) runs the comparison with Algorithm 1's " +
+			"rejection instead."
+	}
+	ceilingCol := "FIFO ceiling (req/s)"
+	if r.Reject {
+		ceilingCol = "ceiling with rejection (req/s)"
+	}
 	verdict := report.Table{Caption: fmt.Sprintf("Verdict: ours vs the baseline (target ≥ %g× goodput, mean TTFT no worse)", JointTargetRatio),
 		Columns: []string{"trace", "baseline (req/s)", "ours", "ours (req/s)", "ours/baseline", "mean TTFT at baseline goodput (s)",
-			"mean TTFT ×1 (s)", "FIFO ceiling (req/s)", "ceiling/baseline", "target reachable"}}
+			"mean TTFT ×1 (s)", ceilingCol, "ceiling/baseline", "target reachable"}}
 	for _, t := range r.Traces {
 		b, o, c := r.Baseline(t), r.Ours(t), r.Ceiling(t)
 		if b == nil || o == nil || c == nil {
 			continue
 		}
 		reach := "yes"
-		if c.Ratio < JointTargetRatio {
+		switch {
+		case c.Ratio >= JointTargetRatio:
+		case r.Reject:
+			reach = fmt.Sprintf("no (ceiling with rejection %s)", times(c.Ratio))
+		default:
 			reach = fmt.Sprintf("no with FIFO queues (ceiling %s); shortest-first ceiling %s", times(c.Ratio), times(c.ShortestFirstRatio))
+		}
+		if c.Ratio >= JointTargetRatio && o.Ratio < JointTargetRatio {
+			reach = fmt.Sprintf("not ruled out by the ceiling (%s); not reached", times(c.Ratio))
 		}
 		verdict.Rows = append(verdict.Rows, []string{t, num(b.ReqPerSec), o.Arm.Name, num(o.ReqPerSec), times(o.Ratio),
 			secs(b.AtBaseline.TTFTMean) + " → " + secs(o.AtBaseline.TTFTMean),
@@ -394,11 +429,16 @@ func (r *JointResult) Section() report.Section {
 			secs(s1.TTFTMean), pct(s1.TokenHitRatio)})
 	}
 	for _, c := range r.Ceilings {
+		name := "pooled ceiling, FIFO (capacity ×" + num(c.CapacityMultiplier) + ")"
+		if r.Reject {
+			name = "pooled ceiling, FIFO with rejection (capacity ×" + num(c.CapacityMultiplier) + ")"
+		}
 		arms.Rows = append(arms.Rows,
-			[]string{c.Trace, "pooled ceiling, FIFO (capacity ×" + num(c.CapacityMultiplier) + ")", num(c.ReqPerSec),
-				times(c.Ratio), "–", "–", pct(c.TokenHitRatio), "–", "–", "–", "–", "–", "–"},
-			[]string{c.Trace, "pooled ceiling, shortest first", num(c.ShortestFirstReqPerSec),
+			[]string{c.Trace, name, num(c.ReqPerSec), times(c.Ratio), "–", "–", pct(c.TokenHitRatio), "–", "–", "–", "–", "–", "–"})
+		if !r.Reject {
+			arms.Rows = append(arms.Rows, []string{c.Trace, "pooled ceiling, shortest first", num(c.ShortestFirstReqPerSec),
 				times(c.ShortestFirstRatio), "–", "–", pct(c.TokenHitRatio), "–", "–", "–", "–", "–", "–"})
+		}
 	}
 	sec.Tables = []report.Table{verdict, arms}
 	return sec

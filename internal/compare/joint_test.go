@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -98,6 +99,49 @@ func TestRunJoint(t *testing.T) {
 	}
 }
 
+// TestRunJointReject checks the comparison with Algorithm 1's rejection:
+// every arm runs with it, the ceiling rejects too (and bounds every arm),
+// and the report says so without a shortest-first row.
+func TestRunJointReject(t *testing.T) {
+	tr := smallTrace(t, 3)
+	o := smallJoint(2, tr)
+	o.Reject = true
+	res, err := RunJoint(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := RunJoint(context.Background(), smallJoint(2, tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Reject || plain.Reject {
+		t.Fatalf("Reject recorded as %v (with) and %v (without)", res.Reject, plain.Reject)
+	}
+	c := res.Ceiling("gen")
+	if c.ShortestFirstReqPerSec != 0 || c.ReqPerSec < plain.Ceiling("gen").ReqPerSec {
+		t.Errorf("ceiling with rejection %+v: want no shortest-first figure and at least the FIFO ceiling %g",
+			c, plain.Ceiling("gen").ReqPerSec)
+	}
+	for _, row := range res.Rows {
+		if !row.AtBaseline.Reject || !row.AtTraceRate.Reject {
+			t.Errorf("%s ran without rejection", row.Arm.Name)
+		}
+		if row.ReqPerSec > c.ReqPerSec*(1+1e-9) {
+			t.Errorf("%s: goodput %g above the ceiling with rejection %g", row.Arm.Name, row.ReqPerSec, c.ReqPerSec)
+		}
+	}
+	sec := res.Section()
+	if !strings.Contains(sec.Title, "rejection") || len(sec.Tables) != 2 || len(sec.Tables[1].Rows) != 5 {
+		t.Fatalf("section %q with %d tables: want the rejection title and 5 arm rows (4 arms + 1 ceiling)", sec.Title, len(sec.Tables))
+	}
+	if last := sec.Tables[1].Rows[4][1]; !strings.Contains(last, "with rejection") {
+		t.Errorf("ceiling row named %q", last)
+	}
+	if col := sec.Tables[0].Columns[7]; col != "ceiling with rejection (req/s)" {
+		t.Errorf("verdict ceiling column %q", col)
+	}
+}
+
 func TestJointOptionsValidate(t *testing.T) {
 	tr := Trace{Name: "x", Requests: smallTrace(t, 1).Requests[:10]}
 	arms := JointArms()
@@ -138,38 +182,45 @@ func TestJointFig10(t *testing.T) {
 	if os.Getenv("KVPOOL_JOINT_FIG10") == "" {
 		t.Skip("full joint comparison; set KVPOOL_JOINT_FIG10=1")
 	}
-	o := JointOptions{Traces: []Trace{sharedTrace(t, "conversation"), sharedTrace(t, "synthetic")}}
-	if testing.Verbose() {
-		o.Progress = os.Stderr
-	}
-	res, err := RunJoint(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tr := range res.Traces {
-		b, ours, c := res.Baseline(tr), res.Ours(tr), res.Ceiling(tr)
-		if !(ours.ReqPerSec > b.ReqPerSec) {
-			t.Errorf("%s: ours (%s) %g req/s, not above the baseline's %g", tr, ours.Arm.Name, ours.ReqPerSec, b.ReqPerSec)
-		}
-		if ours.AtBaseline.TTFTMean > b.AtBaseline.TTFTMean || ours.AtTraceRate.TTFTMean > b.AtTraceRate.TTFTMean {
-			t.Errorf("%s: ours mean TTFT %g s (×1: %g s) above the baseline's %g s (%g s)", tr,
-				ours.AtBaseline.TTFTMean, ours.AtTraceRate.TTFTMean, b.AtBaseline.TTFTMean, b.AtTraceRate.TTFTMean)
-		}
-		for _, row := range res.Rows {
-			if row.Trace == tr && row.ReqPerSec > c.ReqPerSec {
-				t.Errorf("%s: %s at %g req/s passes the pooled FIFO ceiling %g", tr, row.Arm.Name, row.ReqPerSec, c.ReqPerSec)
+	traces := []Trace{sharedTrace(t, "conversation"), sharedTrace(t, "synthetic")}
+	for _, reject := range []bool{false, true} {
+		t.Run("reject="+strconv.FormatBool(reject), func(t *testing.T) {
+			o := JointOptions{Traces: traces, Reject: reject}
+			if testing.Verbose() {
+				o.Progress = os.Stderr
 			}
-		}
-		t.Logf("%s: baseline %.3f req/s, ours (%s) %.3f (%.3f×), FIFO ceiling %.3f (%.3f×), shortest-first ceiling %.3f×",
-			tr, b.ReqPerSec, ours.Arm.Name, ours.ReqPerSec, ours.Ratio, c.ReqPerSec, c.Ratio, c.ShortestFirstRatio)
-	}
-	if dir := os.Getenv("KVPOOL_JOINT_OUT"); dir != "" {
-		rep := &report.Report{Title: "Joint routing and placement", Sections: []report.Section{res.Section()}}
-		if err := report.Write(dir, rep); err != nil {
-			t.Fatal(err)
-		}
-		if err := report.WriteJSON(filepath.Join(dir, "joint.json"), res); err != nil {
-			t.Fatal(err)
-		}
+			res, err := RunJoint(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tr := range res.Traces {
+				b, ours, c := res.Baseline(tr), res.Ours(tr), res.Ceiling(tr)
+				if !(ours.ReqPerSec > b.ReqPerSec) {
+					t.Errorf("%s: ours (%s) %g req/s, not above the baseline's %g", tr, ours.Arm.Name, ours.ReqPerSec, b.ReqPerSec)
+				}
+				if ours.AtBaseline.TTFTMean > b.AtBaseline.TTFTMean || ours.AtTraceRate.TTFTMean > b.AtTraceRate.TTFTMean {
+					t.Errorf("%s: ours mean TTFT %g s (×1: %g s) above the baseline's %g s (%g s)", tr,
+						ours.AtBaseline.TTFTMean, ours.AtTraceRate.TTFTMean, b.AtBaseline.TTFTMean, b.AtTraceRate.TTFTMean)
+				}
+				for _, row := range res.Rows {
+					if row.Trace == tr && row.ReqPerSec > c.ReqPerSec {
+						t.Errorf("%s: %s at %g req/s passes the pooled ceiling %g", tr, row.Arm.Name, row.ReqPerSec, c.ReqPerSec)
+					}
+				}
+				t.Logf("%s: baseline %.3f req/s, ours (%s) %.3f (%.3f×), mean TTFT at the baseline's goodput %.2f → %.2f s, ceiling %.3f (%.3f×), shortest-first ceiling %.3f×",
+					tr, b.ReqPerSec, ours.Arm.Name, ours.ReqPerSec, ours.Ratio, b.AtBaseline.TTFTMean, ours.AtBaseline.TTFTMean,
+					c.ReqPerSec, c.Ratio, c.ShortestFirstRatio)
+			}
+			if dir := os.Getenv("KVPOOL_JOINT_OUT"); dir != "" {
+				dir = filepath.Join(dir, "reject-"+strconv.FormatBool(reject))
+				rep := &report.Report{Title: "Joint routing and placement", Sections: []report.Section{res.Section()}}
+				if err := report.Write(dir, rep); err != nil {
+					t.Fatal(err)
+				}
+				if err := report.WriteJSON(filepath.Join(dir, "joint.json"), res); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }

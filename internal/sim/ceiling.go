@@ -83,7 +83,15 @@ func NewCeiling(reqs []trace.Request, opts Options) (*Ceiling, error) {
 
 // Attainment returns the share of requests whose TTFT in the pooled model
 // at rate multiplier m is within the SLO.
-func (c *Ceiling) Attainment(m float64) float64 {
+func (c *Ceiling) Attainment(m float64) float64 { return c.attainment(m, false) }
+
+// AttainmentRejecting is Attainment with Algorithm 1's rejection
+// (Options.Reject): a request whose TTFT would exceed the SLO is rejected
+// on arrival, counts as a miss and takes no instance time. The pooled
+// model knows every TTFT exactly, so no admitted request misses.
+func (c *Ceiling) AttainmentRejecting(m float64) float64 { return c.attainment(m, true) }
+
+func (c *Ceiling) attainment(m float64, reject bool) float64 {
 	clear(c.servers)
 	t0 := c.reqs[0].Timestamp
 	within := 0
@@ -96,8 +104,11 @@ func (c *Ceiling) Attainment(m float64) float64 {
 			}
 		}
 		end := max(a, c.servers[first]) + c.work[k]
-		c.servers[first] = end
-		if end-a <= c.opts.SLOSeconds {
+		ok := end-a <= c.opts.SLOSeconds
+		if ok || !reject {
+			c.servers[first] = end
+		}
+		if ok {
 			within++
 		}
 	}
@@ -164,6 +175,12 @@ func (h *workHeap) Pop() any {
 // simulated arm's (same bracket, tolerance and target).
 func (c *Ceiling) Goodput(ctx context.Context, target float64) (multiplier, reqPerSec float64, err error) {
 	return c.goodput(ctx, target, c.Attainment)
+}
+
+// GoodputRejecting is Goodput with AttainmentRejecting: the ceiling of
+// arms that run with Options.Reject.
+func (c *Ceiling) GoodputRejecting(ctx context.Context, target float64) (multiplier, reqPerSec float64, err error) {
+	return c.goodput(ctx, target, c.AttainmentRejecting)
 }
 
 // GoodputShortestFirst is Goodput with AttainmentShortestFirst.

@@ -351,6 +351,17 @@ func TestCeiling(t *testing.T) {
 	if m < ms || sim1.Summary.TokenHitRatio > c.TokenHitRatio {
 		t.Errorf("ceiling ×%g (hit %g) below the simulator's ×%g (hit %g)", m, c.TokenHitRatio, ms, sim1.Summary.TokenHitRatio)
 	}
+	mr, _, err := c.GoodputRejecting(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msr, _, err := Goodput(context.Background(), reqs, Options{Instances: 1, SLOSeconds: 10, RAMBlocks: 100, Reject: true}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mr < msr || mr < m {
+		t.Errorf("ceiling with rejection ×%g below the simulator's with rejection ×%g or the FIFO ceiling ×%g", mr, msr, m)
+	}
 	t.Run("shortest first", func(t *testing.T) {
 		// One instance, SLO 5 s: a short request, then a 64k-token one
 		// (10.6 s), then four short ones. FIFO makes the four wait behind
@@ -368,6 +379,23 @@ func TestCeiling(t *testing.T) {
 		}
 		if got := c.AttainmentShortestFirst(1); !near(got, 5.0/6) {
 			t.Errorf("shortest-first attainment %g, want 5/6", got)
+		}
+		// With rejection the long request is turned away on arrival (its
+		// own TTFT, 10.6 s, exceeds the SLO), so the four short ones run
+		// behind the first: 5 of 6 within the SLO, and the rejected one
+		// takes no instance time.
+		if got := c.AttainmentRejecting(1); !near(got, 5.0/6) {
+			t.Errorf("attainment with rejection %g, want 5/6", got)
+		}
+		if got := c.Attainment(1); !near(got, 1.0/6) {
+			t.Errorf("FIFO attainment after a rejecting pass %g, want 1/6 (state leaked)", got)
+		}
+		mr, _, err := c.GoodputRejecting(context.Background(), 0.8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mf0, _, _ := c.Goodput(context.Background(), 0.8); !(mr > mf0) {
+			t.Errorf("goodput with rejection ×%g, want above FIFO's ×%g", mr, mf0)
 		}
 		mf, _, err := c.Goodput(context.Background(), 0.8)
 		if err != nil {
