@@ -387,8 +387,7 @@ func (r *JointResult) Section() report.Section {
 			"multiplier is the rate at which that minimal prefill work fills every instance for the whole trace. The shortest-first " +
 			"ceiling serves the least work first instead: it shows that the 90% goodput criterion can be met at far higher rates by " +
 			"starving the longest requests, which is a change of queue discipline (scheduling), not of routing or placement, and is " +
-			"not done here. JointOptions.Reject (in the policy report, the next section) runs the comparison with Algorithm 1's " +
-			"rejection instead."
+			"not done here. The policy report also runs this comparison with Algorithm 1's rejection in every arm (next section)."
 	}
 	ceilingCol := "FIFO ceiling (req/s)"
 	if r.Reject {
