@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/nodeclient"
+	"github.com/kvpool/kvpool/internal/node/nodeclient"
 )
 
 // Errors returned by the client, checked with errors.Is.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/client"
-	"github.com/kvpool/kvpool/internal/wire"
+	"github.com/kvpool/kvpool/internal/node/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

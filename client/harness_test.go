@@ -12,8 +12,8 @@ import (
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/client"
 	"github.com/kvpool/kvpool/internal/master"
-	"github.com/kvpool/kvpool/internal/nodeserver"
-	"github.com/kvpool/kvpool/internal/nodeserver/nodeservertest"
+	"github.com/kvpool/kvpool/internal/node/nodeserver"
+	"github.com/kvpool/kvpool/internal/node/nodeserver/nodeservertest"
 )
 
 // fixedClock is a master clock that does not move, so no node of a test

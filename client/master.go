@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/kvpool/kvpool/internal/master"
-	"github.com/kvpool/kvpool/internal/masterclient"
+	"github.com/kvpool/kvpool/internal/master/masterclient"
 )
 
 // dialMaster connects to the master's index at o.Master over the master

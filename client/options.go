@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/nodeclient"
+	"github.com/kvpool/kvpool/internal/node/nodeclient"
 )
 
 // Defaults of Options.

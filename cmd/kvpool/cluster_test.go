@@ -15,7 +15,7 @@ import (
 
 	"github.com/kvpool/kvpool/client"
 	"github.com/kvpool/kvpool/internal/cluster"
-	"github.com/kvpool/kvpool/internal/nodeclient"
+	"github.com/kvpool/kvpool/internal/node/nodeclient"
 )
 
 // asKvpoolEnv makes the test binary act as the kvpool binary, so the

@@ -10,12 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvpool/kvpool/internal/compare"
 	"github.com/kvpool/kvpool/internal/config"
-	"github.com/kvpool/kvpool/internal/demo"
-	"github.com/kvpool/kvpool/internal/sim"
-	"github.com/kvpool/kvpool/internal/tracesample"
-	"github.com/kvpool/kvpool/internal/validate"
+	"github.com/kvpool/kvpool/internal/lab/compare"
+	"github.com/kvpool/kvpool/internal/lab/demo"
+	"github.com/kvpool/kvpool/internal/lab/sim"
+	"github.com/kvpool/kvpool/internal/lab/tracesample"
+	"github.com/kvpool/kvpool/internal/lab/validate"
 	"github.com/kvpool/kvpool/trace"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/client"
-	"github.com/kvpool/kvpool/internal/nodeclient"
+	"github.com/kvpool/kvpool/internal/node/nodeclient"
 )
 
 // ctlTimeout bounds one `kvpool ctl` command: 10 s, ample for one admin

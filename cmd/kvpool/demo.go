@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/internal/config"
-	"github.com/kvpool/kvpool/internal/demo"
-	"github.com/kvpool/kvpool/internal/sim"
-	"github.com/kvpool/kvpool/internal/validate"
+	"github.com/kvpool/kvpool/internal/lab/demo"
+	"github.com/kvpool/kvpool/internal/lab/sim"
+	"github.com/kvpool/kvpool/internal/lab/validate"
 	"github.com/kvpool/kvpool/trace"
 	"os"
 )

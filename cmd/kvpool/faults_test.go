@@ -44,12 +44,12 @@ import (
 
 	"github.com/kvpool/kvpool/client"
 	"github.com/kvpool/kvpool/internal/cluster"
-	"github.com/kvpool/kvpool/internal/nodeclient"
+	"github.com/kvpool/kvpool/internal/lab/replay"
+	"github.com/kvpool/kvpool/internal/lab/sim"
+	"github.com/kvpool/kvpool/internal/lab/tracegen"
+	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/payload"
-	"github.com/kvpool/kvpool/internal/replay"
-	"github.com/kvpool/kvpool/internal/sim"
-	"github.com/kvpool/kvpool/internal/ssd"
-	"github.com/kvpool/kvpool/internal/tracegen"
+	"github.com/kvpool/kvpool/internal/tier/ssd"
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -59,7 +59,7 @@ const faultsEnv = "KVPOOL_FAULTS"
 // faultsLong reports whether the longer variants run (faultsEnv=1).
 func faultsLong() bool { return os.Getenv(faultsEnv) == "1" }
 
-// Slot header layout of internal/ssd (layout.go), read here to find and
+// Slot header layout of internal/tier/ssd (layout.go), read here to find and
 // damage slots of a stopped node from outside the package.
 const (
 	slotHeaderSize  = 4096       // the header region before the payload
@@ -395,7 +395,7 @@ type slotRef struct {
 }
 
 // scanSlots reads the slot headers of the SSD tier in dir (layout of
-// internal/ssd/layout.go) and returns the valid slots.
+// internal/tier/ssd/layout.go) and returns the valid slots.
 func scanSlots(t *testing.T, dir string, blockSize int) []slotRef {
 	t.Helper()
 	size := ssd.SlotSize(blockSize)

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kvpool/kvpool/internal/hitrate"
+	"github.com/kvpool/kvpool/internal/lab/hitrate"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/trace"
 )

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/master"
-	"github.com/kvpool/kvpool/internal/masterserver"
+	"github.com/kvpool/kvpool/internal/master/masterserver"
 )
 
 // envAuthToken is the environment variable holding the shared auth token

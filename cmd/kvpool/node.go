@@ -9,7 +9,7 @@ import (
 	"os"
 
 	"github.com/kvpool/kvpool/internal/config"
-	"github.com/kvpool/kvpool/internal/masterclient"
+	"github.com/kvpool/kvpool/internal/master/masterclient"
 	"github.com/kvpool/kvpool/internal/node"
 )
 

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvpool/kvpool/internal/nodeclient"
+	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/tier"
 )
 

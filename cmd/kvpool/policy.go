@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvpool/kvpool/internal/compare"
-	"github.com/kvpool/kvpool/internal/policylab"
-	"github.com/kvpool/kvpool/internal/report"
+	"github.com/kvpool/kvpool/internal/lab/compare"
+	"github.com/kvpool/kvpool/internal/lab/policylab"
+	"github.com/kvpool/kvpool/internal/lab/report"
 )
 
 func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) error {

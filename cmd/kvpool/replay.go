@@ -10,9 +10,9 @@ import (
 
 	"github.com/kvpool/kvpool/internal/cluster"
 	"github.com/kvpool/kvpool/internal/config"
-	"github.com/kvpool/kvpool/internal/costmodel"
-	"github.com/kvpool/kvpool/internal/replay"
-	"github.com/kvpool/kvpool/internal/sim"
+	"github.com/kvpool/kvpool/internal/lab/costmodel"
+	"github.com/kvpool/kvpool/internal/lab/replay"
+	"github.com/kvpool/kvpool/internal/lab/sim"
 )
 
 // replayOutput is the --json document of kvpool replay.

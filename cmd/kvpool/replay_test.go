@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvpool/kvpool/internal/sim"
-	"github.com/kvpool/kvpool/internal/tracegen"
+	"github.com/kvpool/kvpool/internal/lab/sim"
+	"github.com/kvpool/kvpool/internal/lab/tracegen"
 	"github.com/kvpool/kvpool/trace"
 )
 

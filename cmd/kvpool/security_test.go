@@ -18,10 +18,10 @@ import (
 
 	"github.com/kvpool/kvpool/client"
 	"github.com/kvpool/kvpool/internal/cluster"
-	"github.com/kvpool/kvpool/internal/masterproto"
-	"github.com/kvpool/kvpool/internal/nodeclient"
+	"github.com/kvpool/kvpool/internal/master/masterproto"
+	"github.com/kvpool/kvpool/internal/node/nodeclient"
+	"github.com/kvpool/kvpool/internal/node/wire"
 	"github.com/kvpool/kvpool/internal/tier"
-	"github.com/kvpool/kvpool/internal/wire"
 )
 
 // secToken is the shared auth token of the security tests' processes (a

@@ -7,8 +7,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/kvpool/kvpool/internal/costmodel"
-	"github.com/kvpool/kvpool/internal/sim"
+	"github.com/kvpool/kvpool/internal/lab/costmodel"
+	"github.com/kvpool/kvpool/internal/lab/sim"
 )
 
 // simOutput is the --json document of kvpool sim.

@@ -10,10 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/kvpool/kvpool/internal/tracefetch"
-	"github.com/kvpool/kvpool/internal/tracegen"
-	"github.com/kvpool/kvpool/internal/tracesample"
-	"github.com/kvpool/kvpool/internal/tracestat"
+	"github.com/kvpool/kvpool/internal/lab/tracefetch"
+	"github.com/kvpool/kvpool/internal/lab/tracegen"
+	"github.com/kvpool/kvpool/internal/lab/tracesample"
+	"github.com/kvpool/kvpool/internal/lab/tracestat"
 	"github.com/kvpool/kvpool/trace"
 )
 

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvpool/kvpool/internal/tracefetch"
+	"github.com/kvpool/kvpool/internal/lab/tracefetch"
 )
 
 // runKV runs "kvpool args..." and returns the exit code and outputs.

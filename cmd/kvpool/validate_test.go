@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvpool/kvpool/internal/demo"
-	"github.com/kvpool/kvpool/internal/sim"
+	"github.com/kvpool/kvpool/internal/lab/demo"
+	"github.com/kvpool/kvpool/internal/lab/sim"
 )
 
 // TestCompareValidate is the CI guard of the live/sim agreement: kvpool

@@ -13,9 +13,9 @@ import (
 	"github.com/kvpool/kvpool/client"
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/master"
-	"github.com/kvpool/kvpool/internal/masterclient"
-	"github.com/kvpool/kvpool/internal/masterproto"
-	"github.com/kvpool/kvpool/internal/masterserver"
+	"github.com/kvpool/kvpool/internal/master/masterclient"
+	"github.com/kvpool/kvpool/internal/master/masterproto"
+	"github.com/kvpool/kvpool/internal/master/masterserver"
 	"github.com/kvpool/kvpool/internal/node"
 )
 

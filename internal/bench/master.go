@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/internal/master"
-	"github.com/kvpool/kvpool/internal/masterclient"
-	"github.com/kvpool/kvpool/internal/masterserver"
+	"github.com/kvpool/kvpool/internal/master/masterclient"
+	"github.com/kvpool/kvpool/internal/master/masterserver"
 )
 
 // Master target shape. Each constant says where its value comes from.

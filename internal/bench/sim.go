@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/kvpool/kvpool/internal/hitrate"
-	"github.com/kvpool/kvpool/internal/tracegen"
+	"github.com/kvpool/kvpool/internal/lab/hitrate"
+	"github.com/kvpool/kvpool/internal/lab/tracegen"
 	"github.com/kvpool/kvpool/trace"
 )
 

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kvpool/kvpool/internal/ram"
-	"github.com/kvpool/kvpool/internal/ssd"
 	"github.com/kvpool/kvpool/internal/tier"
+	"github.com/kvpool/kvpool/internal/tier/ram"
+	"github.com/kvpool/kvpool/internal/tier/ssd"
 )
 
 // ramTarget is a RAM tier in process holding the working set.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvpool/kvpool/internal/ssd"
+	"github.com/kvpool/kvpool/internal/tier/ssd"
 )
 
 // Field describes one setting for cmd/, which registers a flag per field

@@ -14,7 +14,7 @@ import (
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/policy"
-	"github.com/kvpool/kvpool/internal/ssd"
+	"github.com/kvpool/kvpool/internal/tier/ssd"
 	"github.com/kvpool/kvpool/internal/vfs"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/master"
-	"github.com/kvpool/kvpool/internal/store"
+	"github.com/kvpool/kvpool/internal/node/store"
 	"github.com/kvpool/kvpool/internal/tier"
 )
 

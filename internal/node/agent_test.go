@@ -12,10 +12,10 @@ import (
 
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/master"
-	"github.com/kvpool/kvpool/internal/ram"
-	"github.com/kvpool/kvpool/internal/ssd"
-	"github.com/kvpool/kvpool/internal/store"
+	"github.com/kvpool/kvpool/internal/node/store"
 	"github.com/kvpool/kvpool/internal/tier"
+	"github.com/kvpool/kvpool/internal/tier/ram"
+	"github.com/kvpool/kvpool/internal/tier/ssd"
 	"github.com/kvpool/kvpool/internal/tier/tiertest"
 	"github.com/kvpool/kvpool/internal/vfs"
 )

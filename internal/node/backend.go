@@ -5,11 +5,11 @@ import (
 	"fmt"
 
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/nodeserver"
-	"github.com/kvpool/kvpool/internal/ram"
-	"github.com/kvpool/kvpool/internal/store"
+	"github.com/kvpool/kvpool/internal/node/nodeserver"
+	"github.com/kvpool/kvpool/internal/node/store"
+	"github.com/kvpool/kvpool/internal/node/wire"
 	"github.com/kvpool/kvpool/internal/tier"
-	"github.com/kvpool/kvpool/internal/wire"
+	"github.com/kvpool/kvpool/internal/tier/ram"
 )
 
 // backend serves a store through nodeserver.Backend.

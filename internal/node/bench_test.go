@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/internal/config"
-	"github.com/kvpool/kvpool/internal/nodeclient"
+	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/tier"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/listen"
-	"github.com/kvpool/kvpool/internal/nodeclient"
-	"github.com/kvpool/kvpool/internal/wire"
+	"github.com/kvpool/kvpool/internal/node/nodeclient"
+	"github.com/kvpool/kvpool/internal/node/wire"
 )
 
 // TestNewRefusesExposedListenWithoutToken: New refuses a data-plane address

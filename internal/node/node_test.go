@@ -22,7 +22,7 @@ import (
 
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/master"
-	"github.com/kvpool/kvpool/internal/nodeclient"
+	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/tier"
 )
 

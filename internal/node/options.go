@@ -9,7 +9,7 @@ import (
 
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/master"
-	"github.com/kvpool/kvpool/internal/ssd"
+	"github.com/kvpool/kvpool/internal/tier/ssd"
 	"github.com/kvpool/kvpool/internal/vfs"
 )
 

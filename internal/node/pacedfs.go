@@ -5,7 +5,7 @@ import (
 	"os"
 	"sync/atomic"
 
-	"github.com/kvpool/kvpool/internal/pacer"
+	"github.com/kvpool/kvpool/internal/node/pacer"
 	"github.com/kvpool/kvpool/internal/vfs"
 )
 

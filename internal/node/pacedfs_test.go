@@ -6,7 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/kvpool/kvpool/internal/pacer"
+	"github.com/kvpool/kvpool/internal/node/pacer"
 	"github.com/kvpool/kvpool/internal/vfs"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/kvpool/kvpool/internal/config"
-	"github.com/kvpool/kvpool/internal/nodeclient"
+	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/tier"
 )
 

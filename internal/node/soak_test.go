@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvpool/kvpool/internal/nodeclient"
+	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	blockpayload "github.com/kvpool/kvpool/internal/payload"
 	"github.com/kvpool/kvpool/internal/tier"
 )

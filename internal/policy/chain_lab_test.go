@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvpool/kvpool/internal/hitrate"
+	"github.com/kvpool/kvpool/internal/lab/hitrate"
+	"github.com/kvpool/kvpool/internal/lab/tracegen"
+	"github.com/kvpool/kvpool/internal/lab/tracesample"
 	"github.com/kvpool/kvpool/internal/policy"
-	"github.com/kvpool/kvpool/internal/tracegen"
-	"github.com/kvpool/kvpool/internal/tracesample"
 	"github.com/kvpool/kvpool/trace"
 )
 

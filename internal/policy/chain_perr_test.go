@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool/internal/lab/tracegen"
 	"github.com/kvpool/kvpool/internal/policy"
-	"github.com/kvpool/kvpool/internal/tracegen"
 	"github.com/kvpool/kvpool/trace"
 )
 

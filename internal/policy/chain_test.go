@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvpool/kvpool/internal/hitrate"
+	"github.com/kvpool/kvpool/internal/lab/hitrate"
+	"github.com/kvpool/kvpool/internal/lab/tracegen"
 	"github.com/kvpool/kvpool/internal/policy"
-	"github.com/kvpool/kvpool/internal/tracegen"
 )
 
 func TestChainOptionsValidate(t *testing.T) {

@@ -1,0 +1,198 @@
+package compare
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/kvpool/kvpool/internal/lab/plot"
+	"github.com/kvpool/kvpool/internal/lab/replay"
+	"github.com/kvpool/kvpool/internal/lab/report"
+	"github.com/kvpool/kvpool/internal/lab/sim"
+)
+
+// LiveRow is one arm run live (on a real local cluster) and in the
+// simulator, on the same subsample of a trace and the same configuration.
+type LiveRow struct {
+	Trace string `json:"trace"`
+	Arm   Arm    `json:"arm"`
+	// Sim and Live are the two runs' summaries (model seconds).
+	Sim  sim.Summary    `json:"sim"`
+	Live replay.Summary `json:"live"`
+	// SimTTFTs and LiveTTFTs are the served requests' TTFTs (model
+	// seconds), ascending.
+	SimTTFTs  []float64 `json:"-"`
+	LiveTTFTs []float64 `json:"-"`
+}
+
+// LiveFunc runs arm a on trace t live and in the simulator. It is
+// injected by the caller (kvpool compare --live sets one built on package
+// validate) so that this package stays free of processes and real time:
+// it chooses the subsample, starts and stops the cluster, and fills every
+// field of the row but Trace and Arm.
+type LiveFunc func(ctx context.Context, t Trace, a Arm) (LiveRow, error)
+
+// LiveArms returns the arms run live by default: recompute, local with
+// round-robin and with cache-aware routing, and global cache-aware.
+func LiveArms() []Arm {
+	nic := float64(sim.DefaultNICGbps)
+	return []Arm{
+		{"recompute", sim.ModeRecompute, sim.RoutingLeastLoaded, nic},
+		{"local rr", sim.ModeLocal, sim.RoutingRoundRobin, nic},
+		{"local cache-aware", sim.ModeLocal, sim.RoutingCacheAware, nic},
+		{"global cache-aware", sim.ModeGlobal, sim.RoutingCacheAware, nic},
+	}
+}
+
+// runLive runs every live arm on every trace, one at a time (a live run
+// uses real time and the whole machine, so live runs never overlap).
+func runLive(ctx context.Context, o Options, res *Result) error {
+	arms := o.LiveArms
+	if len(arms) == 0 {
+		arms = LiveArms()
+	}
+	for _, t := range o.Traces {
+		for _, a := range arms {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			row, err := o.Live(ctx, t, a)
+			if err != nil {
+				return fmt.Errorf("%s: live %s: %w", t.Name, a.Name, err)
+			}
+			row.Trace, row.Arm = t.Name, a
+			res.Live = append(res.Live, row)
+			if o.Progress != nil {
+				fmt.Fprintf(o.Progress, "%s: live %s: token hit %s live / %s sim, mean TTFT %s s live / %s s sim\n",
+					t.Name, a.Name, pct(row.Live.TokenHitRatio), pct(row.Sim.TokenHitRatio),
+					secs(row.Live.TTFTMean), secs(row.Sim.TTFTMean))
+			}
+		}
+	}
+	return nil
+}
+
+// LiveSection lays out live-vs-simulated rows: a table (per arm: token hit
+// ratio, mean and p90 TTFT live and simulated, wrong blocks, bytes moved,
+// dispatch lag p99) and bar charts of the token hit ratio and the mean
+// TTFT, live next to simulated. filePrefix keeps its figure names unique
+// in a report.
+func LiveSection(rows []LiveRow, filePrefix string) report.Section {
+	sec := report.Section{Title: "Live vs simulated",
+		Text: "Each arm replayed live on a fresh local cluster (real processes, real TCP, real bytes, every block verified) " +
+			"under the scale model, and simulated on the same requests and configuration. Times are model seconds. " +
+			"Validation bounds: token hit ratio within 2 points, mean TTFT within 20%, 0 wrong blocks."}
+	tab := report.Table{Caption: "Live vs simulated, per arm (model seconds)",
+		Columns: []string{"trace", "arm", "requests", "sim token hit", "live token hit", "sim mean TTFT", "live mean TTFT",
+			"sim p90 TTFT", "live p90 TTFT", "wrong blocks", "live bytes fetched", "sim bytes net (model)", "lag p99 (ms)", "kept up"}}
+	hits := &plot.BarChart{Title: "Token hit ratio: live vs simulated", YLabel: "token hit ratio", YMin: new(0.0),
+		Format: func(v float64) string { return pct(v) }}
+	ttft := &plot.BarChart{Title: "Mean TTFT: live vs simulated", YLabel: "mean TTFT (model s)", YMin: new(0.0)}
+	hs, hl := plot.BarSeries{Name: "sim"}, plot.BarSeries{Name: "live"}
+	ts, tl := plot.BarSeries{Name: "sim"}, plot.BarSeries{Name: "live"}
+	multi := false
+	for _, r := range rows {
+		multi = multi || r.Trace != rows[0].Trace
+	}
+	for _, r := range rows {
+		s, l := r.Sim, r.Live
+		kept := "yes"
+		if !l.KeptUp {
+			kept = "no"
+		}
+		if l.Partial {
+			kept += " (partial)"
+		}
+		tab.Rows = append(tab.Rows, []string{r.Trace, r.Arm.Name, strconv.Itoa(s.Requests), pct(s.TokenHitRatio), pct(l.TokenHitRatio),
+			secs(s.TTFTMean), secs(l.TTFTMean), secs(s.TTFTP90), secs(l.TTFTP90), strconv.FormatInt(l.WrongBlocks, 10),
+			strconv.FormatInt(l.LiveBytesFetched, 10), strconv.FormatInt(s.BytesNet, 10), num(1e3 * l.LagP99), kept})
+		group := r.Arm.Name
+		if multi {
+			group = r.Trace + " " + group
+		}
+		hits.Groups = append(hits.Groups, group)
+		ttft.Groups = append(ttft.Groups, group)
+		hs.Values, hl.Values = append(hs.Values, s.TokenHitRatio), append(hl.Values, l.TokenHitRatio)
+		ts.Values, tl.Values = append(ts.Values, s.TTFTMean), append(tl.Values, l.TTFTMean)
+	}
+	hits.Series = []plot.BarSeries{hs, hl}
+	ttft.Series = []plot.BarSeries{ts, tl}
+	if len(rows) > 0 {
+		sec.Figures = []report.Figure{
+			{File: filePrefix + "live_hit_ratio.svg", Caption: "Token hit ratio per arm, live vs simulated", Render: hits.SVG},
+			{File: filePrefix + "live_ttft.svg", Caption: "Mean TTFT per arm (model seconds), live vs simulated", Render: ttft.SVG},
+		}
+	}
+	sec.Tables = []report.Table{tab}
+	return sec
+}
+
+// LiveCDFSection draws one TTFT CDF per arm, live and simulated.
+func LiveCDFSection(rows []LiveRow, filePrefix string) report.Section {
+	sec := report.Section{Title: "TTFT distribution per arm, live vs simulated"}
+	for _, r := range rows {
+		chart := &plot.Chart{Title: r.Trace + ", " + r.Arm.Name + ": TTFT CDF", XLabel: "TTFT (model s)",
+			YLabel: "share of requests", XLog: true, YMin: new(0.0), YMax: new(1.0)}
+		if len(r.SimTTFTs) > 0 {
+			chart.Series = append(chart.Series, cdfSeries("sim", r.SimTTFTs))
+		}
+		if len(r.LiveTTFTs) > 0 {
+			chart.Series = append(chart.Series, cdfSeries("live", r.LiveTTFTs))
+		}
+		if len(chart.Series) == 0 {
+			continue
+		}
+		sec.Figures = append(sec.Figures, report.Figure{File: filePrefix + "live_cdf_" + fileSafe(r.Trace+"_"+r.Arm.Name) + ".svg",
+			Caption: r.Trace + ", " + r.Arm.Name + ": TTFT CDF, live vs simulated", Render: chart.StepSVG})
+	}
+	return sec
+}
+
+// WriteLiveCSV writes one row per live arm: the simulated and live
+// figures side by side.
+func WriteLiveCSV(path string, rows []LiveRow) error {
+	hdr := []string{"trace", "arm", "mode", "routing", "requests", "sim_token_hit_ratio", "live_token_hit_ratio",
+		"sim_ttft_mean_s", "live_ttft_mean_s", "sim_ttft_p90_s", "live_ttft_p90_s", "wrong_blocks", "corrupt_blocks",
+		"sim_bytes_net", "live_bytes_fetched", "live_bytes_stored", "lag_p99_s", "kept_up", "partial", "live_seconds"}
+	var out [][]string
+	for _, r := range rows {
+		s, l := r.Sim, r.Live
+		out = append(out, []string{r.Trace, r.Arm.Name, string(r.Arm.Mode), string(r.Arm.Routing), strconv.Itoa(s.Requests),
+			f6(s.TokenHitRatio), f6(l.TokenHitRatio), f6(s.TTFTMean), f6(l.TTFTMean), f6(s.TTFTP90), f6(l.TTFTP90),
+			strconv.FormatInt(l.WrongBlocks, 10), strconv.FormatInt(l.CorruptBlocks, 10), strconv.FormatInt(s.BytesNet, 10),
+			strconv.FormatInt(l.LiveBytesFetched, 10), strconv.FormatInt(l.LiveBytesStored, 10), f6(l.LagP99),
+			strconv.FormatBool(l.KeptUp), strconv.FormatBool(l.Partial), f6(l.LiveSeconds)})
+	}
+	return report.WriteCSV(path, hdr, out)
+}
+
+// LiveMarkdown writes the live-vs-simulated table as Markdown.
+func LiveMarkdown(b *strings.Builder, rows []LiveRow) {
+	b.WriteString("| trace | arm | token hit sim | token hit live | mean TTFT sim (s) | mean TTFT live (s) | p90 TTFT sim (s) | p90 TTFT live (s) | wrong blocks | bytes moved live | lag p99 (ms) |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		s, l := r.Sim, r.Live
+		name := r.Arm.Name
+		if l.Partial {
+			name += " (partial)"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", r.Trace, name,
+			pct(s.TokenHitRatio), pct(l.TokenHitRatio), secs(s.TTFTMean), secs(l.TTFTMean), secs(s.TTFTP90), secs(l.TTFTP90),
+			l.WrongBlocks, bytesIEC(l.LiveBytesFetched+l.LiveBytesStored), num(1e3*l.LagP99))
+	}
+}
+
+// bytesIEC formats n bytes with a binary unit.
+func bytesIEC(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	v, i := float64(n), -1
+	for v >= unit && i < 4 {
+		v /= unit
+		i++
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + " " + string("KMGTP"[i]) + "iB"
+}

@@ -1,0 +1,320 @@
+package replay
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvpool/kvpool/client"
+	"github.com/kvpool/kvpool/internal/lab/sim"
+	"github.com/kvpool/kvpool/internal/lab/tracegen"
+	"github.com/kvpool/kvpool/trace"
+)
+
+func TestOptionsValidate(t *testing.T) {
+	tests := []struct {
+		name  string
+		o     Options
+		field string // "" = valid
+	}{
+		{"defaults", Options{Master: "m:1"}, ""},
+		{"no master", Options{}, "Master"},
+		{"bad mode", Options{Master: "m:1", Mode: "cloud"}, "Mode"},
+		{"bad routing", Options{Master: "m:1", Routing: "random"}, "Routing"},
+		{"tiny payload", Options{Master: "m:1", PayloadBytes: 4}, "PayloadBytes"},
+		{"negative speed", Options{Master: "m:1", Speed: -1}, "Speed"},
+		{"infinite nic", Options{Master: "m:1", NICGbps: math.Inf(1)}, "NICGbps"},
+		{"bad prefill", Options{Master: "m:1", Prefill: "gpu"}, "Prefill"},
+		{"bad verify", Options{Master: "m:1", Verify: "none"}, "Verify"},
+		{"negative ram", Options{Master: "m:1", RAMBlocks: -1}, "RAMBlocks"},
+		{"bad tenant", Options{Master: "m:1", Tenant: strings.Repeat("x", 1000)}, "Tenant"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.o.Validate()
+			if tt.field == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "option "+tt.field) {
+				t.Fatalf("Validate = %v, want an error naming %s", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestPacerRates(t *testing.T) {
+	o := Options{Master: "m", PayloadBytes: 160 << 20, Speed: 1, NICGbps: 100, SSDGBps: 4}
+	net, ssd := o.PacerRates()
+	// A payload of one model block at speed 1: the model bandwidths.
+	if math.Abs(net-12.5e9) > 1 || math.Abs(ssd-4e9) > 1 {
+		t.Fatalf("rates %g, %g; want 12.5e9, 4e9", net, ssd)
+	}
+	o.PayloadBytes, o.Speed = 80<<20, 50 // r = 1/2, S = 50
+	net, _ = o.PacerRates()
+	if math.Abs(net-12.5e9*25) > 1 {
+		t.Fatalf("net rate %g; want %g", net, 12.5e9*25)
+	}
+	args := strings.Join(o.NodeArgs(), " ")
+	if !strings.Contains(args, "--pacers-net-egress 312500000000B/s") || !strings.Contains(args, "--ram-policy lru") {
+		t.Fatalf("NodeArgs = %s", args)
+	}
+}
+
+// req builds a request of n tokens whose keys are 1..blocks.
+func req(n int) trace.Request {
+	r := trace.Request{InputLength: n, OutputLength: 1}
+	for i := range trace.Blocks(n) {
+		r.HashIDs = append(r.HashIDs, uint64(i+1))
+	}
+	return r
+}
+
+func TestMakePlan(t *testing.T) {
+	ids := map[string]int{"a": 0, "b": 1}
+	ram := func(n string) client.Location { return client.Location{Node: n, Tier: client.TierRAM} }
+	ssd := func(n string) client.Location { return client.Location{Node: n, Tier: client.TierSSD} }
+	tests := []struct {
+		name       string
+		mode       sim.Mode
+		nic        float64
+		reps       [][]client.Location
+		worker     int
+		wantPrefix int
+		wantRAM    int
+		wantFetch  []fetchItem
+	}{
+		{"recompute ignores the cache", sim.ModeRecompute, 100, [][]client.Location{{ram("a")}}, 0, 0, 0, nil},
+		{"local RAM prefix reused without reads", sim.ModeGlobal, 100, [][]client.Location{{ram("a")}, {ram("a")}}, 0, 2, 2, nil},
+		{"remote block fetched in global mode", sim.ModeGlobal, 100, [][]client.Location{{ram("a")}, {ram("b")}}, 0, 2, 1,
+			[]fetchItem{{j: 1, src: 1, tier: client.TierRAM}}},
+		{"remote block ignored in local mode", sim.ModeLocal, 100, [][]client.Location{{ram("a")}, {ram("b")}}, 0, 1, 1, nil},
+		{"local SSD read", sim.ModeLocal, 100, [][]client.Location{{ssd("a")}}, 0, 1, 0,
+			[]fetchItem{{j: 0, src: 0, tier: client.TierSSD}}},
+		{"local SSD before remote RAM", sim.ModeGlobal, 100, [][]client.Location{{ram("a"), ssd("b")}}, 1, 1, 0,
+			[]fetchItem{{j: 0, src: 1, tier: client.TierSSD}}},
+		{"remote RAM before remote SSD", sim.ModeGlobal, 100, [][]client.Location{{ssd("b"), ram("b")}}, 0, 1, 0,
+			[]fetchItem{{j: 0, src: 1, tier: client.TierRAM}}},
+		{"slow network: recompute instead", sim.ModeGlobal, 0.001, [][]client.Location{{ram("b")}, {ram("b")}}, 0, 0, 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Options{Master: "m", Mode: tt.mode, NICGbps: tt.nic}.WithDefaults()
+			e := newEstimator(o)
+			v := &view{reps: tt.reps, nodeOf: func(s string) int {
+				if i, ok := ids[s]; ok {
+					return i
+				}
+				return -1
+			}, active: make([]int, 6), P: 2}
+			r := req(8192)
+			var p, scratch plan
+			e.makePlan(v, tt.worker, &r, &p, &scratch)
+			if p.prefix != tt.wantPrefix || p.localRAM != tt.wantRAM || len(p.fetch) != len(tt.wantFetch) {
+				t.Fatalf("plan prefix %d, local RAM %d, fetch %v; want %d, %d, %v", p.prefix, p.localRAM, p.fetch, tt.wantPrefix, tt.wantRAM, tt.wantFetch)
+			}
+			for i := range p.fetch {
+				if p.fetch[i] != tt.wantFetch[i] {
+					t.Fatalf("fetch %v, want %v", p.fetch, tt.wantFetch)
+				}
+			}
+			if want := o.Profile.PrefillSeconds(8192, tt.wantPrefix*trace.BlockTokens); math.Abs(p.prefill-want) > 1e-12 {
+				t.Errorf("prefill %g, want %g", p.prefill, want)
+			}
+		})
+	}
+}
+
+func TestOutcome(t *testing.T) {
+	o := Options{Master: "m"}.WithDefaults()
+	r := &runner{o: o, order: []int{7}}
+	rq := req(4*trace.BlockTokens - 100) // 4 blocks, the last one partial
+	bb := o.Profile.BlockBytes()
+	tests := []struct {
+		name      string
+		plan      plan
+		loaded    []bool
+		fromRAM   []bool
+		wantHits  [4]int
+		wantNet   int64
+		wantSSD   int64
+		wantReuse int
+	}{
+		{"all local RAM", plan{prefix: 2, localRAM: 2}, nil, nil, [4]int{1024, 0, 0, 0}, 0, 0, 1024},
+		{"remote RAM and remote SSD", plan{prefix: 4, localRAM: 1, fetch: []fetchItem{{1, 1, client.TierRAM}, {2, 1, client.TierRAM}, {3, 2, client.TierSSD}}},
+			[]bool{true, true, true}, []bool{true, true, false}, [4]int{512, 0, 1024, 412}, 3 * bb, bb, 4*512 - 100},
+		{"failed load cuts the prefix", plan{prefix: 3, fetch: []fetchItem{{0, 0, client.TierSSD}, {1, 1, client.TierRAM}, {2, 1, client.TierRAM}}},
+			[]bool{true, false, true}, []bool{false, false, true}, [4]int{0, 512, 0, 0}, bb, bb, 512},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j := &job{k: 0, req: &rq, arrival: 1.5, worker: 0, plan: tt.plan, loaded: tt.loaded, fromRAM: tt.fromRAM}
+			rec, reused := r.outcome(j)
+			if rec.ID != 7 || rec.Arrival != 1.5 || rec.Blocks != 4 || rec.InputTokens != rq.InputLength {
+				t.Fatalf("record header %+v", rec)
+			}
+			if rec.HitTokens != tt.wantHits || rec.BytesNet != tt.wantNet || rec.BytesSSDRead != tt.wantSSD || reused != tt.wantReuse {
+				t.Fatalf("hits %v net %d ssd %d reused %d; want %v %d %d %d", rec.HitTokens, rec.BytesNet, rec.BytesSSDRead, reused,
+					tt.wantHits, tt.wantNet, tt.wantSSD, tt.wantReuse)
+			}
+		})
+	}
+}
+
+func TestLagPercentiles(t *testing.T) {
+	var lags []time.Duration
+	for i := range 100 {
+		lags = append(lags, time.Duration(i+1)*time.Millisecond)
+	}
+	p50, p99 := lagPercentiles(lags)
+	if p50 != 0.050 || p99 != 0.099 {
+		t.Fatalf("p50 %g p99 %g, want 0.050 0.099", p50, p99)
+	}
+	if p50, p99 := lagPercentiles(nil); p50 != 0 || p99 != 0 {
+		t.Fatalf("empty: %g %g", p50, p99)
+	}
+}
+
+func TestRenderProgress(t *testing.T) {
+	tests := []struct {
+		p    progressState
+		want []string
+	}{
+		{progressState{all: 10}, []string{"\r[", "0%", "ETA ?", "0/10 done"}},
+		{progressState{elapsed: 10 * time.Second, done: 5, all: 10, fraction: 0.5, hitRatio: 0.25, ttftP50: 1.5},
+			[]string{"50%", "ETA 10s", "5/10 done", "hit 25.0%", "TTFT p50 1.50s", "[============            ]"}},
+		{progressState{elapsed: time.Second, done: 10, all: 10, fraction: 2}, []string{"100%", "ETA 0s"}},
+	}
+	for _, tt := range tests {
+		got := renderProgress(tt.p)
+		for _, w := range tt.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("renderProgress(%+v) = %q, missing %q", tt.p, got, w)
+			}
+		}
+		if strings.Contains(got, "\n") {
+			t.Errorf("progress line %q has a newline", got)
+		}
+	}
+}
+
+func TestRunRejectsBadInput(t *testing.T) {
+	bad := req(1000)
+	bad.HashIDs = bad.HashIDs[:1]
+	tests := []struct {
+		name string
+		reqs []trace.Request
+		o    Options
+		want string
+	}{
+		{"no requests", nil, Options{Master: "127.0.0.1:1"}, "no requests"},
+		{"bad hash ids", []trace.Request{bad}, Options{Master: "127.0.0.1:1"}, "request 0"},
+		{"bad option", []trace.Request{req(10)}, Options{Master: "127.0.0.1:1", Speed: -2}, "Speed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Run(context.Background(), tt.reqs, tt.o)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Run = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// testTrace is a small chat trace with shared system prompts and
+// multi-turn sessions, light enough for two workers.
+func testTrace(t *testing.T, n int) []trace.Request {
+	t.Helper()
+	o := tracegen.ChatOptions()
+	o.Requests, o.Rate, o.SystemPrompts, o.ThinkTime = n, 0.8, 4, 15*time.Second
+	o.Input.Mean = 3000
+	reqs, err := tracegen.Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reqs
+}
+
+// TestLiveAgainstSim replays a generated trace on an in-process cluster
+// of two nodes in local and global mode and compares with the simulator.
+func TestLiveAgainstSim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live replay in -short mode")
+	}
+	reqs := testTrace(t, 100)
+	// Speed 25: slow enough that a busy 2-core CI machine keeps up with the
+	// arrivals; when it still cannot (lag p99 over MaxLagP99), the run says
+	// so and the comparison with the simulator is not judged — completion
+	// and zero wrong blocks always are.
+	base := Options{PayloadBytes: 16 << 10, Speed: 25, RAMBlocks: 4000, Verify: VerifyFull, Routing: sim.RoutingCacheAware}
+	ratios := map[sim.Mode]float64{}
+	judged := true
+	for _, mode := range []sim.Mode{sim.ModeLocal, sim.ModeGlobal} {
+		t.Run(string(mode), func(t *testing.T) {
+			o := base
+			o.Mode = mode
+			o.Master = startRig(t, 2, o)
+			var progress strings.Builder
+			o.Progress = &progress
+			res, err := Run(context.Background(), reqs, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := res.Summary
+			t.Logf("live %s: hit %.4f ttft mean %.3f p50 %.3f lag p99 %.2f ms, %d wrong, %d fetch fail, %d put fail, first error %q",
+				mode, s.TokenHitRatio, s.TTFTMean, s.TTFTP50, s.LagP99*1e3, s.WrongBlocks, s.FetchFailures, s.PutFailures, s.FirstError)
+			if s.Partial || s.Completed != len(reqs) || len(res.Records) != len(reqs) || len(res.Live) != len(reqs) {
+				t.Fatalf("completed %d of %d (partial %v)", s.Completed, len(reqs), s.Partial)
+			}
+			if s.WrongBlocks != 0 || s.CorruptBlocks != 0 {
+				t.Fatalf("%d wrong and %d corrupt blocks", s.WrongBlocks, s.CorruptBlocks)
+			}
+			if !strings.Contains(progress.String(), "100/100 done") {
+				t.Errorf("progress output lacks the final line: %q", progress.String())
+			}
+			if !s.KeptUp {
+				t.Logf("the machine could not keep up (dispatch lag p99 %.1f ms > %v): live vs sim not judged", s.LagP99*1e3, MaxLagP99)
+				judged = false
+				return
+			}
+			sr, err := sim.Run(context.Background(), reqs, sim.Options{Instances: 2, RAMBlocks: o.RAMBlocks, Mode: mode, Routing: o.Routing})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ss := sr.Summary
+			t.Logf("sim  %s: hit %.4f ttft mean %.3f p50 %.3f", mode, ss.TokenHitRatio, ss.TTFTMean, ss.TTFTP50)
+			if d := math.Abs(s.TokenHitRatio - ss.TokenHitRatio); d > 0.05 {
+				t.Errorf("live token hit ratio %.4f vs sim %.4f: differ by %.4f > 0.05", s.TokenHitRatio, ss.TokenHitRatio, d)
+			}
+			ratios[mode] = s.TokenHitRatio
+		})
+	}
+	if judged && (ratios[sim.ModeGlobal] <= 0 || ratios[sim.ModeGlobal] < ratios[sim.ModeLocal]) {
+		t.Errorf("global hit ratio %.4f, local %.4f: want global > 0 and >= local", ratios[sim.ModeGlobal], ratios[sim.ModeLocal])
+	}
+}
+
+// TestRunCancelled cuts a replay short: it returns the completed requests
+// with Partial set and no error.
+func TestRunCancelled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live replay in -short mode")
+	}
+	reqs := testTrace(t, 100)
+	o := Options{PayloadBytes: 16 << 10, Speed: 10, RAMBlocks: 4000}
+	o.Master = startRig(t, 2, o)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	res, err := Run(ctx, reqs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Summary
+	if !s.Partial || s.Completed >= len(reqs) || s.Completed != len(res.Records) || s.Requests != s.Completed {
+		t.Fatalf("partial %v, completed %d of %d, %d records, summary over %d", s.Partial, s.Completed, len(reqs), len(res.Records), s.Requests)
+	}
+}

@@ -1,0 +1,426 @@
+// Package validate checks that the live store and the simulator agree: it
+// runs one configuration (cache mode, routing, nodes, RAM, NIC, policy,
+// payload, speed) in the simulator (package sim) and live (package replay
+// against a local cluster of kvpool processes started with package
+// cluster), and compares the two runs on the tolerances of issue 5:
+//
+//   - token hit ratio: |live − sim| ≤ 2 percentage points;
+//   - mean TTFT in model seconds: |live − sim| / sim ≤ 20%;
+//   - wrong blocks (bytes that differ from their generated payload, with
+//     verify=full) and corrupt blocks: exactly 0;
+//   - the live run completed every request (not cut short).
+//
+// The simulator runs on the keys the nodes' policies see: a node's RAM
+// tier hands its eviction policy a 64-bit hash of tenant and block ID
+// (ram.PolicyKey), not the trace's hash_id, and a policy that samples
+// or sketches keys by hash (kvchain's set dueling and frequency sketch)
+// lands on a different hit ratio for a different labelling of the same
+// accesses: up to ±1 point for kvchain at 1,000 blocks per node on the
+// 10-minute windows (BENCHMARKS.md). So Run relabels the requests' keys
+// as the nodes do (NodeKeys) before simulating, and also reports the
+// simulator on the trace's own keys (Report.SimTraceKeys), which is what
+// kvpool compare --sim shows; for LRU and other label-blind policies the
+// two are the same.
+//
+// Policies agree trivially when nothing is evicted: validate a policy
+// with RAMBlocks small enough that evictions are most of the inserts.
+//
+// Each run starts its own cluster and stops it at the end, so two runs
+// never share caches. The dispatcher's lag p99 and whether the machine
+// kept up with the arrival schedule are reported next to the verdict: a
+// run that did not keep up is timed unreliably, which the TTFT check
+// usually shows.
+package validate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/cluster"
+	"github.com/kvpool/kvpool/internal/lab/replay"
+	"github.com/kvpool/kvpool/internal/lab/sim"
+	"github.com/kvpool/kvpool/internal/tier/ram"
+	"github.com/kvpool/kvpool/trace"
+)
+
+// Defaults of Config; a zero field takes these values.
+const (
+	// DefaultNodes is four nodes (and four prefill workers): the most
+	// processes a 2-core machine runs next to the replayer while keeping
+	// the dispatch lag p99 under replay.MaxLagP99 (measured: ≈5 ms at
+	// speed 50).
+	DefaultNodes = 4
+	// DefaultPayloadBytes is 32 KiB per block, inside the 16–64 KiB range
+	// the issue asks for on a 2-core machine.
+	DefaultPayloadBytes = 32 << 10
+	// DefaultSpeed is replay.DefaultSpeed (50×): a 10-minute window
+	// stretched ×2 replays in 24 s of live time.
+	DefaultSpeed = replay.DefaultSpeed
+	// DefaultHitTolerance is the issue's bound on the token hit ratio:
+	// 2 percentage points.
+	DefaultHitTolerance = 0.02
+	// DefaultTTFTTolerance is the issue's bound on the mean TTFT: 20% of
+	// the simulator's.
+	DefaultTTFTTolerance = 0.20
+)
+
+// Config is one configuration to validate. The zero value of every field
+// means its default; Validate names the first bad field.
+type Config struct {
+	// Name labels the configuration in reports ("local rr"); "" means
+	// "<mode> <routing>".
+	Name string `json:"name"`
+	// Mode and Routing are the cache mode and routing (sim's defaults:
+	// global, cache-aware).
+	Mode    sim.Mode    `json:"mode"`
+	Routing sim.Routing `json:"routing"`
+	// Nodes is the number of nodes, and of prefill instances in the
+	// simulator (DefaultNodes).
+	Nodes int `json:"nodes"`
+	// RAMBlocks and SSDBlocks are each node's caches in blocks
+	// (sim.DefaultRAMBlocks; SSDBlocks 0 means no SSD tier).
+	RAMBlocks int `json:"ram_blocks"`
+	SSDBlocks int `json:"ssd_blocks"`
+	// NICGbps is the modelled NIC bandwidth (sim.DefaultNICGbps).
+	NICGbps float64 `json:"nic_gbps"`
+	// Policy is the RAM eviction policy (sim.DefaultPolicy).
+	Policy string `json:"policy"`
+	// PayloadBytes is the live block size (DefaultPayloadBytes).
+	PayloadBytes int `json:"payload_bytes"`
+	// Speed is the live run's time compression (DefaultSpeed).
+	Speed float64 `json:"speed"`
+	// Verify is the live block verification (replay.VerifyFull).
+	Verify replay.VerifyMode `json:"verify"`
+	// HitTolerance bounds |live − sim| token hit ratio
+	// (DefaultHitTolerance); TTFTTolerance bounds |live − sim| / sim mean
+	// TTFT (DefaultTTFTTolerance).
+	HitTolerance  float64 `json:"hit_tolerance"`
+	TTFTTolerance float64 `json:"ttft_tolerance"`
+	// SkipTTFT reports the TTFT comparison without judging it (for runs
+	// whose live timing is known to be distorted, such as under the race
+	// detector).
+	SkipTTFT bool `json:"skip_ttft"`
+	// Binary is the kvpool executable the cluster runs ("" means
+	// os.Executable()).
+	Binary string `json:"-"`
+	// ClusterOutput receives the cluster processes' logs (nil discards
+	// them).
+	ClusterOutput io.Writer `json:"-"`
+	// Progress receives the live replay's progress line (nil: none).
+	Progress io.Writer `json:"-"`
+}
+
+// WithDefaults returns c with every zero field replaced by its default.
+func (c Config) WithDefaults() Config {
+	if c.Mode == "" {
+		c.Mode = sim.DefaultMode
+	}
+	if c.Routing == "" {
+		c.Routing = sim.DefaultRouting
+	}
+	if c.Name == "" {
+		c.Name = string(c.Mode) + " " + string(c.Routing)
+	}
+	if c.Nodes == 0 {
+		c.Nodes = DefaultNodes
+	}
+	if c.RAMBlocks == 0 {
+		c.RAMBlocks = sim.DefaultRAMBlocks
+	}
+	if c.NICGbps == 0 {
+		c.NICGbps = sim.DefaultNICGbps
+	}
+	if c.Policy == "" {
+		c.Policy = sim.DefaultPolicy
+	}
+	if c.PayloadBytes == 0 {
+		c.PayloadBytes = DefaultPayloadBytes
+	}
+	if c.Speed == 0 {
+		c.Speed = DefaultSpeed
+	}
+	if c.Verify == "" {
+		c.Verify = replay.VerifyFull
+	}
+	if c.HitTolerance == 0 {
+		c.HitTolerance = DefaultHitTolerance
+	}
+	if c.TTFTTolerance == 0 {
+		c.TTFTTolerance = DefaultTTFTTolerance
+	}
+	return c
+}
+
+// Validate reports the first bad field by name. Zero fields are valid.
+func (c Config) Validate() error {
+	d := c.WithDefaults()
+	bad := func(field, format string, a ...any) error {
+		return fmt.Errorf("validate: config %s: %s", field, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case d.Nodes < 1:
+		return bad("Nodes", "must be > 0, got %d", d.Nodes)
+	case math.IsNaN(d.HitTolerance) || d.HitTolerance < 0 || d.HitTolerance > 1:
+		return bad("HitTolerance", "must be a fraction in (0, 1], got %g", d.HitTolerance)
+	case math.IsNaN(d.TTFTTolerance) || math.IsInf(d.TTFTTolerance, 0) || d.TTFTTolerance < 0:
+		return bad("TTFTTolerance", "must be finite and > 0, got %g", d.TTFTTolerance)
+	}
+	if err := d.SimOptions().Validate(); err != nil {
+		return fmt.Errorf("validate: config: %w", err)
+	}
+	ro := d.ReplayOptions()
+	ro.Master = "pending" // set once the cluster is up
+	if err := ro.Validate(); err != nil {
+		return fmt.Errorf("validate: config: %w", err)
+	}
+	if err := replay.ClusterOptions(d.Nodes, ro).Validate(); err != nil {
+		return fmt.Errorf("validate: config: %w", err)
+	}
+	return nil
+}
+
+// SimOptions returns the simulator's options for c.
+func (c Config) SimOptions() sim.Options {
+	c = c.WithDefaults()
+	return sim.Options{
+		Instances: c.Nodes, RAMBlocks: c.RAMBlocks, SSDBlocks: c.SSDBlocks,
+		Mode: c.Mode, Routing: c.Routing, Policy: c.Policy, NICGbps: c.NICGbps,
+	}
+}
+
+// ReplayOptions returns the live replay's options for c (without the
+// master's address, which the cluster gives).
+func (c Config) ReplayOptions() replay.Options {
+	c = c.WithDefaults()
+	return replay.Options{
+		Mode: c.Mode, Routing: c.Routing, PayloadBytes: c.PayloadBytes, Speed: c.Speed,
+		NICGbps: c.NICGbps, Verify: c.Verify, RAMBlocks: c.RAMBlocks, SSDBlocks: c.SSDBlocks,
+		Policy: c.Policy, Progress: c.Progress,
+	}
+}
+
+// Check is one criterion's verdict.
+type Check struct {
+	// Name is the criterion ("token hit ratio", "mean TTFT", ...).
+	Name string `json:"name"`
+	// Pass is the verdict; Judged is false when the criterion was
+	// reported but not judged (Config.SkipTTFT), in which case Pass is
+	// true.
+	Pass   bool `json:"pass"`
+	Judged bool `json:"judged"`
+	// Message states the measured values and the bound.
+	Message string `json:"message"`
+}
+
+// Report is the outcome of Run.
+type Report struct {
+	// Config is the configuration run, with defaults filled in.
+	Config Config `json:"config"`
+	// Requests is the number of requests given.
+	Requests int `json:"requests"`
+	// Sim and Live are the two runs' summaries (model seconds); Sim ran
+	// on the nodes' policy keys (NodeKeys), SimTraceKeys on the trace's.
+	Sim          sim.Summary    `json:"sim"`
+	SimTraceKeys sim.Summary    `json:"sim_trace_keys"`
+	Live         replay.Summary `json:"live"`
+	// SimTTFTs and LiveTTFTs are the served requests' TTFTs in model
+	// seconds, ascending.
+	SimTTFTs  []float64 `json:"-"`
+	LiveTTFTs []float64 `json:"-"`
+	// HitDelta is live − sim token hit ratio; TTFTRelDelta is
+	// (live − sim) / sim mean TTFT (0 when both are 0, 1 when only the
+	// simulator's is 0, so the report stays valid JSON).
+	HitDelta     float64 `json:"hit_delta"`
+	TTFTRelDelta float64 `json:"ttft_rel_delta"`
+	// Checks hold one verdict per criterion; Pass is true when all pass.
+	Checks []Check `json:"checks"`
+	Pass   bool    `json:"pass"`
+}
+
+// Failures returns the messages of the failed checks.
+func (r *Report) Failures() []string {
+	var out []string
+	for _, c := range r.Checks {
+		if !c.Pass {
+			out = append(out, r.Config.Name+": "+c.Name+": "+c.Message)
+		}
+	}
+	return out
+}
+
+// Err returns an error listing the failed checks, or nil when r passed.
+func (r *Report) Err() error {
+	if r.Pass {
+		return nil
+	}
+	var errs []error
+	for _, f := range r.Failures() {
+		errs = append(errs, errors.New(f))
+	}
+	return fmt.Errorf("validate: live and simulated runs disagree: %w", errors.Join(errs...))
+}
+
+// Run runs cfg on reqs in the simulator, then live on a fresh local
+// cluster of cfg.Nodes processes (stopped before Run returns), and
+// compares the two. When ctx ends during the live run, the report covers
+// the requests completed so far, Live.Partial is set and the
+// "complete" check fails; Run returns an error only when a run could not
+// be made (bad input, cluster start failure, simulator cancelled).
+func Run(ctx context.Context, reqs []trace.Request, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := cfg.WithDefaults()
+	if len(reqs) == 0 {
+		return nil, errors.New("validate: no requests to run")
+	}
+	rep := &Report{Config: c, Requests: len(reqs)}
+	sr, err := sim.Run(ctx, NodeKeys(reqs, c.ReplayOptions().WithDefaults().Tenant), c.SimOptions())
+	if err != nil {
+		return nil, fmt.Errorf("validate: simulate %s on %d requests: %w", c.Name, len(reqs), err)
+	}
+	rep.Sim = sr.Summary
+	rep.SimTTFTs = servedTTFTs(sr.Records)
+	tr, err := sim.Run(ctx, reqs, c.SimOptions())
+	if err != nil {
+		return nil, fmt.Errorf("validate: simulate %s on %d requests with the trace's keys: %w", c.Name, len(reqs), err)
+	}
+	rep.SimTraceKeys = tr.Summary
+
+	lr, err := Live(ctx, reqs, c)
+	if err != nil {
+		return nil, err
+	}
+	rep.Live = lr.Summary
+	rep.LiveTTFTs = servedTTFTs(lr.Records)
+	rep.judge()
+	return rep, nil
+}
+
+// Live runs cfg live only: it starts a local cluster sized and paced for
+// cfg under the scale model, replays reqs against it and stops it.
+func Live(ctx context.Context, reqs []trace.Request, cfg Config) (*replay.Result, error) {
+	c := cfg.WithDefaults()
+	ro := c.ReplayOptions()
+	co := replay.ClusterOptions(c.Nodes, ro)
+	co.Binary, co.Stderr, co.Stdout = c.Binary, c.ClusterOutput, c.ClusterOutput
+	cl, err := cluster.Start(ctx, co)
+	if err != nil {
+		return nil, fmt.Errorf("validate: start a cluster of %d nodes for %s: %w", c.Nodes, c.Name, err)
+	}
+	ro.Master = cl.Master.Addr
+	res, err := replay.Run(ctx, reqs, ro)
+	stopErr := cl.Stop()
+	if err != nil {
+		return nil, fmt.Errorf("validate: replay %s live on %d requests: %w", c.Name, len(reqs), err)
+	}
+	if stopErr != nil && ctx.Err() == nil {
+		return nil, fmt.Errorf("validate: stop the cluster of %s: %w", c.Name, stopErr)
+	}
+	return res, nil
+}
+
+// NodeKeys returns a copy of reqs whose every hash_id is replaced by the
+// key a node's eviction policy sees for that block under tenant
+// (ram.PolicyKey): the same accesses, labelled as the live policies see
+// them. The mapping is one-to-one within a tenant, so prefixes, hits and
+// every other figure of a label-blind policy are unchanged.
+func NodeKeys(reqs []trace.Request, tenant string) []trace.Request {
+	out := make([]trace.Request, len(reqs))
+	for i, r := range reqs {
+		keys := make([]uint64, len(r.HashIDs))
+		for j, id := range r.HashIDs {
+			keys[j] = ram.PolicyKey(block.Key{Tenant: tenant, ID: id})
+		}
+		r.HashIDs = keys
+		out[i] = r
+	}
+	return out
+}
+
+// servedTTFTs returns the TTFTs of the served records, ascending.
+func servedTTFTs(recs []sim.Record) []float64 {
+	out := make([]float64, 0, len(recs))
+	for _, r := range recs {
+		if !r.Rejected {
+			out = append(out, r.TTFT)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// judge fills the deltas and the checks.
+func (r *Report) judge() {
+	c, s, l := r.Config, r.Sim, r.Live
+	r.HitDelta = l.TokenHitRatio - s.TokenHitRatio
+	switch {
+	case s.TTFTMean != 0:
+		r.TTFTRelDelta = (l.TTFTMean - s.TTFTMean) / s.TTFTMean
+	case l.TTFTMean != 0:
+		r.TTFTRelDelta = 1
+	}
+	hitOK := math.Abs(r.HitDelta) <= c.HitTolerance+1e-12
+	r.Checks = append(r.Checks, Check{Name: "token hit ratio", Pass: hitOK, Judged: true,
+		Message: fmt.Sprintf("live %.2f%% vs sim %.2f%%: differ by %.2f points (bound %.2f)",
+			100*l.TokenHitRatio, 100*s.TokenHitRatio, 100*math.Abs(r.HitDelta), 100*c.HitTolerance)})
+	ttftOK := math.Abs(r.TTFTRelDelta) <= c.TTFTTolerance+1e-12
+	msg := fmt.Sprintf("live %.3f s vs sim %.3f s (model): differ by %.1f%% (bound %.0f%%)",
+		l.TTFTMean, s.TTFTMean, 100*math.Abs(r.TTFTRelDelta), 100*c.TTFTTolerance)
+	if !l.KeptUp {
+		msg += fmt.Sprintf("; the machine did not keep up (lag p99 %.1f ms)", 1e3*l.LagP99)
+	}
+	if c.SkipTTFT {
+		r.Checks = append(r.Checks, Check{Name: "mean TTFT", Pass: true, Judged: false, Message: msg + "; not judged"})
+	} else {
+		r.Checks = append(r.Checks, Check{Name: "mean TTFT", Pass: ttftOK, Judged: true, Message: msg})
+	}
+	r.Checks = append(r.Checks, Check{Name: "verified blocks", Pass: l.WrongBlocks == 0 && l.CorruptBlocks == 0, Judged: true,
+		Message: fmt.Sprintf("%d wrong (verify %s), %d corrupt; want 0", l.WrongBlocks, l.VerifyMode, l.CorruptBlocks)})
+	complete := !l.Partial && l.Completed == r.Requests
+	cmsg := fmt.Sprintf("%d of %d requests completed live", l.Completed, r.Requests)
+	if l.Partial {
+		cmsg += " (interrupted)"
+	}
+	if l.FirstError != "" {
+		cmsg += "; first error: " + l.FirstError
+	}
+	r.Checks = append(r.Checks, Check{Name: "complete", Pass: complete, Judged: true, Message: cmsg})
+	r.Pass = true
+	for _, ch := range r.Checks {
+		r.Pass = r.Pass && ch.Pass
+	}
+}
+
+// WriteTable writes reports as a Markdown table (one row per
+// configuration) followed by one line per failed check.
+func WriteTable(w io.Writer, reps []*Report) error {
+	var b strings.Builder
+	b.WriteString("| config | requests | policy | RAM blocks | token hit sim (trace keys) | token hit sim | token hit live | Δ (points) | mean TTFT sim (s) | mean TTFT live (s) | Δ | wrong blocks | lag p99 (ms) | kept up | verdict |\n")
+	b.WriteString("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
+	for _, r := range reps {
+		verdict := "PASS"
+		if !r.Pass {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | %d | %.2f%% | %.2f%% | %.2f%% | %+.2f | %.3f | %.3f | %+.1f%% | %d | %.2f | %v | %s |\n",
+			r.Config.Name, r.Requests, r.Config.Policy, r.Config.RAMBlocks, 100*r.SimTraceKeys.TokenHitRatio, 100*r.Sim.TokenHitRatio,
+			100*r.Live.TokenHitRatio, 100*r.HitDelta,
+			r.Sim.TTFTMean, r.Live.TTFTMean, 100*r.TTFTRelDelta, r.Live.WrongBlocks, 1e3*r.Live.LagP99, r.Live.KeptUp, verdict)
+	}
+	for _, r := range reps {
+		for _, f := range r.Failures() {
+			fmt.Fprintf(&b, "FAIL %s\n", f)
+		}
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("validate: write table: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,321 @@
+package masterserver
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/auth"
+	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/master/masterproto"
+)
+
+// conn is one client connection's state: decode and encode buffers reused
+// from request to request, so a LOOKUP allocates nothing in steady state.
+type conn struct {
+	s     *Server
+	nc    net.Conn
+	r     *masterproto.Reader
+	out   []byte
+	grant auth.Grant // what the HELLO's token allows
+	// remote is the peer's address, for logs ("" when unknown).
+	remote string
+
+	lookup   masterproto.Lookup
+	mres     master.LookupResult
+	pres     masterproto.LookupResult
+	exists   masterproto.Exists
+	bools    []bool
+	place    masterproto.Place
+	mplace   master.Placement
+	pplace   masterproto.Placement
+	register masterproto.Register
+	hb       masterproto.Heartbeat
+
+	// addrCache maps the nodes of recent responses to their addresses
+	// while addrGen is unchanged.
+	addrCache []masterproto.Target
+	addrGen   uint64
+}
+
+// serveConn runs the handshake and then answers requests until the peer
+// closes, an I/O error, a lost stream or Close.
+func (s *Server) serveConn(nc net.Conn) {
+	r, err := masterproto.NewReader(nc, masterproto.HelloLimits(s.opts.Limits))
+	if err != nil {
+		return // unreachable: the limits were validated by New
+	}
+	c := &conn{s: s, nc: nc, r: r, out: make([]byte, 0, 4096), remote: nc.RemoteAddr().String()}
+	if err := c.handshake(); err != nil {
+		s.log.Debug("masterserver: handshake", "remote", nc.RemoteAddr(), "err", err)
+		return
+	}
+	if err := r.SetLimits(s.opts.Limits); err != nil {
+		return // unreachable: the limits were validated by New
+	}
+	if err := c.loop(); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		s.log.Debug("masterserver: connection", "remote", nc.RemoteAddr(), "err", err)
+	}
+}
+
+func (c *conn) handshake() error {
+	s := c.s
+	c.nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
+	h, body, err := c.r.ReadFrame()
+	if err != nil {
+		if errors.Is(err, masterproto.ErrFrameTooLarge) || errors.Is(err, masterproto.ErrMalformed) {
+			reply := masterproto.HelloReplyFor(err, s.opts.Limits)
+			c.out, _ = masterproto.AppendHelloReply(c.out[:0], h.ReqID, &reply)
+			c.flush()
+			s.metrics.handshakeFailures.Inc()
+		}
+		return err
+	}
+	var hello masterproto.Hello
+	err = masterproto.DecodeHello(h, body, s.opts.Limits, &hello)
+	switch {
+	case err != nil:
+	case hello.Version != masterproto.Version:
+		err = fmt.Errorf("masterserver: client speaks protocol version %d, server %d: %w", hello.Version, masterproto.Version, masterproto.ErrVersion)
+	default:
+		var aerr error
+		if c.grant, aerr = s.auth.Authenticate(hello.Token); aerr != nil {
+			if len(hello.Token) == 0 {
+				err = fmt.Errorf("masterserver: this master requires an auth token: %w", masterproto.ErrUnauthorized)
+			} else {
+				err = fmt.Errorf("masterserver: auth token refused: %w", masterproto.ErrUnauthorized)
+			}
+		}
+	}
+	reply := masterproto.HelloReplyFor(err, s.opts.Limits)
+	c.out, _ = masterproto.AppendHelloReply(c.out[:0], h.ReqID, &reply)
+	if werr := c.flush(); werr != nil {
+		return werr
+	}
+	if err != nil {
+		s.metrics.handshakeFailures.Inc()
+	}
+	return err
+}
+
+func (c *conn) loop() error {
+	s := c.s
+	c.nc.SetWriteDeadline(time.Time{})
+	for {
+		if c.r.Buffered() == 0 {
+			if err := c.flush(); err != nil {
+				return err
+			}
+			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
+		}
+		h, body, err := c.r.ReadFrame()
+		if err != nil {
+			if len(c.out) > 0 {
+				c.flush()
+			}
+			if errors.Is(err, masterproto.ErrFrameTooLarge) || errors.Is(err, masterproto.ErrMalformed) {
+				// Tell the client why before closing.
+				c.out = masterproto.AppendError(c.out[:0], h.ReqID, masterproto.CodeOf(err), err.Error())
+				c.flush()
+			}
+			return err
+		}
+		c.handle(h, body)
+		if len(c.out) >= flushThreshold {
+			if err := c.flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// flush writes the buffered responses.
+func (c *conn) flush() error {
+	if len(c.out) == 0 {
+		return nil
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout))
+	_, err := c.nc.Write(c.out)
+	c.out = c.out[:0]
+	return err
+}
+
+// handle answers one request, appending the response to c.out.
+func (c *conn) handle(h masterproto.Header, body []byte) {
+	s := c.s
+	start := len(c.out)
+	var err error
+	switch h.Op {
+	case masterproto.OpLookup:
+		err = c.handleLookup(h, body)
+	case masterproto.OpExists:
+		if err = masterproto.DecodeExists(h, body, s.opts.Limits, &c.exists); err == nil {
+			err = c.check(h.Op, c.exists.Tenant, false)
+		}
+		if err == nil {
+			if c.bools, err = s.m.Exists(c.exists.Tenant, c.exists.IDs, c.bools); err == nil {
+				c.out, err = masterproto.AppendExistsResult(c.out, h.ReqID, c.bools)
+			}
+		}
+	case masterproto.OpHeartbeat:
+		err = c.handleHeartbeat(h, body)
+	case masterproto.OpRegister:
+		err = c.handleRegister(h, body)
+	case masterproto.OpPlace:
+		err = c.handlePlace(h, body)
+	case masterproto.OpNodes:
+		if err = masterproto.DecodeNodes(h, body); err == nil {
+			c.out, err = masterproto.AppendNodesResult(c.out, h.ReqID, s.m.Nodes())
+		}
+	case masterproto.OpQuery:
+		var k block.Key
+		if k, err = masterproto.DecodeQuery(h, body); err == nil {
+			err = c.check(h.Op, k.Tenant, false)
+		}
+		if err == nil {
+			reps := s.m.Query(k)
+			out := make([]masterproto.ReplicaStatus, len(reps))
+			for i := range reps {
+				out[i] = masterproto.ReplicaStatus{ReplicaStatus: reps[i], Addr: c.addr(reps[i].Node)}
+			}
+			c.out, err = masterproto.AppendQueryResult(c.out, h.ReqID, out)
+		}
+	case masterproto.OpHello:
+		err = fmt.Errorf("masterserver: HELLO after the handshake: %w", masterproto.ErrMalformed)
+	default:
+		err = fmt.Errorf("masterserver: op %v is not a request this server serves: %w", h.Op, masterproto.ErrUnknownOp)
+	}
+	s.metrics.request(h.Op, err)
+	if err != nil {
+		c.out = masterproto.AppendError(c.out[:start], h.ReqID, masterproto.CodeOf(err), err.Error())
+	}
+}
+
+// check returns nil when the connection's grant may read (write false) or
+// write tenant's namespace, and otherwise counts the refusal and returns
+// an error wrapping masterproto.ErrUnauthorized (answered with
+// CodeUnauthorized; the connection stays usable).
+func (c *conn) check(op masterproto.Op, tenant string, write bool) error {
+	err := c.grant.Check(tenant, write)
+	if err == nil {
+		return nil
+	}
+	c.s.metrics.forbidden(op)
+	c.s.log.Debug("masterserver: request refused", "remote", c.remote, "op", op.String(), "grant", c.grant.String(), "err", err)
+	return fmt.Errorf("masterserver: %v: %w: %w", op, err, masterproto.ErrUnauthorized)
+}
+
+// checkNode returns nil when the connection may act as a node (REGISTER,
+// HEARTBEAT): only with the cluster token (or on an open master).
+func (c *conn) checkNode(op masterproto.Op) error {
+	if c.grant.Cluster() {
+		return nil
+	}
+	c.s.metrics.forbidden(op)
+	c.s.log.Debug("masterserver: node request refused", "remote", c.remote, "op", op.String(), "grant", c.grant.String())
+	return fmt.Errorf("masterserver: %v needs the cluster token; this connection has a %s token: %w", op, c.grant, masterproto.ErrUnauthorized)
+}
+
+func (c *conn) handleLookup(h masterproto.Header, body []byte) error {
+	if err := masterproto.DecodeLookup(h, body, c.s.opts.Limits, &c.lookup); err != nil {
+		return err
+	}
+	if err := c.check(h.Op, c.lookup.Tenant, false); err != nil {
+		return err
+	}
+	if err := c.s.m.Lookup(c.lookup.Tenant, c.lookup.IDs, c.lookup.Lease, &c.mres); err != nil {
+		return err
+	}
+	p := &c.pres
+	p.Reset()
+	p.Hit = c.mres.Hit
+	for _, r := range c.mres.Replicas {
+		p.Replicas = append(p.Replicas, masterproto.Replica{Node: r.Node, Addr: c.addr(r.Node), Tier: r.Tier, Size: r.Size, Sum: r.Sum})
+	}
+	p.Ends = append(p.Ends, c.mres.Ends...)
+	var err error
+	c.out, err = masterproto.AppendLookupResult(c.out, h.ReqID, p)
+	return err
+}
+
+func (c *conn) handleRegister(h masterproto.Header, body []byte) error {
+	rg := &c.register
+	if err := c.checkNode(h.Op); err != nil {
+		return err
+	}
+	if err := masterproto.DecodeRegister(h, body, c.s.opts.Limits, rg); err != nil {
+		return err
+	}
+	defer func() { *rg = masterproto.Register{} }() // do not pin a large inventory
+	reply, err := c.s.m.Register(rg.Info, rg.Inventory, rg.Usage)
+	if err != nil {
+		return err
+	}
+	c.s.setAddr(rg.Info.ID, rg.Info.Addr)
+	c.s.log.Info("masterserver: node registered", "node", rg.Info.ID, "addr", rg.Info.Addr, "blocks", len(rg.Inventory), "remote", c.nc.RemoteAddr())
+	c.out, err = masterproto.AppendRegisterReply(c.out, h.ReqID, &reply)
+	return err
+}
+
+func (c *conn) handleHeartbeat(h masterproto.Header, body []byte) error {
+	hb := &c.hb
+	if err := c.checkNode(h.Op); err != nil {
+		return err
+	}
+	if err := masterproto.DecodeHeartbeat(h, body, c.s.opts.Limits, hb); err != nil {
+		return err
+	}
+	reply, err := c.s.m.Heartbeat(hb.Node, hb.Session, hb.Delta, hb.Usage, hb.SSDHits, hb.Done)
+	*hb = masterproto.Heartbeat{}
+	if err != nil {
+		return err
+	}
+	c.out, err = masterproto.AppendHeartbeatReply(c.out, h.ReqID, &reply)
+	return err
+}
+
+func (c *conn) handlePlace(h masterproto.Header, body []byte) error {
+	pl := &c.place
+	if err := masterproto.DecodePlace(h, body, c.s.opts.Limits, pl); err != nil {
+		return err
+	}
+	if err := c.check(h.Op, pl.Tenant, true); err != nil {
+		return err
+	}
+	if err := c.s.m.Place(pl.Tenant, pl.IDs, pl.Replicas, pl.Hint, pl.Strategy, &c.mplace); err != nil {
+		return err
+	}
+	p := &c.pplace
+	p.PerBlock, p.Degraded, p.Nodes = c.mplace.PerBlock, c.mplace.Degraded, p.Nodes[:0]
+	for _, id := range c.mplace.Nodes {
+		p.Nodes = append(p.Nodes, masterproto.Target{Node: id, Addr: c.addr(id)})
+	}
+	var err error
+	c.out, err = masterproto.AppendPlacement(c.out, h.ReqID, p)
+	return err
+}
+
+// addrCacheLen bounds a connection's address cache: 64 nodes, more than a
+// LOOKUP of 32 blocks with two replicas each can name.
+const addrCacheLen = 64
+
+// addr returns a node's address through the connection's cache.
+func (c *conn) addr(id master.NodeID) string {
+	if g := c.s.addrGen.Load(); g != c.addrGen {
+		c.addrCache, c.addrGen = c.addrCache[:0], g
+	}
+	for i := range c.addrCache {
+		if c.addrCache[i].Node == id {
+			return c.addrCache[i].Addr
+		}
+	}
+	a := c.s.addrOf(id)
+	if len(c.addrCache) == addrCacheLen {
+		c.addrCache = c.addrCache[:0]
+	}
+	c.addrCache = append(c.addrCache, masterproto.Target{Node: id, Addr: a})
+	return a
+}

@@ -1,0 +1,829 @@
+package nodeclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/node/wire"
+	"github.com/kvpool/kvpool/internal/tier"
+)
+
+// DefaultTimeout bounds dialling plus the handshake, and every call whose
+// context has no deadline: 30 s, the node's own per-frame timeouts
+// (nodeserver.DefaultReadTimeout), so a client never waits for a node that
+// has already given up.
+const DefaultTimeout = 30 * time.Second
+
+// ErrClosed is returned by calls on a closed Conn or Pool.
+var ErrClosed = errors.New("nodeclient: closed")
+
+// aLongTimeAgo is a deadline in the past: setting it interrupts blocked I/O.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// DialOptions configure a connection. The zero value of each field means its
+// default.
+type DialOptions struct {
+	// Tenant is the connection's namespace (block.Key.Validate rules); ""
+	// is the default tenant.
+	Tenant string
+	// Token is the auth token the node may require; never logged.
+	Token []byte
+	// Limits bound what the client accepts from the node (zero fields mean
+	// wire.DefaultLimits). The node's advertised MaxFrame must not exceed
+	// Limits.MaxFrame, or Dial fails: its responses could not be read.
+	Limits wire.Limits
+	// Timeout bounds dialling plus the handshake, and every call whose
+	// context has no deadline (DefaultTimeout).
+	Timeout time.Duration
+}
+
+// Validate reports the first bad field.
+func (o DialOptions) Validate() error {
+	_, err := o.resolve()
+	return err
+}
+
+func (o DialOptions) resolve() (DialOptions, error) {
+	if err := (block.Key{Tenant: o.Tenant}).Validate(); err != nil {
+		return o, fmt.Errorf("nodeclient: DialOptions.Tenant %q: %w", o.Tenant, err)
+	}
+	lim, err := resolveLimits(o.Limits)
+	if err != nil {
+		return o, fmt.Errorf("nodeclient: DialOptions.Limits: %w", err)
+	}
+	o.Limits = lim
+	if len(o.Token) > wire.MaxTokenLen {
+		return o, fmt.Errorf("nodeclient: DialOptions.Token is %d bytes; a hello carries at most %d", len(o.Token), wire.MaxTokenLen)
+	}
+	switch {
+	case o.Timeout < 0:
+		return o, fmt.Errorf("nodeclient: DialOptions.Timeout is %v; want >= 0 (0 means the default, %v)", o.Timeout, DefaultTimeout)
+	case o.Timeout == 0:
+		o.Timeout = DefaultTimeout
+	}
+	return o, nil
+}
+
+// resolveLimits validates l and fills its zero fields with the defaults.
+func resolveLimits(l wire.Limits) (wire.Limits, error) {
+	if err := l.Validate(); err != nil {
+		return l, err
+	}
+	d := wire.DefaultLimits()
+	for _, f := range [...]struct{ v, def *int }{
+		{&l.MaxFrame, &d.MaxFrame}, {&l.MaxBatch, &d.MaxBatch}, {&l.MaxPayload, &d.MaxPayload},
+		{&l.MaxTenant, &d.MaxTenant}, {&l.MaxToken, &d.MaxToken},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
+	}
+	return l, nil
+}
+
+// Counters are a client's counters.
+type Counters struct {
+	// Corruptions counts blocks received that failed verification against
+	// the key asked for (reported as tier.ErrCorrupt).
+	Corruptions uint64
+	// Dials counts connections established.
+	Dials uint64
+	// Retries counts calls a Pool retried on a fresh connection because
+	// an idle one had been closed by the node.
+	Retries uint64
+}
+
+type counters struct {
+	corruptions, dials, retries atomic.Uint64
+}
+
+func (c *counters) snapshot() Counters {
+	return Counters{Corruptions: c.corruptions.Load(), Dials: c.dials.Load(), Retries: c.retries.Load()}
+}
+
+// Conn is a connection to one node. It serves one request at a time:
+// concurrent calls are safe and wait for each other.
+type Conn struct {
+	addr    string
+	tenant  string
+	nc      net.Conn
+	r       *wire.Reader
+	server  wire.Limits // the node's advertised MaxFrame, MaxBatch, MaxPayload
+	maxKeys int         // most keys per MGET or EXISTS request
+	maxPut  int         // most blocks per MPUT request
+	timeout time.Duration
+	// noAccess is set once the node answered ACCESS with unsupported op:
+	// later MAccess calls go straight to MPUT.
+	noAccess atomic.Bool
+	ctr      *counters
+	closed   atomic.Bool
+
+	mu     sync.Mutex  // held for the whole of a call
+	broken error       // why the stream was lost; every later call fails
+	stop   func() bool // stops the current call's context watch
+	reqID  uint64
+	wbuf   []byte
+	vec    [][]byte
+	out    net.Buffers
+	st     []wire.Status
+	ids    []uint64
+
+	idleSince time.Time // set by Pool while the conn is idle
+}
+
+// Dial connects to the node at addr (host:port) and performs the handshake.
+// A refused hello is a *wire.RemoteError: errors.Is(err,
+// wire.ErrUnauthorized), wire.ErrVersion, tier.ErrClosed (the node is at
+// its connection limit), and so on.
+func Dial(ctx context.Context, addr string, opts DialOptions) (*Conn, error) {
+	return dial(ctx, addr, opts, &counters{})
+}
+
+func dial(ctx context.Context, addr string, opts DialOptions, ctr *counters) (*Conn, error) {
+	o, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("nodeclient: dial %s: %w", addr, err)
+	}
+	c := &Conn{addr: addr, tenant: o.Tenant, nc: nc, timeout: o.Timeout, ctr: ctr}
+	if err := c.handshake(ctx, o); err != nil {
+		nc.Close()
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
+		return nil, fmt.Errorf("nodeclient: handshake with %s as tenant %q: %w", addr, o.Tenant, err)
+	}
+	ctr.dials.Add(1)
+	return c, nil
+}
+
+func (c *Conn) handshake(ctx context.Context, o DialOptions) error {
+	deadline, _ := ctx.Deadline() // set by dial
+	if err := c.nc.SetDeadline(deadline); err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(aLongTimeAgo) })
+	defer stop()
+	hello, err := wire.AppendHello(nil, &wire.Hello{Tenant: o.Tenant, Token: o.Token})
+	if err != nil {
+		return err
+	}
+	if _, err := c.nc.Write(hello); err != nil {
+		return fmt.Errorf("send hello: %w", err)
+	}
+	// The node sends nothing after the ack until asked, so this reader
+	// holds no bytes of later frames and can be replaced.
+	hr, err := wire.NewReader(c.nc, o.Limits)
+	if err != nil {
+		return err
+	}
+	var ack wire.HelloAck
+	if err := hr.ReadHelloAck(&ack); err != nil {
+		return err
+	}
+	if err := ack.Err(); err != nil {
+		return err
+	}
+	c.server = wire.Limits{MaxFrame: int(ack.MaxFrame), MaxBatch: int(ack.MaxBatch), MaxPayload: int(ack.MaxPayload)}
+	if c.server.MaxFrame > o.Limits.MaxFrame {
+		return fmt.Errorf("the node's frames may reach %d bytes, more than DialOptions.Limits.MaxFrame (%d): %w",
+			c.server.MaxFrame, o.Limits.MaxFrame, tier.ErrTooLarge)
+	}
+	if c.server.MaxBatch < 1 || c.server.MaxPayload < 1 || c.server.MaxFrame < wire.HeaderLen+4+wire.BlockHeaderLen {
+		return fmt.Errorf("hello-ack advertises unusable limits (frame %d, batch %d, payload %d): %w",
+			c.server.MaxFrame, c.server.MaxBatch, c.server.MaxPayload, wire.ErrMalformed)
+	}
+	batch := min(c.server.MaxBatch, o.Limits.MaxBatch)
+	c.maxKeys = max(1, min(batch, (c.server.MaxFrame-wire.HeaderLen-4)/wire.BlockHeaderLen))
+	c.maxPut = batch
+	c.r, err = wire.NewReader(c.nc, o.Limits)
+	return err
+}
+
+// Addr returns the node's address.
+func (c *Conn) Addr() string { return c.addr }
+
+// Tenant returns the connection's tenant.
+func (c *Conn) Tenant() string { return c.tenant }
+
+// ServerLimits returns the limits the node advertised (MaxFrame, MaxBatch,
+// MaxPayload).
+func (c *Conn) ServerLimits() wire.Limits { return c.server }
+
+// Counters returns the counters of the connection (shared by all of a
+// Pool's connections).
+func (c *Conn) Counters() Counters { return c.ctr.snapshot() }
+
+// Broken reports whether the connection has been lost or closed; every call
+// on a broken connection fails.
+func (c *Conn) Broken() bool {
+	if c.closed.Load() {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.broken != nil
+}
+
+// Close closes the connection, interrupting a call in flight.
+func (c *Conn) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	return c.nc.Close()
+}
+
+// do runs fn as one call (see begin and end).
+func (c *Conn) do(ctx context.Context, fn func() error) error {
+	if err := c.begin(ctx); err != nil {
+		return err
+	}
+	return c.end(ctx, fn())
+}
+
+// begin starts a call: it takes c.mu (released by end, which must follow
+// unless begin fails) and sets the connection's deadline from ctx.
+func (c *Conn) begin(ctx context.Context) error {
+	c.mu.Lock()
+	err := c.closedErr()
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(c.timeout)
+		}
+		if derr := c.nc.SetDeadline(deadline); derr != nil {
+			err = c.lost(derr)
+		}
+	}
+	if err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	c.stop = nil
+	if ctx.Done() != nil { // a context that can be cancelled interrupts the call
+		c.stop = context.AfterFunc(ctx, func() { c.nc.SetDeadline(aLongTimeAgo) })
+	}
+	return nil
+}
+
+// closedErr says why a call cannot start; c.mu is held.
+func (c *Conn) closedErr() error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if c.broken != nil {
+		return fmt.Errorf("connection unusable after an earlier failure: %w", c.broken)
+	}
+	return nil
+}
+
+// end finishes the call begin started and returns its error, explained by
+// ctx or Close when they interrupted it.
+func (c *Conn) end(ctx context.Context, err error) error {
+	defer c.mu.Unlock()
+	if c.stop != nil && !c.stop() {
+		// ctx ended during the call and its deadline may still be landing:
+		// the connection cannot be trusted with the next call.
+		if c.broken == nil {
+			c.lost(context.Cause(ctx))
+		}
+		if err != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
+	}
+	c.stop = nil
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) && errors.Is(err, os.ErrDeadlineExceeded) {
+		// The connection's deadline is ctx's: it may pass a moment before
+		// ctx notices.
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+			err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+		}
+	}
+	if err != nil && c.closed.Load() && !errors.Is(err, ErrClosed) {
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
+}
+
+// lost records that the stream is unusable and closes the connection.
+func (c *Conn) lost(err error) error {
+	if c.broken == nil {
+		c.broken = err
+		c.nc.Close()
+	}
+	return err
+}
+
+// decodeErr handles a decode error in a response: when the frame can be
+// skipped the connection stays usable and err is returned; otherwise the
+// connection is lost.
+func (c *Conn) decodeErr(err error) error {
+	if c.r.Skip() != nil {
+		return c.lost(err)
+	}
+	return err
+}
+
+func (c *Conn) nextID() uint64 {
+	c.reqID++
+	return c.reqID
+}
+
+func (c *Conn) write(b []byte) error {
+	if _, err := c.nc.Write(b); err != nil {
+		return c.lost(fmt.Errorf("send request: %w", err))
+	}
+	return nil
+}
+
+func (c *Conn) writev(vec [][]byte) error {
+	c.out = vec
+	_, err := c.out.WriteTo(c.nc)
+	c.out = nil
+	clear(vec)
+	if err != nil {
+		return c.lost(fmt.Errorf("send request: %w", err))
+	}
+	return nil
+}
+
+// readHeader reads the header of the response to request reqID, which must
+// be want or ERROR. An ERROR is read and returned as a *wire.RemoteError
+// (the connection stays usable).
+func (c *Conn) readHeader(reqID uint64, want wire.Op) error {
+	h, err := c.r.ReadHeader()
+	if err != nil {
+		if h.ReqID != reqID {
+			return c.lost(err)
+		}
+		return c.decodeErr(err)
+	}
+	if h.ReqID != reqID {
+		return c.lost(fmt.Errorf("%v response to request %d, want request %d: %w", h.Op, h.ReqID, reqID, wire.ErrMalformed))
+	}
+	switch h.Op {
+	case want:
+		return nil
+	case wire.OpError:
+		re := &wire.RemoteError{}
+		if err := c.r.ReadError(re); err != nil {
+			return c.decodeErr(err)
+		}
+		return re
+	}
+	return c.lost(fmt.Errorf("%v frame answering request %d, want %v: %w", h.Op, reqID, want, wire.ErrMalformed))
+}
+
+// readBlock reads the next block entry of a response, expected to be key
+// id, into dst. blockErr is the block's own outcome (a status, or
+// tier.ErrCorrupt when it fails verification); err is a failure of the
+// response as a whole.
+func (c *Conn) readBlock(id uint64, dst []byte) (p []byte, sum uint32, blockErr, err error) {
+	bh, err := c.r.NextBlock()
+	if err != nil {
+		return nil, 0, nil, c.decodeErr(err)
+	}
+	k := block.Key{Tenant: c.tenant, ID: id}
+	if bh.Code != wire.CodeOK {
+		return nil, 0, fmt.Errorf("block %s: %w", k, wire.ErrorFor(bh.Code)), nil
+	}
+	p, err = c.r.ReadPayload(dst)
+	if err != nil {
+		return nil, 0, nil, c.decodeErr(err)
+	}
+	if bh.ID != id || !block.Verify(k, p, bh.Checksum) {
+		c.ctr.corruptions.Add(1)
+		return nil, 0, fmt.Errorf("block %s: %d bytes received under id %016x with checksum %08x fail verification: %w",
+			k, len(p), bh.ID, bh.Checksum, tier.ErrCorrupt), nil
+	}
+	return p, bh.Checksum, nil, nil
+}
+
+// get sends one GET and reads its block.
+func (c *Conn) get(id uint64, dst []byte) (p []byte, sum uint32, blockErr, err error) {
+	reqID := c.nextID()
+	c.wbuf = wire.AppendGet(c.wbuf[:0], reqID, id)
+	if err := c.write(c.wbuf); err != nil {
+		return nil, 0, nil, err
+	}
+	if err := c.readHeader(reqID, wire.OpGetResponse); err != nil {
+		return nil, 0, nil, err
+	}
+	if _, err := c.r.BeginBlocks(); err != nil {
+		return nil, 0, nil, c.decodeErr(err)
+	}
+	return c.readBlock(id, dst)
+}
+
+// Get fetches block id, reading its payload into dst when cap(dst) is large
+// enough (otherwise into a new buffer), and returns the payload and its
+// checksum. The block is verified: a mismatch is tier.ErrCorrupt and no
+// bytes (dst's contents are then unspecified).
+func (c *Conn) Get(ctx context.Context, id uint64, dst []byte) ([]byte, uint32, error) {
+	// begin and end rather than do: no closure, so a Get does not allocate.
+	if err := c.begin(ctx); err != nil {
+		return nil, 0, fmt.Errorf("nodeclient: get %016x from %s: %w", id, c.addr, err)
+	}
+	p, sum, berr, err := c.get(id, dst)
+	if err == nil {
+		err = berr
+	}
+	if err = c.end(ctx, err); err != nil {
+		return nil, 0, fmt.Errorf("nodeclient: get %016x from %s: %w", id, c.addr, err)
+	}
+	return p, sum, nil
+}
+
+// Result is the outcome of one key of MGet.
+type Result struct {
+	// Payload is the verified block (nil when Err is set).
+	Payload []byte
+	// Sum is its checksum.
+	Sum uint32
+	// Err is the key's outcome: nil, or wrapping tier.ErrNotFound,
+	// tier.ErrCorrupt, tier.ErrTooLarge, ...
+	Err error
+}
+
+// MGet fetches the blocks ids, reading block i into dsts[i] when i <
+// len(dsts) and its capacity suffices, and returns one Result per key in
+// order. It splits the keys into batches by the node's limits. A non-nil
+// error means the call failed as a whole.
+func (c *Conn) MGet(ctx context.Context, ids []uint64, dsts [][]byte) ([]Result, error) {
+	res := make([]Result, len(ids))
+	err := c.do(ctx, func() error { return c.mget(ids, dsts, res) })
+	if err != nil {
+		return nil, fmt.Errorf("nodeclient: mget %d keys from %s: %w", len(ids), c.addr, err)
+	}
+	return res, nil
+}
+
+func (c *Conn) mget(ids []uint64, dsts [][]byte, res []Result) error {
+	dst := func(i int) []byte {
+		if i < len(dsts) {
+			return dsts[i]
+		}
+		return nil
+	}
+	pending := make([]int, len(ids)) // indexes not yet answered
+	for i := range pending {
+		pending[i] = i
+	}
+	for len(pending) > 0 {
+		batch := pending[:min(len(pending), c.maxKeys)]
+		retry, err := c.mgetBatch(ids, batch, dst, res)
+		if err != nil {
+			return err
+		}
+		if len(retry) == len(batch) {
+			// Not even the first block fitted an MGET response: ask for
+			// it alone; GET's answer is final.
+			i := retry[0]
+			p, sum, berr, err := c.get(ids[i], dst(i))
+			if err != nil {
+				return err
+			}
+			res[i] = Result{Payload: p, Sum: sum, Err: berr}
+			retry = retry[1:]
+		}
+		pending = append(retry, pending[len(batch):]...)
+	}
+	return nil
+}
+
+// mgetBatch sends one MGET for the keys ids[i], i in batch, and fills their
+// results, except those answered CodeTooLarge (the response frame was
+// full), which it returns to be asked again.
+func (c *Conn) mgetBatch(ids []uint64, batch []int, dst func(int) []byte, res []Result) (retry []int, err error) {
+	c.ids = c.ids[:0]
+	for _, i := range batch {
+		c.ids = append(c.ids, ids[i])
+	}
+	reqID := c.nextID()
+	if c.wbuf, err = wire.AppendMGet(c.wbuf[:0], reqID, c.ids); err != nil {
+		return nil, err
+	}
+	if err := c.write(c.wbuf); err != nil {
+		return nil, err
+	}
+	if err := c.readHeader(reqID, wire.OpMGetResponse); err != nil {
+		return nil, err
+	}
+	n, err := c.r.BeginBlocks()
+	if err != nil {
+		return nil, c.decodeErr(err)
+	}
+	if n != len(batch) {
+		return nil, c.lost(fmt.Errorf("MGET response with %d blocks for %d keys: %w", n, len(batch), wire.ErrMalformed))
+	}
+	for _, i := range batch {
+		p, sum, berr, err := c.readBlock(ids[i], dst(i))
+		if err != nil {
+			return nil, err
+		}
+		if errors.Is(berr, tier.ErrTooLarge) {
+			retry = append(retry, i)
+			continue
+		}
+		res[i] = Result{Payload: p, Sum: sum, Err: berr}
+	}
+	return retry, nil
+}
+
+// Put stores payload as block id (its checksum computed with
+// block.Checksum). The payload is sent from where it lies (writev).
+func (c *Conn) Put(ctx context.Context, id uint64, payload []byte) error {
+	errs, err := c.mput(ctx, wire.OpPut, []uint64{id}, [][]byte{payload}, nil)
+	if err == nil {
+		err = errs[0]
+	}
+	if err != nil {
+		return fmt.Errorf("nodeclient: put %016x (%d bytes) to %s: %w", id, len(payload), c.addr, err)
+	}
+	return nil
+}
+
+// MPut stores payloads[i] as block ids[i] and returns one error per block
+// (nil when stored). It splits the blocks into batches by the node's
+// limits; a payload larger than the node's MaxPayload is not sent and gets
+// tier.ErrTooLarge. A non-nil error means the call failed as a whole (some
+// blocks may have been stored).
+func (c *Conn) MPut(ctx context.Context, ids []uint64, payloads [][]byte) ([]error, error) {
+	if len(ids) != len(payloads) {
+		return nil, fmt.Errorf("nodeclient: mput to %s: %d ids but %d payloads", c.addr, len(ids), len(payloads))
+	}
+	errs, err := c.mput(ctx, wire.OpMPut, ids, payloads, nil)
+	if err != nil {
+		return nil, fmt.Errorf("nodeclient: mput %d blocks to %s: %w", len(ids), c.addr, err)
+	}
+	return errs, nil
+}
+
+// MAccess reports one request's accesses to the node's blocks, in order
+// (the ACCESS op): entry i is a touch of block ids[i] when hints[i].Touch
+// (payloads[i] must be empty), else a put of payloads[i]; hints[i] gives
+// the block's chain position to the node's eviction policy. It returns
+// one error per entry: nil, tier.ErrNotFound for a touch of a block the
+// node does not hold in memory, or a put's error. Batches are split as
+// MPut splits them, so a long request's entries may arrive in several
+// frames, in order.
+//
+// A node that predates ACCESS answers it with unsupported op; MAccess
+// then stores the put entries with MPut, gives each touch an error
+// matching wire.ErrUnknownOp, and skips the attempt on later calls.
+func (c *Conn) MAccess(ctx context.Context, ids []uint64, hints []wire.Hint, payloads [][]byte) ([]error, error) {
+	if len(ids) != len(payloads) || len(ids) != len(hints) {
+		return nil, fmt.Errorf("nodeclient: access to %s: %d ids, %d hints and %d payloads", c.addr, len(ids), len(hints), len(payloads))
+	}
+	for i, h := range hints {
+		if h.Touch && len(payloads[i]) > 0 {
+			return nil, fmt.Errorf("nodeclient: access to %s: entry %d (id %016x) is a touch with a %d-byte payload", c.addr, i, ids[i], len(payloads[i]))
+		}
+	}
+	if !c.noAccess.Load() {
+		errs, err := c.mput(ctx, wire.OpAccess, ids, payloads, hints)
+		if err == nil {
+			return errs, nil
+		}
+		if re, ok := errors.AsType[*wire.RemoteError](err); !ok || re.Code != wire.CodeUnsupportedOp {
+			return nil, fmt.Errorf("nodeclient: access %d blocks on %s: %w", len(ids), c.addr, err)
+		}
+		c.noAccess.Store(true)
+	}
+	errs := make([]error, len(ids))
+	var putIDs []uint64
+	var putPayloads [][]byte
+	var at []int
+	for i, h := range hints {
+		if h.Touch {
+			errs[i] = fmt.Errorf("block %s: the node takes no touches (ACCESS): %w", block.Key{Tenant: c.tenant, ID: ids[i]}, wire.ErrUnknownOp)
+			continue
+		}
+		putIDs, putPayloads, at = append(putIDs, ids[i]), append(putPayloads, payloads[i]), append(at, i)
+	}
+	if len(putIDs) == 0 {
+		return errs, nil
+	}
+	perr, err := c.mput(ctx, wire.OpMPut, putIDs, putPayloads, nil)
+	if err != nil {
+		return nil, fmt.Errorf("nodeclient: access %d blocks on %s (as MPUT): %w", len(ids), c.addr, err)
+	}
+	for j, i := range at {
+		errs[i] = perr[j]
+	}
+	return errs, nil
+}
+
+// mput sends PUT, MPUT or (with hints) ACCESS requests for the blocks.
+func (c *Conn) mput(ctx context.Context, op wire.Op, ids []uint64, payloads [][]byte, hints []wire.Hint) ([]error, error) {
+	errs := make([]error, len(ids))
+	var send []int // indexes to send
+	for i, p := range payloads {
+		if len(p) > c.server.MaxPayload {
+			errs[i] = fmt.Errorf("block %s: %d bytes, the node accepts at most %d: %w",
+				block.Key{Tenant: c.tenant, ID: ids[i]}, len(p), c.server.MaxPayload, tier.ErrTooLarge)
+			continue
+		}
+		send = append(send, i)
+	}
+	err := c.do(ctx, func() error {
+		for len(send) > 0 {
+			// As many blocks as fit the node's batch and frame limits (at
+			// least one: a payload within MaxPayload always fits).
+			n, size := 0, wire.HeaderLen+4
+			for n < len(send) && n < c.maxPut {
+				need := wire.BlockHeaderLen + len(payloads[send[n]])
+				if hints != nil {
+					need += wire.HintLen
+				}
+				if n > 0 && size+need > c.server.MaxFrame {
+					break
+				}
+				size += need
+				n++
+			}
+			if err := c.mputBatch(op, ids, payloads, hints, send[:n], errs); err != nil {
+				return err
+			}
+			send = send[n:]
+		}
+		return nil
+	})
+	return errs, err
+}
+
+// mputBatch sends one PUT, MPUT or ACCESS (hints not nil) for the blocks
+// i in batch and records their statuses in errs.
+func (c *Conn) mputBatch(op wire.Op, ids []uint64, payloads [][]byte, hints []wire.Hint, batch []int, errs []error) error {
+	var total uint64
+	for _, i := range batch {
+		total += uint64(len(payloads[i]))
+	}
+	reqID := c.nextID()
+	head, err := wire.AppendBlockFrameHead(c.wbuf[:0], op, reqID, len(batch), total)
+	if err != nil {
+		return err
+	}
+	frameHead := len(head)
+	entryLen := wire.BlockHeaderLen
+	for _, i := range batch {
+		p := payloads[i]
+		bh := wire.BlockHeader{ID: ids[i], Code: wire.CodeOK, Len: uint32(len(p))}
+		if hints != nil {
+			entryLen = wire.HintLen + wire.BlockHeaderLen
+			head = wire.AppendHint(head, hints[i])
+		}
+		if hints == nil || !hints[i].Touch {
+			bh.Checksum = block.Checksum(block.Key{Tenant: c.tenant, ID: ids[i]}, p)
+		}
+		head = wire.AppendBlockHeader(head, bh)
+	}
+	c.wbuf = head
+	vec := c.vec[:0]
+	pos := 0
+	for j, i := range batch {
+		end := frameHead + (j+1)*entryLen
+		vec = append(vec, head[pos:end])
+		if len(payloads[i]) > 0 {
+			vec = append(vec, payloads[i])
+		}
+		pos = end
+	}
+	c.vec = vec
+	if err := c.writev(vec); err != nil {
+		return err
+	}
+	if err := c.readHeader(reqID, op.Response()); err != nil {
+		return err
+	}
+	st, err := c.r.ReadStatuses(c.st)
+	c.st = st
+	if err != nil {
+		return c.decodeErr(err)
+	}
+	if len(st) != len(batch) {
+		return c.lost(fmt.Errorf("%v response with %d statuses for %d blocks: %w", op, len(st), len(batch), wire.ErrMalformed))
+	}
+	for j, i := range batch {
+		if st[j].ID != ids[i] {
+			return c.lost(fmt.Errorf("%v response status %d is for id %016x, want %016x: %w", op, j, st[j].ID, ids[i], wire.ErrMalformed))
+		}
+		if e := wire.ErrorFor(st[j].Code); e != nil {
+			errs[i] = fmt.Errorf("block %s: %w", block.Key{Tenant: c.tenant, ID: ids[i]}, e)
+		}
+	}
+	return nil
+}
+
+// Exists reports, for each key, whether the node holds it. The node
+// answers without touching recency or read leases.
+func (c *Conn) Exists(ctx context.Context, ids []uint64) ([]bool, error) {
+	out := make([]bool, len(ids))
+	err := c.do(ctx, func() error {
+		for start := 0; start < len(ids); start += c.maxKeys {
+			batch := ids[start:min(len(ids), start+c.maxKeys)]
+			reqID := c.nextID()
+			var err error
+			if c.wbuf, err = wire.AppendExists(c.wbuf[:0], reqID, batch); err != nil {
+				return err
+			}
+			if err := c.write(c.wbuf); err != nil {
+				return err
+			}
+			if err := c.readHeader(reqID, wire.OpExistsResponse); err != nil {
+				return err
+			}
+			st, err := c.r.ReadStatuses(c.st)
+			c.st = st
+			if err != nil {
+				return c.decodeErr(err)
+			}
+			if len(st) != len(batch) {
+				return c.lost(fmt.Errorf("EXISTS response with %d statuses for %d keys: %w", len(st), len(batch), wire.ErrMalformed))
+			}
+			for j, s := range st {
+				switch {
+				case s.ID != batch[j]:
+					return c.lost(fmt.Errorf("EXISTS response status %d is for id %016x, want %016x: %w", j, s.ID, batch[j], wire.ErrMalformed))
+				case s.Code == wire.CodeOK:
+					out[start+j] = true
+				case s.Code != wire.CodeNotFound:
+					return fmt.Errorf("block %s: %w", block.Key{Tenant: c.tenant, ID: s.ID}, wire.ErrorFor(s.Code))
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nodeclient: exists %d keys on %s: %w", len(ids), c.addr, err)
+	}
+	return out, nil
+}
+
+// Delete removes block id; it returns an error wrapping tier.ErrNotFound
+// when the node does not hold it.
+func (c *Conn) Delete(ctx context.Context, id uint64) error {
+	err := c.do(ctx, func() error {
+		reqID := c.nextID()
+		c.wbuf = wire.AppendDelete(c.wbuf[:0], reqID, id)
+		if err := c.write(c.wbuf); err != nil {
+			return err
+		}
+		if err := c.readHeader(reqID, wire.OpDeleteResponse); err != nil {
+			return err
+		}
+		st, err := c.r.ReadStatuses(c.st)
+		c.st = st
+		if err != nil {
+			return c.decodeErr(err)
+		}
+		if st[0].ID != id {
+			return c.lost(fmt.Errorf("DELETE response for id %016x, want %016x: %w", st[0].ID, id, wire.ErrMalformed))
+		}
+		return wire.ErrorFor(st[0].Code)
+	})
+	if err != nil {
+		return fmt.Errorf("nodeclient: delete %016x on %s: %w", id, c.addr, err)
+	}
+	return nil
+}
+
+// Stats returns the node's per-tier counters.
+func (c *Conn) Stats(ctx context.Context) ([]wire.TierStats, error) {
+	var tiers []wire.TierStats
+	err := c.do(ctx, func() error {
+		reqID := c.nextID()
+		c.wbuf = wire.AppendStats(c.wbuf[:0], reqID)
+		if err := c.write(c.wbuf); err != nil {
+			return err
+		}
+		if err := c.readHeader(reqID, wire.OpStatsResponse); err != nil {
+			return err
+		}
+		var err error
+		if tiers, err = c.r.ReadStats(nil); err != nil {
+			return c.decodeErr(err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nodeclient: stats of %s: %w", c.addr, err)
+	}
+	return tiers, nil
+}
