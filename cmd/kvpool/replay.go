@@ -6,7 +6,6 @@ import (
 	"io"
 	"sync"
 
-	"github.com/kvpool/kvpool/internal/cluster"
 	"github.com/kvpool/kvpool/internal/lab/replay"
 	"github.com/kvpool/kvpool/internal/lab/sim"
 )
@@ -41,18 +40,12 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	var res *replay.Result
 	if f.local > 0 {
-		co := replay.ClusterOptions(f.local, f.opts)
-		co.Stderr = stderr
-		c, err := cluster.Start(ctx, co)
-		if err != nil {
-			return fmt.Errorf("replay: start a local cluster of %d nodes: %w", f.local, err)
-		}
-		defer c.Stop()
-		f.opts.Master = c.Master.Addr
-		fmt.Fprintf(stderr, "kvpool replay: local cluster of %d nodes, master %s\n", f.local, c.Master.Addr)
+		res, f.opts.Master, err = replay.RunLocal(ctx, f.local, reqs, f.opts, stderr)
+	} else {
+		res, err = replay.Run(ctx, reqs, f.opts)
 	}
-	res, err := replay.Run(ctx, reqs, f.opts)
 	if err != nil {
 		return err
 	}
