@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime/pprof"
-	"slices"
 	"strings"
 
 	"github.com/kvpool/kvpool/internal/bench"
@@ -64,24 +61,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return bench.WriteTable(stdout, results)
 }
 
-// runBenchVs runs the comparison of --vs, starting a redis-server for it
-// when --redis-addr is empty (and skipping redis when none is installed).
+// runBenchVs runs the comparison of --vs.
 func runBenchVs(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error {
-	o := f.vs
-	if o.RedisAddr == "" && slices.Contains(o.Against, bench.VsRedis) {
-		srv, err := bench.StartRedis(ctx, f.redisBin)
-		switch {
-		case err != nil && isNotFound(err):
-			o.RedisSkipReason = fmt.Sprintf("%s not installed (apt-get install -y redis-server, or bench/vs.sh)", f.redisBin)
-			fmt.Fprintf(stderr, "kvpool bench: %v; skipping redis. Install it with `apt-get update && apt-get install -y redis-server` (or run bench/vs.sh), or pass --redis-addr.\n", err)
-		case err != nil:
-			return err
-		default:
-			defer srv.Close()
-			o.RedisAddr = srv.Addr()
-		}
-	}
-	cs, err := bench.Compare(ctx, o)
+	cs, err := bench.CompareWithRedis(ctx, f.vs, f.redisBin, stderr)
 	if err != nil {
 		return err
 	}
@@ -177,10 +159,4 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
-}
-
-// isNotFound reports whether err says the redis-server binary is missing.
-func isNotFound(err error) bool {
-	var ee *exec.Error
-	return errors.As(err, &ee)
 }
