@@ -121,8 +121,8 @@ func masterFields() []masterField {
 		str("eviction-policy", "", func(m *Master) *string { return &m.Eviction }),
 		str("placement", "", func(m *Master) *string { return &m.Placement }),
 		{flag: "max-per-heartbeat", set: func(m *Master, v string) error {
-			n, err := strconv.Atoi(v)
-			m.MaxPerHeartbeat = n
+			n, err := strconv.ParseInt(v, 0, strconv.IntSize) // as the int flag parses it
+			m.MaxPerHeartbeat = int(n)
 			return err
 		}},
 		{flag: "auth-token", fallback: EnvAuthToken,
