@@ -5,27 +5,47 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/kvpool/kvpool/internal/lab/compare"
 	"github.com/kvpool/kvpool/internal/lab/policylab"
-	"github.com/kvpool/kvpool/internal/lab/report"
 )
 
+// runPolicy is `kvpool policy`: the cache policy report.
 func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	opts, out, err := parsePolicy(args, stderr)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	res, err := policylab.Run(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if err := policylab.Write(out, res); err != nil {
+		return err
+	}
+	if err := res.Markdown(stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nreport: %s (%.1fs)\n", filepath.Join(out, "index.html"), time.Since(start).Seconds())
+	return nil
+}
+
+// parsePolicy parses the flags of kvpool policy into policylab.Options,
+// reading the traces, and returns the report directory.
+func parsePolicy(args []string, stderr io.Writer) (policylab.Options, string, error) {
 	fs := newFlagSet("policy", stderr)
-	out := fs.String("out", "policy-report", "report directory to write")
-	traces := fs.String("trace", "both", "conversation, synthetic, both, or a comma-separated list of trace names or files (the first two are tenants A and B)")
-	traceDir := fs.String("trace-dir", "", "directory searched first for traces (then $KVPOOL_TRACE_DIR, ./traces, ../shared/traces)")
+	var tf traceFlags
+	var rep reportFlags
+	tf.register(fs, "both", "conversation, synthetic, both, or a comma-separated list of trace names or files (the first two are tenants A and B)")
+	rep.register(fs, "policy-report", "no progress lines")
 	quick := fs.Bool("quick", false, "a fast look: shorter generated traces, goodput at p = 0, 0.4, 1 on the first trace only, 4 nodes only")
 	genRequests := fs.Int("gen-requests", -1, "requests per generated trace; 0 leaves generated traces out (default 12000, 3000 with --quick)")
 	noGoodput := fs.Bool("no-goodput", false, "skip every timed experiment (goodput bisection is the slowest part)")
 	noJoint := fs.Bool("no-joint", false, "leave out the joint routing and placement goodput comparison (kvpool compare's Fig 10 arms)")
 	workers := fs.Int("workers", 0, "experiments run at once (default: number of CPUs)")
-	quiet := fs.Bool("quiet", false, "no progress lines")
-	lenient := fs.Bool("lenient", false, "skip malformed trace lines instead of failing")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: kvpool policy [--out DIR] [--trace conversation|synthetic|both] [--quick] [flags]\n\n"+
 			"Writes the policy report: the LRU→Belady gap closed by kvchain on the tuning half, the\n"+
@@ -34,18 +54,11 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"node counts) to DIR/index.html, report.md, SVG figures, CSV and summary.json.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected arguments %q", fs.Args())
+	if err := parseNoArgs(fs, args); err != nil {
+		return policylab.Options{}, "", err
 	}
 	if *genRequests < -1 {
-		return usageErrorf("--gen-requests %d: want a request count >= 0", *genRequests)
-	}
-	names := strings.Split(*traces, ",")
-	if strings.TrimSpace(*traces) == "both" {
-		names = []string{"conversation", "synthetic"}
+		return policylab.Options{}, "", usageErrorf("--gen-requests %d: want a request count >= 0", *genRequests)
 	}
 	opts := policylab.DefaultOptions()
 	if *quick {
@@ -58,67 +71,47 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		opts.Generated = policylab.DefaultGenerated(*genRequests)
 	}
 	opts.SkipGoodput, opts.Workers = *noGoodput, *workers
-	if !*quiet {
-		opts.Progress = &lockedWriter{w: stderr}
+	if p := rep.progress(stderr); p != nil {
+		opts.Progress = &lockedWriter{w: p}
 	}
+	traces, err := policyTraces(tf, stderr)
+	if err != nil {
+		return policylab.Options{}, "", err
+	}
+	opts.Traces = traces
+	if *quick {
+		opts.GoodputTraces = []string{opts.Traces[0].Name}
+	}
+	if !*noGoodput && !*noJoint {
+		opts.Joint = compare.PolicyJoint(opts.GoodputTraces, *workers, opts.Progress)
+	}
+	if err := opts.Validate(); err != nil {
+		return policylab.Options{}, "", usageErrorf("%v", err)
+	}
+	return opts, rep.out, nil
+}
+
+// policyTraces reads the traces --trace names: "both" for the
+// conversation and synthetic traces, else a comma-separated list.
+func policyTraces(tf traceFlags, stderr io.Writer) ([]policylab.Trace, error) {
+	names := strings.Split(tf.name, ",")
+	if strings.TrimSpace(tf.name) == "both" {
+		names = []string{"conversation", "synthetic"}
+	}
+	var traces []policylab.Trace
 	for _, name := range names {
 		name = strings.TrimSpace(name)
 		if name == "" {
 			continue
 		}
-		path, reqs, err := loadTrace(name, *traceDir, *lenient, stderr)
+		path, reqs, err := loadTrace(name, tf.dir, tf.lenient, stderr)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		opts.Traces = append(opts.Traces, policylab.Trace{Name: compare.TraceName(path), Requests: reqs})
+		traces = append(traces, policylab.Trace{Name: compare.TraceName(path), Requests: reqs})
 	}
-	if len(opts.Traces) == 0 {
-		return usageErrorf("--trace %q: no trace given", *traces)
+	if len(traces) == 0 {
+		return nil, usageErrorf("--trace %q: no trace given", tf.name)
 	}
-	if *quick {
-		opts.GoodputTraces = []string{opts.Traces[0].Name}
-	}
-	if !*noGoodput && !*noJoint {
-		opts.Joint = jointSections(opts.GoodputTraces, *workers, opts.Progress)
-	}
-	if err := opts.Validate(); err != nil {
-		return usageErrorf("%v", err)
-	}
-	start := time.Now()
-	res, err := policylab.Run(ctx, opts)
-	if err != nil {
-		return err
-	}
-	if err := policylab.Write(*out, res); err != nil {
-		return err
-	}
-	if err := res.Markdown(stdout); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "\nreport: %s (%.1fs)\n", filepath.Join(*out, "index.html"), time.Since(start).Seconds())
-	return nil
-}
-
-// jointSections returns the policylab hook that adds package compare's
-// joint routing and placement goodput comparison (the Fig 10 cluster) on
-// the traces named by only (all when empty): once with FIFO queues and no
-// rejection, once with Algorithm 1's rejection in every arm.
-func jointSections(only []string, workers int, progress io.Writer) policylab.JointFunc {
-	return func(ctx context.Context, traces []policylab.Trace) ([]report.Section, error) {
-		var secs []report.Section
-		for _, reject := range []bool{false, true} {
-			opts := compare.JointOptions{Workers: workers, Progress: progress, Reject: reject}
-			for _, t := range traces {
-				if len(only) == 0 || slices.Contains(only, t.Name) {
-					opts.Traces = append(opts.Traces, compare.Trace{Name: t.Name, Requests: t.Requests})
-				}
-			}
-			res, err := compare.RunJoint(ctx, opts)
-			if err != nil {
-				return nil, err
-			}
-			secs = append(secs, res.Section())
-		}
-		return secs, nil
-	}
+	return traces, nil
 }

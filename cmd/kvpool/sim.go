@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 
-	"github.com/kvpool/kvpool/internal/lab/costmodel"
 	"github.com/kvpool/kvpool/internal/lab/sim"
 )
 
@@ -25,111 +22,41 @@ type simGoodput struct {
 	Target         float64 `json:"slo_attainment_target"`
 }
 
+// simFlags are the parsed flags of kvpool sim.
+type simFlags struct {
+	trace   traceFlags
+	out     runOutput
+	goodput bool
+	opts    sim.Options
+}
+
 // runSim runs the discrete-event cluster simulator on one trace.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("sim", stderr)
-	traceName := fs.String("trace", "conversation", "trace name (conversation, synthetic, toolagent) or file")
-	traceDir := fs.String("trace-dir", "", "directory searched first for traces (then $KVPOOL_TRACE_DIR, ./traces, ../shared/traces)")
-	lenient := fs.Bool("lenient", false, "skip malformed trace lines instead of failing")
-	mode := fs.String("mode", string(sim.DefaultMode), "cache mode: recompute, local or global")
-	routing := fs.String("routing", string(sim.DefaultRouting), "routing: rr, least-loaded, cache-aware or joint (cache-aware that also counts prefixes pending on an instance)")
-	replication := fs.String("replication", string(sim.DefaultReplication), "global mode: which fetched blocks become local replicas: all, or hot (asked for by --hot-accesses requests)")
-	hotAccesses := fs.Int("hot-accesses", sim.DefaultHotAccesses, "with --replication hot: requests that must ask for a block before a fetch replicates it")
-	evictRedundant := fs.Bool("evict-redundant-first", false, "global mode: evict a redundant replica before the last copy of a block")
-	instances := fs.Int("instances", sim.DefaultInstances, "prefill instances")
-	ramBlocks := fs.Int("ram-blocks", sim.DefaultRAMBlocks, "RAM cache per instance, in 512-token blocks")
-	ssdBlocks := fs.Int("ssd-blocks", 0, "SSD cache per instance, in blocks (0 = no SSD tier)")
-	pol := fs.String("policy", sim.DefaultPolicy, "cache policy spec, eviction[+admission] (see kvpool hitrate --list-policies)")
-	nic := fs.Float64("nic-gbps", sim.DefaultNICGbps, "NIC bandwidth per instance and direction, Gbit/s")
-	ssdGBps := fs.Float64("ssd-gbps", sim.DefaultSSDGBps, "SSD read bandwidth per instance, GB/s")
-	rate := fs.Float64("rate", 1, "arrival-rate multiplier (arrival = timestamp / rate)")
-	slo := fs.Float64("slo", sim.DefaultSLOSeconds, "TTFT SLO in seconds")
-	prefetch := fs.Bool("prefetch", true, "start block transfers at arrival, overlapping the queue")
-	reject := fs.Bool("reject", false, "reject requests whose estimated TTFT exceeds the SLO")
-	profile := fs.String("profile", "", "cost profile (default "+costmodel.Default().Name+")")
-	records := fs.String("records", "", "write one CSV row per request to this file")
-	asJSON := fs.Bool("json", false, "print the summary as JSON")
-	goodput := fs.Bool("goodput", false, "also find the goodput: the highest rate with >= 90% of requests within the SLO")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: kvpool sim [flags]\n\nReplays a trace on a simulated cluster of prefill instances in model time\nand reports hit ratios, bytes moved, TTFT and SLO attainment.\n\nflags:")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected arguments %q", fs.Args())
-	}
-	for _, c := range []struct {
-		name string
-		ok   bool
-	}{
-		{"--instances", *instances > 0},
-		{"--ram-blocks", *ramBlocks > 0},
-		{"--ssd-blocks", *ssdBlocks >= 0},
-		{"--nic-gbps", *nic > 0},
-		{"--ssd-gbps", *ssdGBps > 0},
-		{"--rate", *rate > 0},
-		{"--slo", *slo > 0},
-	} {
-		if !c.ok {
-			return usageErrorf("%s must be positive", c.name)
-		}
-	}
-	opts := sim.Options{
-		Instances:      *instances,
-		RAMBlocks:      *ramBlocks,
-		SSDBlocks:      *ssdBlocks,
-		Mode:           sim.Mode(*mode),
-		Routing:        sim.Routing(*routing),
-		Policy:         *pol,
-		RateMultiplier: *rate,
-		NICGbps:        *nic,
-		SSDGBps:        *ssdGBps,
-		SLOSeconds:     *slo,
-		NoPrefetch:     !*prefetch,
-		Reject:         *reject,
-
-		Replication:         sim.Replication(*replication),
-		HotAccesses:         *hotAccesses,
-		EvictRedundantFirst: *evictRedundant,
-	}
-	if *profile != "" {
-		p, err := costmodel.Lookup(*profile)
-		if err != nil {
-			return usageErrorf("--profile: %v", err)
-		}
-		opts.Profile = p
-	}
-	if err := opts.Validate(); err != nil {
-		return usageErrorf("%v", err)
-	}
-
-	path, reqs, err := loadTrace(*traceName, *traceDir, *lenient, stderr)
+	f, err := parseSim(args, stderr)
 	if err != nil {
 		return err
 	}
-	res, err := sim.Run(ctx, reqs, opts)
+	path, reqs, err := f.trace.load(stderr)
+	if err != nil {
+		return err
+	}
+	res, err := sim.Run(ctx, reqs, f.opts)
 	if err != nil {
 		return err
 	}
 	out := simOutput{Trace: path, Summary: res.Summary}
-	if *goodput {
-		m, rps, err := sim.Goodput(ctx, reqs, opts, sim.DefaultGoodputTarget)
+	if f.goodput {
+		m, rps, err := sim.Goodput(ctx, reqs, f.opts, sim.DefaultGoodputTarget)
 		if err != nil {
 			return err
 		}
 		out.Goodput = &simGoodput{RateMultiplier: m, RequestsPerSec: rps, Target: sim.DefaultGoodputTarget}
 	}
-	if *records != "" {
-		if err := writeRecords(*records, res.Records); err != nil {
-			return err
-		}
+	if err := f.out.writeRecords("sim", res.Records); err != nil {
+		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+	if f.out.json {
+		return encodeJSON(stdout, out)
 	}
 	fmt.Fprintf(stdout, "%-16s %s (%d requests)\n", "trace", path, len(reqs))
 	if err := res.Summary.WriteText(stdout); err != nil {
@@ -139,24 +66,75 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "%-16s %.3g req/s (rate ×%.3g) with >= %.0f%% within %g s\n", "goodput",
 			out.Goodput.RequestsPerSec, out.Goodput.RateMultiplier, 100*out.Goodput.Target, res.Summary.SLO)
 	}
-	if *records != "" {
-		fmt.Fprintf(stdout, "%-16s %s\n", "records", *records)
+	if f.out.records != "" {
+		fmt.Fprintf(stdout, "%-16s %s\n", "records", f.out.records)
 	}
 	return nil
 }
 
-// writeRecords writes the per-request CSV to path.
-func writeRecords(path string, recs []sim.Record) error {
-	f, err := os.Create(path)
+// parseSim parses the flags of kvpool sim into sim.Options.
+func parseSim(args []string, stderr io.Writer) (simFlags, error) {
+	fs := newFlagSet("sim", stderr)
+	var f simFlags
+	var cost costFlags
+	f.trace.register(fs, "conversation", traceNameUsage)
+	cost.register(fs, false)
+	f.out.register(fs, "write one CSV row per request to this file")
+	o := &f.opts
+	mode := fs.String("mode", string(sim.DefaultMode), "cache mode: recompute, local or global")
+	routing := fs.String("routing", string(sim.DefaultRouting), "routing: rr, least-loaded, cache-aware or joint (cache-aware that also counts prefixes pending on an instance)")
+	replication := fs.String("replication", string(sim.DefaultReplication), "global mode: which fetched blocks become local replicas: all, or hot (asked for by --hot-accesses requests)")
+	fs.IntVar(&o.HotAccesses, "hot-accesses", sim.DefaultHotAccesses, "with --replication hot: requests that must ask for a block before a fetch replicates it")
+	fs.BoolVar(&o.EvictRedundantFirst, "evict-redundant-first", false, "global mode: evict a redundant replica before the last copy of a block")
+	fs.IntVar(&o.Instances, "instances", sim.DefaultInstances, "prefill instances")
+	fs.IntVar(&o.RAMBlocks, "ram-blocks", sim.DefaultRAMBlocks, "RAM cache per instance, in 512-token blocks")
+	fs.IntVar(&o.SSDBlocks, "ssd-blocks", 0, "SSD cache per instance, in blocks (0 = no SSD tier)")
+	fs.StringVar(&o.Policy, "policy", sim.DefaultPolicy, "cache policy spec, eviction[+admission] (see kvpool hitrate --list-policies)")
+	fs.Float64Var(&o.RateMultiplier, "rate", 1, "arrival-rate multiplier (arrival = timestamp / rate)")
+	prefetch := fs.Bool("prefetch", true, "start block transfers at arrival, overlapping the queue")
+	fs.BoolVar(&o.Reject, "reject", false, "reject requests whose estimated TTFT exceeds the SLO")
+	fs.BoolVar(&f.goodput, "goodput", false, "also find the goodput: the highest rate with >= 90% of requests within the SLO")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: kvpool sim [flags]\n\nReplays a trace on a simulated cluster of prefill instances in model time\nand reports hit ratios, bytes moved, TTFT and SLO attainment.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := parseNoArgs(fs, args); err != nil {
+		return f, err
+	}
+	o.Mode, o.Routing, o.Replication, o.NoPrefetch = sim.Mode(*mode), sim.Routing(*routing), sim.Replication(*replication), !*prefetch
+	o.NICGbps, o.SSDGBps, o.SLOSeconds = cost.nicGbps, cost.ssdGBps, cost.slo
+	if err := checkSimPositive(*o); err != nil {
+		return f, err
+	}
+	p, err := cost.costProfile()
 	if err != nil {
-		return fmt.Errorf("sim: create records file: %w", err)
+		return f, err
 	}
-	if err := sim.WriteRecordsCSV(f, recs); err != nil {
-		f.Close()
-		return fmt.Errorf("sim: write records to %s: %w", path, err)
+	o.Profile = p
+	if err := o.Validate(); err != nil {
+		return f, usageErrorf("%v", err)
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("sim: close records file %s: %w", path, err)
+	return f, nil
+}
+
+// checkSimPositive names the first of kvpool sim's numeric flags that is
+// out of range.
+func checkSimPositive(o sim.Options) error {
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{"--instances", o.Instances > 0},
+		{"--ram-blocks", o.RAMBlocks > 0},
+		{"--ssd-blocks", o.SSDBlocks >= 0},
+		{"--nic-gbps", o.NICGbps > 0},
+		{"--ssd-gbps", o.SSDGBps > 0},
+		{"--rate", o.RateMultiplier > 0},
+		{"--slo", o.SLOSeconds > 0},
+	} {
+		if !c.ok {
+			return usageErrorf("%s must be positive", c.name)
+		}
 	}
 	return nil
 }

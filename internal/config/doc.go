@@ -93,4 +93,13 @@
 // The SSD path is made absolute (relative to Sources.WorkDir) and refused
 // when it has a ".." element; CheckSSDDir, which the node calls before
 // opening the tier, also refuses a symbolic link.
+//
+// # The master
+//
+// LoadMaster builds the master's settings (Master) the same way, without a
+// file: the defaults cmd/ passes, then KVPOOL_MASTER_<FLAG> with dashes as
+// underscores (KVPOOL_MASTER_NODE_TTL), then the flags set. The token, the
+// tenant tokens file and the shared namespaces, when still empty, are
+// taken from the node's variables (KVPOOL_AUTH_TOKEN and its siblings), so
+// that one environment configures both processes.
 package config
