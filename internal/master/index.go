@@ -1,6 +1,7 @@
 package master
 
 import (
+	"github.com/kvpool/kvpool/internal/meta"
 	"sync"
 	"sync/atomic"
 
@@ -39,7 +40,7 @@ type replica struct {
 	touched  int64
 	size     int64
 	sum      uint32
-	tier     Tier
+	tier     meta.Tier
 	evicting bool // an eviction order is pending; hidden from readers
 }
 
@@ -70,7 +71,7 @@ func (m *Master) shardFor(k block.Key) *shard {
 }
 
 // find returns the index of n's replica in tier t within reps, or -1.
-func find(reps []replica, n *node, t Tier) int {
+func find(reps []replica, n *node, t meta.Tier) int {
 	for i := range reps {
 		if reps[i].node == n && reps[i].tier == t {
 			return i

@@ -1,15 +1,17 @@
-package master
+package meta
 
 import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/kvpool/kvpool/block"
 )
 
-// Errors returned by the master, checked with errors.Is.
+// Errors returned by the master and by the validation of these types,
+// checked with errors.Is.
 var (
 	// ErrUnknownNode: the node is not registered, was dropped (silent for
 	// the TTL), or re-registered under a newer session. The node must call
@@ -61,8 +63,8 @@ func (t Tier) String() string {
 	return fmt.Sprintf("tier(%d)", uint8(t))
 }
 
-// valid reports whether t is one of the tiers.
-func (t Tier) valid() bool { return t == TierRAM || t == TierSSD }
+// Valid reports whether t is one of the tiers.
+func (t Tier) Valid() bool { return t == TierRAM || t == TierSSD }
 
 // MaxItemSize bounds Item.Size and NodeInfo.BlockSize (1 TiB): far above
 // any block (a model-unit block is 160 MiB), and small enough that sums over
@@ -289,8 +291,6 @@ type LookupResult struct {
 	// Ends[i] is where block i's replicas end in Replicas (they start at
 	// Ends[i-1], or 0).
 	Ends []int
-
-	handles []uint64 // scratch: policy handles to touch
 }
 
 // Block returns the replicas of prefix block i (0 <= i < Hit).
@@ -302,13 +302,15 @@ func (r *LookupResult) Block(i int) []Replica {
 	return r.Replicas[start:r.Ends[i]]
 }
 
-// reset empties r keeping its storage.
-func (r *LookupResult) reset() {
+// Reset empties r keeping its storage.
+func (r *LookupResult) Reset() {
 	r.Hit = 0
 	r.Replicas = r.Replicas[:0]
 	r.Ends = r.Ends[:0]
-	r.handles = r.handles[:0]
 }
+
+// MaxReplicas bounds the replicas a Place call may ask for per block.
+const MaxReplicas = 64
 
 // Placement receives a Place: the nodes chosen for each new block.
 type Placement struct {
@@ -326,4 +328,51 @@ type Placement struct {
 // Block returns the nodes chosen for block i.
 func (p *Placement) Block(i int) []NodeID {
 	return p.Nodes[i*p.PerBlock : (i+1)*p.PerBlock]
+}
+
+// Strategy chooses the nodes for new blocks (see Master.Place).
+type Strategy uint8
+
+// The placement strategies.
+const (
+	// StrategyDefault means Options.Placement.
+	StrategyDefault Strategy = iota
+	// LocalFirst puts the first copy on the hint node when it has room (the
+	// copy keeps it at or under HighWatermark), the others on the least
+	// used nodes. It is the default: a prefill worker stores what it
+	// computed on its own node, the cheapest place to read it back from.
+	LocalFirst
+	// LeastUsed picks the nodes with the lowest RAM usage fraction, ties
+	// broken by node ID.
+	LeastUsed
+	// Hash picks nodes by rendezvous (highest-random-weight) hashing of
+	// the block key over the live nodes: a node leaving moves only the
+	// blocks that had it among their choices.
+	Hash
+)
+
+var strategyNames = [...]string{StrategyDefault: "default", LocalFirst: "local-first", LeastUsed: "least-used", Hash: "hash"}
+
+// String returns the strategy's name as ParseStrategy reads it.
+func (s Strategy) String() string {
+	if int(s) < len(strategyNames) {
+		return strategyNames[s]
+	}
+	return fmt.Sprintf("strategy(%d)", uint8(s))
+}
+
+// ParseStrategy reads "local-first", "least-used" or "hash" ("" and
+// "default" are StrategyDefault).
+func ParseStrategy(s string) (Strategy, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "default":
+		return StrategyDefault, nil
+	case "local-first":
+		return LocalFirst, nil
+	case "least-used":
+		return LeastUsed, nil
+	case "hash":
+		return Hash, nil
+	}
+	return 0, fmt.Errorf("meta: unknown placement strategy %q (valid: local-first, least-used, hash)", s)
 }
