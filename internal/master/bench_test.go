@@ -2,11 +2,12 @@ package master
 
 import (
 	"fmt"
-	"github.com/kvpool/kvpool/internal/meta"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // benchMaster returns a master with 4 nodes holding blocks 0..nBlocks-1 of

@@ -3,7 +3,6 @@ package master
 import (
 	"errors"
 	"fmt"
-	"github.com/kvpool/kvpool/internal/meta"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // simNode is a node driven by one goroutine: it keeps its own inventory,

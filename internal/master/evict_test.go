@@ -2,10 +2,11 @@ package master
 
 import (
 	"fmt"
-	"github.com/kvpool/kvpool/internal/meta"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 func ids(from, to uint64) []uint64 {

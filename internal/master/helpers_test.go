@@ -3,7 +3,6 @@ package master
 import (
 	"cmp"
 	"fmt"
-	"github.com/kvpool/kvpool/internal/meta"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // fakeClock is a manually advanced clock.

@@ -2,12 +2,12 @@ package master
 
 import (
 	"errors"
-	"github.com/kvpool/kvpool/internal/meta"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // threeNodes registers n1..n3 with overlapping inventories:

@@ -4,9 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
+
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/meta"
-	"slices"
 )
 
 // ErrInvariant is wrapped by the errors CheckInvariants returns.

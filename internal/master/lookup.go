@@ -2,12 +2,12 @@ package master
 
 import (
 	"fmt"
-	"github.com/kvpool/kvpool/internal/meta"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/policy"
 )
 
@@ -58,7 +58,7 @@ func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *meta.Looku
 	_, nowNs := m.now()
 	m.maybeExpire(nowNs)
 	until := nowNs + m.leaseTTL
-	th := hashString(tenant)
+	th := block.FNV1a(tenant)
 	granted := 0
 	// handles collects the policy handles to touch, in a buffer on the
 	// stack; they are touched (under the policy lock, which must not be
@@ -155,7 +155,7 @@ func (m *Master) Exists(tenant string, ids []uint64, dst []bool) ([]bool, error)
 	}
 	_, nowNs := m.now()
 	m.maybeExpire(nowNs)
-	th := hashString(tenant)
+	th := block.FNV1a(tenant)
 	for _, id := range ids {
 		s := m.shardOf(keyHash(th, id))
 		found := false

@@ -2,13 +2,13 @@ package master
 
 import (
 	"fmt"
-	"github.com/kvpool/kvpool/internal/meta"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/policy"
 )
 
@@ -120,7 +120,7 @@ type task struct {
 func newNode(id meta.NodeID) *node {
 	return &node{
 		id:         id,
-		idHash:     mix64(hashString(string(id))),
+		idHash:     block.Mix64(block.FNV1a(string(id))),
 		items:      make(map[meta.ItemKey]struct{}),
 		tasks:      make(map[uint64]*task),
 		evictByKey: make(map[block.Key]uint64),

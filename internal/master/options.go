@@ -2,9 +2,9 @@ package master
 
 import (
 	"fmt"
-	"github.com/kvpool/kvpool/internal/meta"
 	"time"
 
+	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/policy"
 )
 

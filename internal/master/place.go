@@ -3,11 +3,11 @@ package master
 import (
 	"cmp"
 	"fmt"
-	"github.com/kvpool/kvpool/internal/meta"
 	"math"
 	"slices"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // candidate is a live node as Place sees it.
@@ -82,7 +82,7 @@ func (m *Master) Place(tenant string, ids []uint64, replicas int, hint meta.Node
 	if strategy == meta.LocalFirst && hint != "" {
 		hintIdx = slices.IndexFunc(cands, func(c candidate) bool { return c.n.id == hint })
 	}
-	th := hashString(tenant)
+	th := block.FNV1a(tenant)
 	for _, id := range ids {
 		for i := range cands {
 			cands[i].chosen = false
@@ -101,7 +101,7 @@ func (m *Master) Place(tenant string, ids []uint64, replicas int, hint meta.Node
 					// Ties (astronomically rare) go to the lower ID:
 					// cands is sorted by ID and only a strictly higher
 					// score wins.
-					if sc := mix64(kh ^ c.n.idHash); best < 0 || sc > bestScore {
+					if sc := block.Mix64(kh ^ c.n.idHash); best < 0 || sc > bestScore {
 						best, bestScore = i, sc
 					}
 				}

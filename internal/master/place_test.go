@@ -2,11 +2,12 @@ package master
 
 import (
 	"errors"
-	"github.com/kvpool/kvpool/internal/meta"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // placeNodes registers a (50% RAM used), b and c (20% each) and d (no RAM).

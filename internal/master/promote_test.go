@@ -1,11 +1,11 @@
 package master
 
 import (
-	"github.com/kvpool/kvpool/internal/meta"
 	"testing"
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 func keys(tenant string, ids ...uint64) []block.Key {

@@ -2,9 +2,10 @@ package master
 
 import (
 	"cmp"
-	"github.com/kvpool/kvpool/internal/meta"
 	"slices"
 	"sync/atomic"
+
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // counters are the master's event counts and gauges (atomics).

@@ -202,7 +202,7 @@ func (m *Master) considerPromotions(n *node, hits []block.Key) {
 			continue
 		}
 		m.sketchMu.Lock()
-		reached := m.sketch.Admit(policy.Access{Key: mix64(keyHash(hashString(k.Tenant), k.ID) ^ n.idHash)})
+		reached := m.sketch.Admit(policy.Access{Key: block.Mix64(k.Hash() ^ n.idHash)})
 		m.sketchMu.Unlock()
 		if !reached {
 			m.c.promoRejectedFrequency.Add(1)

@@ -263,7 +263,7 @@ func PolicyKey(k block.Key) policy.Key {
 // mutually distrusting tenants sets Options.KeySecret (and what tests of
 // that use).
 func PublicCollision(from block.Key, to string) uint64 {
-	return from.ID ^ tenantKey(nil, from.Tenant)*0x9e3779b97f4a7c15 ^ tenantKey(nil, to)*0x9e3779b97f4a7c15
+	return from.ID ^ tenantKey(nil, from.Tenant)*block.Golden64 ^ tenantKey(nil, to)*block.Golden64
 }
 
 // PolicyKey is the key the eviction and admission policies see for k: a
@@ -293,12 +293,7 @@ func (r *RAM) policyKeyLocked(k block.Key) policy.Key {
 // without a secret, else the first 8 bytes of HMAC-SHA256(secret, tenant).
 func tenantKey(secret []byte, tenant string) uint64 {
 	if len(secret) == 0 {
-		h := uint64(14695981039346656037)
-		for i := 0; i < len(tenant); i++ {
-			h ^= uint64(tenant[i])
-			h *= 1099511628211
-		}
-		return h
+		return block.FNV1a(tenant)
 	}
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte(tenant))
@@ -308,10 +303,7 @@ func tenantKey(secret []byte, tenant string) uint64 {
 // mixKey combines an ID and a tenant part with SplitMix64's finaliser (a
 // bijection, so IDs of one tenant never collide).
 func mixKey(id, tenant uint64) policy.Key {
-	z := id ^ tenant*0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
+	return block.Mix64(id ^ tenant*block.Golden64)
 }
 
 // slot returns the first n bytes of slot s.
