@@ -151,7 +151,7 @@ func newModel(t *testing.T, p policy.Eviction, capacity int, seed uint64) *model
 
 func (m *model) access(k policy.Key) policy.Access {
 	m.now++
-	a := policy.Access{Key: k, Time: m.now, Depth: m.rng.intn(4), NextUse: policy.NoNextUse}
+	a := policy.Access{Key: k, Time: m.now, Hint: block.Hint{Depth: m.rng.intn(4)}, NextUse: policy.NoNextUse}
 	if a.Depth > 0 {
 		a.Parent = key(m.rng.intn(m.keys))
 	}
