@@ -61,8 +61,9 @@ func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *meta.Looku
 	th := block.FNV1a(tenant)
 	granted := 0
 	// handles collects the policy handles to touch, in a buffer on the
-	// stack; they are touched (under the policy lock, which must not be
-	// taken under a shard lock) whenever it fills and at the end.
+	// stack. They are touched under polMu, which comes before the shard
+	// locks in the lock order (see Master), so between two shards once the
+	// buffer is half full, and at the end.
 	var handleBuf [64]uint64
 	handles := handleBuf[:0]
 	for _, id := range ids {

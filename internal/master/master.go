@@ -32,7 +32,8 @@ import (
 // CheckInvariants alone holds several node locks (in node ID order, under
 // nodesMu) and holds polMu while it reads the shards; no other path holds
 // polMu and a shard lock together. Lookup takes only shard read locks, one at
-// a time, and then polMu alone to record recency; a read lease is an atomic
+// a time, and polMu alone (between shard locks, and at the end) to record
+// recency; a read lease is an atomic
 // deadline on the replica extended under the shard's read lock.
 type Master struct {
 	opts Options

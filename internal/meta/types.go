@@ -15,7 +15,7 @@ import (
 var (
 	// ErrUnknownNode: the node is not registered, was dropped (silent for
 	// the TTL), or re-registered under a newer session. The node must call
-	// Register again with its full inventory.
+	// master.Master.Register again with its full inventory.
 	ErrUnknownNode = errors.New("unknown node or session: re-register")
 	// ErrNoNodes: no live node can take a placement.
 	ErrNoNodes = errors.New("no live nodes")
@@ -36,17 +36,17 @@ type NodeID string
 // MaxNodeIDLen is the longest NodeID accepted (bytes).
 const MaxNodeIDLen = 128
 
-// Session identifies one registration of a node. Register hands out a new
-// session every time; a heartbeat carrying any other session is refused with
-// ErrUnknownNode.
+// Session identifies one registration of a node. The master's Register
+// hands out a new session every time; a heartbeat carrying any other
+// session is refused with ErrUnknownNode.
 type Session uint64
 
 // Tier is a storage tier of a node.
 type Tier uint8
 
 // The tiers. The zero Tier is invalid, so a forgotten field is an error
-// rather than a silent RAM replica. Lookup sorts RAM before SSD: the order
-// of these constants.
+// rather than a silent RAM replica. The master's Lookup sorts RAM before
+// SSD: the order of these constants.
 const (
 	TierRAM Tier = 1
 	TierSSD Tier = 2
@@ -176,7 +176,7 @@ type Delta struct {
 	// and checksum), keeping its lease and recency.
 	Added []Item
 	// Removed replicas; one the index does not hold is ignored (and counted
-	// in Stats.DeltaUnknown).
+	// in the master's Stats.DeltaUnknown).
 	Removed []ItemKey
 	// Moved replicas; one the index does not hold is ignored (and counted),
 	// and a move onto a tier that already holds the block merges the two.
@@ -246,8 +246,8 @@ type RegisterReply struct {
 }
 
 // HeartbeatReply carries the node's pending tasks: every queued eviction
-// order (oldest first), then at most Promotion.MaxPerHeartbeat promotions
-// (oldest first).
+// order (oldest first), then at most the master's
+// Options.Promotion.MaxPerHeartbeat promotions (oldest first).
 type HeartbeatReply struct {
 	Tasks []Task
 	// HeartbeatInterval repeats the configured interval.
@@ -259,7 +259,7 @@ type NodeStatus struct {
 	Info    NodeInfo
 	Session Session
 	// Alive is false for a node that has missed its TTL but has not been
-	// dropped by Expire yet.
+	// dropped by the master's Expire yet.
 	Alive bool
 	// LastHeartbeat is when the master last heard from the node
 	// (registration counts), and HeartbeatAge how long ago that was.
@@ -278,9 +278,9 @@ type NodeStatus struct {
 	PromotionsQueued, TasksInFlight int
 }
 
-// LookupResult receives a Lookup. Its slices are reused from call to call,
-// so a caller that keeps one LookupResult per goroutine allocates nothing in
-// steady state.
+// LookupResult receives the master's Lookup. Its slices are reused from
+// call to call, so a caller that keeps one LookupResult per goroutine
+// allocates nothing in steady state.
 type LookupResult struct {
 	// Hit is the length of the prefix found: ids[:Hit] are present on live
 	// nodes, ids[Hit] (if any) is not.
@@ -309,10 +309,11 @@ func (r *LookupResult) Reset() {
 	r.Ends = r.Ends[:0]
 }
 
-// MaxReplicas bounds the replicas a Place call may ask for per block.
+// MaxReplicas bounds the replicas a placement (master.Master.Place) may
+// ask for per block.
 const MaxReplicas = 64
 
-// Placement receives a Place: the nodes chosen for each new block.
+// Placement receives the master's Place: the nodes chosen for each new block.
 type Placement struct {
 	// PerBlock is the number of distinct nodes chosen per block: the
 	// replicas asked for, or fewer when fewer nodes are live (Degraded).
@@ -330,15 +331,16 @@ func (p *Placement) Block(i int) []NodeID {
 	return p.Nodes[i*p.PerBlock : (i+1)*p.PerBlock]
 }
 
-// Strategy chooses the nodes for new blocks (see Master.Place).
+// Strategy chooses the nodes for new blocks (see master.Master.Place).
 type Strategy uint8
 
 // The placement strategies.
 const (
-	// StrategyDefault means Options.Placement.
+	// StrategyDefault means the master's configured default
+	// (master.Options.Placement).
 	StrategyDefault Strategy = iota
 	// LocalFirst puts the first copy on the hint node when it has room (the
-	// copy keeps it at or under HighWatermark), the others on the least
+	// copy keeps it at or under the master's HighWatermark), the others on the least
 	// used nodes. It is the default: a prefill worker stores what it
 	// computed on its own node, the cheapest place to read it back from.
 	LocalFirst
