@@ -12,6 +12,7 @@ import (
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/client"
 	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/node/nodeserver/nodeservertest"
 )
@@ -29,7 +30,7 @@ func (x masterIndex) Lookup(ctx context.Context, tenant string, ids []uint64, le
 	if err := ctx.Err(); err != nil {
 		return 0, nil, err
 	}
-	var r master.LookupResult
+	var r meta.LookupResult
 	if err := x.m.Lookup(tenant, ids, lease, &r); err != nil {
 		return 0, nil, err
 	}
@@ -53,8 +54,8 @@ func (x masterIndex) Place(ctx context.Context, tenant string, ids []uint64, rep
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var p master.Placement
-	if err := x.m.Place(tenant, ids, replicas, master.NodeID(hint), master.StrategyDefault, &p); err != nil {
+	var p meta.Placement
+	if err := x.m.Place(tenant, ids, replicas, meta.NodeID(hint), meta.StrategyDefault, &p); err != nil {
 		return nil, err
 	}
 	out := make([][]string, len(ids))
@@ -83,8 +84,8 @@ func (x masterIndex) Nodes(ctx context.Context) ([]client.Node, error) {
 type testBackend struct {
 	*nodeservertest.Backend
 	m       *master.Master
-	id      master.NodeID
-	session master.Session
+	id      meta.NodeID
+	session meta.Session
 	reads   atomic.Int64
 
 	gateMu sync.Mutex
@@ -110,7 +111,7 @@ func (b *testBackend) Put(ctx context.Context, k block.Key, payload []byte, sum 
 	if err := b.Backend.Put(ctx, k, payload, sum); err != nil {
 		return err
 	}
-	_, err := b.m.Heartbeat(b.id, b.session, master.Delta{Added: []master.Item{{Key: k, Tier: master.TierRAM, Size: int64(len(payload)), Sum: sum}}}, master.NodeUsage{}, nil, nil)
+	_, err := b.m.Heartbeat(b.id, b.session, meta.Delta{Added: []meta.Item{{Key: k, Tier: meta.TierRAM, Size: int64(len(payload)), Sum: sum}}}, meta.NodeUsage{}, nil, nil)
 	return err
 }
 
@@ -180,7 +181,7 @@ func startCluster(n int) (*cluster, error) {
 }
 
 func (c *cluster) addNode(id string) error {
-	b := &testBackend{Backend: nodeservertest.NewBackend(""), m: c.m, id: master.NodeID(id)}
+	b := &testBackend{Backend: nodeservertest.NewBackend(""), m: c.m, id: meta.NodeID(id)}
 	srv, err := nodeserver.New(nodeserver.Options{Backend: b})
 	if err != nil {
 		return err
@@ -189,7 +190,7 @@ func (c *cluster) addNode(id string) error {
 	if err != nil {
 		return err
 	}
-	reply, err := c.m.Register(master.NodeInfo{ID: master.NodeID(id), Addr: ln.Addr().String(), RAMBytes: 1 << 30}, nil, master.NodeUsage{})
+	reply, err := c.m.Register(meta.NodeInfo{ID: meta.NodeID(id), Addr: ln.Addr().String(), RAMBytes: 1 << 30}, nil, meta.NodeUsage{})
 	if err != nil {
 		ln.Close()
 		return err
@@ -226,7 +227,7 @@ func (c *cluster) client(opts client.Options) (*client.Client, error) {
 // machine that died with its socket still open, as the client sees it.
 type blackhole struct {
 	id      string
-	session master.Session
+	session meta.Session
 	ln      net.Listener
 	conns   atomic.Int64
 	wg      sync.WaitGroup
@@ -256,7 +257,7 @@ func (c *cluster) addBlackhole(id string) (*blackhole, error) {
 		}
 	}()
 	c.holes = append(c.holes, h)
-	reply, err := c.m.Register(master.NodeInfo{ID: master.NodeID(id), Addr: ln.Addr().String(), RAMBytes: 1 << 30}, nil, master.NodeUsage{})
+	reply, err := c.m.Register(meta.NodeInfo{ID: meta.NodeID(id), Addr: ln.Addr().String(), RAMBytes: 1 << 30}, nil, meta.NodeUsage{})
 	if err != nil {
 		return nil, err
 	}
@@ -267,8 +268,8 @@ func (c *cluster) addBlackhole(id string) (*blackhole, error) {
 // announce tells the master that node id holds block k (as its heartbeat
 // would), without storing anything: a replica the node does not have, or
 // one on a black hole.
-func (c *cluster) announce(id string, session master.Session, k block.Key, payload []byte) error {
-	_, err := c.m.Heartbeat(master.NodeID(id), session, master.Delta{Added: []master.Item{{Key: k, Tier: master.TierRAM, Size: int64(len(payload)), Sum: block.Checksum(k, payload)}}}, master.NodeUsage{}, nil, nil)
+func (c *cluster) announce(id string, session meta.Session, k block.Key, payload []byte) error {
+	_, err := c.m.Heartbeat(meta.NodeID(id), session, meta.Delta{Added: []meta.Item{{Key: k, Tier: meta.TierRAM, Size: int64(len(payload)), Sum: block.Checksum(k, payload)}}}, meta.NodeUsage{}, nil, nil)
 	return err
 }
 

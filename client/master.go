@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/master/masterclient"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // dialMaster connects to the master's index at o.Master over the master
@@ -65,7 +65,7 @@ func (x *remoteIndex) Place(ctx context.Context, tenant string, ids []uint64, re
 		p = new(masterclient.Placement)
 	}
 	defer x.places.Put(p)
-	if err := x.mc.Place(ctx, tenant, ids, replicas, master.NodeID(hint), master.StrategyDefault, p); err != nil {
+	if err := x.mc.Place(ctx, tenant, ids, replicas, meta.NodeID(hint), meta.StrategyDefault, p); err != nil {
 		return nil, err
 	}
 	out := make([][]string, len(ids))

@@ -31,7 +31,7 @@ const (
 	// has left the index.
 	DefaultDownRetry = 3 * time.Second
 	// MaxReplicas bounds Options.Replicas and PutOptions.Replicas (the
-	// master's limit, master.MaxReplicas).
+	// master's limit, meta.MaxReplicas).
 	MaxReplicas = 8
 )
 

@@ -10,6 +10,7 @@ import (
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/master/masterserver"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // envAuthToken is the environment variable holding the shared auth token
@@ -59,7 +60,7 @@ func parseMaster(args []string, env func(string) (string, bool), stderr io.Write
 	if err != nil {
 		return masterserver.Config{}, usageErrorf("%v", err)
 	}
-	strategy, err := master.ParseStrategy(m.Placement)
+	strategy, err := meta.ParseStrategy(m.Placement)
 	if err != nil {
 		return masterserver.Config{}, usageErrorf("--placement: %v", err)
 	}

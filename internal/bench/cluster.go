@@ -16,6 +16,7 @@ import (
 	"github.com/kvpool/kvpool/internal/master/masterclient"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
 	"github.com/kvpool/kvpool/internal/master/masterserver"
+	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/node"
 )
 
@@ -75,7 +76,7 @@ type clusterNode struct {
 func (t *clusterTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 	n := spec.blocks()
 	t.blocks = n
-	m, err := master.New(master.Options{NodeTTL: clusterNodeTTL, HeartbeatInterval: clusterHeartbeat, Placement: master.LeastUsed})
+	m, err := master.New(master.Options{NodeTTL: clusterNodeTTL, HeartbeatInterval: clusterHeartbeat, Placement: meta.LeastUsed})
 	if err != nil {
 		return nil, fmt.Errorf("create master: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/master/masterclient"
 	"github.com/kvpool/kvpool/internal/master/masterserver"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // Master target shape. Each constant says where its value comes from.
@@ -40,14 +41,14 @@ func (t *masterTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 		return nil, fmt.Errorf("create master: %w", err)
 	}
 	for i := range masterNodes {
-		var inv master.Inventory
+		var inv meta.Inventory
 		for id := range uint64(masterKeys) {
 			if int(id)%masterNodes != i {
-				inv = append(inv, master.Item{Key: key(id), Tier: master.Tier(1 + i%2), Size: masterItemSize, Sum: uint32(id)})
+				inv = append(inv, meta.Item{Key: key(id), Tier: meta.Tier(1 + i%2), Size: masterItemSize, Sum: uint32(id)})
 			}
 		}
-		info := master.NodeInfo{ID: master.NodeID(fmt.Sprintf("bench-node-%d", i)), Addr: fmt.Sprintf("127.0.0.1:%d", 7480+i), RAMBytes: 1 << 40, SSDBytes: 1 << 40}
-		if _, err := m.Register(info, inv, master.NodeUsage{}); err != nil {
+		info := meta.NodeInfo{ID: meta.NodeID(fmt.Sprintf("bench-node-%d", i)), Addr: fmt.Sprintf("127.0.0.1:%d", 7480+i), RAMBytes: 1 << 40, SSDBytes: 1 << 40}
+		if _, err := m.Register(info, inv, meta.NodeUsage{}); err != nil {
 			return nil, fmt.Errorf("register %s: %w", info.ID, err)
 		}
 	}

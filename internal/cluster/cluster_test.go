@@ -235,7 +235,7 @@ func TestParseNodes(t *testing.T) {
 		want       []NodeState
 		err        string
 	}{
-		{"master.NodeStatus", `[{"Info":{"ID":"a","Addr":"h:1"},"Alive":true},{"Info":{"ID":"b"},"Alive":false}]`,
+		{"meta.NodeStatus", `[{"Info":{"ID":"a","Addr":"h:1"},"Alive":true},{"Info":{"ID":"b"},"Alive":false}]`,
 			[]NodeState{{"a", "h:1", true}, {"b", "", false}}, ""},
 		{"wrapped lower case", `{"nodes":[{"id":"a","addr":"h:1","live":true}]}`, []NodeState{{"a", "h:1", true}}, ""},
 		{"no liveness means live", `[{"name":"a"}]`, []NodeState{{"a", "", true}}, ""},

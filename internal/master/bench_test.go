@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // benchMaster returns a master with 4 nodes holding blocks 0..nBlocks-1 of
@@ -17,15 +19,15 @@ func benchMaster(b *testing.B, nBlocks int) *Master {
 		b.Fatal(err)
 	}
 	const nNodes = 4
-	invs := make([]Inventory, nNodes)
+	invs := make([]meta.Inventory, nNodes)
 	for id := range uint64(nBlocks) {
 		i := int(id % nNodes)
 		invs[i] = append(invs[i], ram("t", id)...)
 		invs[(i+1)%nNodes] = append(invs[(i+1)%nNodes], ssd("t", id)...)
 	}
 	for i, inv := range invs {
-		id := NodeID(fmt.Sprint("n", i))
-		if _, err := m.Register(NodeInfo{ID: id, Addr: "h:1", RAMBytes: 1 << 40, SSDBytes: 1 << 40, BlockSize: 100}, inv, NodeUsage{}); err != nil {
+		id := meta.NodeID(fmt.Sprint("n", i))
+		if _, err := m.Register(meta.NodeInfo{ID: id, Addr: "h:1", RAMBytes: 1 << 40, SSDBytes: 1 << 40, BlockSize: 100}, inv, meta.NodeUsage{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -44,7 +46,7 @@ func BenchmarkLookup32(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				rng := rand.New(rand.NewPCG(seed.Add(1), 0))
-				var res LookupResult
+				var res meta.LookupResult
 				ids := make([]uint64, batch)
 				for pb.Next() {
 					start := rng.Uint64N(nBlocks - batch)

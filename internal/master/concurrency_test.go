@@ -10,45 +10,46 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // simNode is a node driven by one goroutine: it keeps its own inventory,
 // carries out the master's orders, changes its inventory at random and
 // now and then re-registers.
 type simNode struct {
-	id    NodeID
+	id    meta.NodeID
 	inv   modelNode
-	sess  Session
-	tasks []Task
+	sess  meta.Session
+	tasks []meta.Task
 	rng   *rand.Rand
 }
 
 // step carries out the pending tasks and one random change, and
 // heartbeats the result.
 func (n *simNode) step(m *Master, nIDs int) error {
-	var d Delta
-	var done []TaskResult
+	var d meta.Delta
+	var done []meta.TaskResult
 	for _, tk := range n.tasks {
-		ramK, ssdK := ItemKey{tk.Key, TierRAM}, ItemKey{tk.Key, TierSSD}
+		ramK, ssdK := meta.ItemKey{Key: tk.Key, Tier: meta.TierRAM}, meta.ItemKey{Key: tk.Key, Tier: meta.TierSSD}
 		switch tk.Kind {
-		case TaskDrop:
+		case meta.TaskDrop:
 			if _, ok := n.inv[ramK]; ok {
 				d.Removed = append(d.Removed, ramK)
-				done = append(done, TaskResult{ID: tk.ID, OK: true})
+				done = append(done, meta.TaskResult{ID: tk.ID, OK: true})
 			}
-		case TaskDemote:
+		case meta.TaskDemote:
 			if _, ok := n.inv[ramK]; ok {
-				d.Moved = append(d.Moved, Move{tk.Key, TierRAM, TierSSD})
-				done = append(done, TaskResult{ID: tk.ID, OK: true})
+				d.Moved = append(d.Moved, meta.Move{Key: tk.Key, From: meta.TierRAM, To: meta.TierSSD})
+				done = append(done, meta.TaskResult{ID: tk.ID, OK: true})
 			}
-		case TaskPromote:
+		case meta.TaskPromote:
 			it, ok := n.inv[ssdK]
 			_, inRAM := n.inv[ramK]
 			if ok && !inRAM {
-				it.Tier = TierRAM
+				it.Tier = meta.TierRAM
 				d.Added = append(d.Added, it)
 			}
-			done = append(done, TaskResult{ID: tk.ID, OK: ok && !inRAM, Bytes: it.Size})
+			done = append(done, meta.TaskResult{ID: tk.ID, OK: ok && !inRAM, Bytes: it.Size})
 		}
 	}
 	n.inv.apply(d)
@@ -60,9 +61,9 @@ func (n *simNode) step(m *Master, nIDs int) error {
 	d.Added = append(d.Added, extra.Added...)
 	d.Removed = append(d.Removed, extra.Removed...)
 	d.Moved = append(d.Moved, extra.Moved...)
-	n.inv.apply(Delta{Added: extra.Added, Removed: extra.Removed, Moved: extra.Moved})
-	r, err := m.Heartbeat(n.id, n.sess, d, NodeUsage{}, hits, done)
-	if errors.Is(err, ErrUnknownNode) {
+	n.inv.apply(meta.Delta{Added: extra.Added, Removed: extra.Removed, Moved: extra.Moved})
+	r, err := m.Heartbeat(n.id, n.sess, d, meta.NodeUsage{}, hits, done)
+	if errors.Is(err, meta.ErrUnknownNode) {
 		return n.register(m)
 	}
 	if err != nil {
@@ -73,14 +74,14 @@ func (n *simNode) step(m *Master, nIDs int) error {
 }
 
 func (n *simNode) register(m *Master) error {
-	r, err := m.Register(NodeInfo{ID: n.id, Addr: "h:1", RAMBytes: 3000, SSDBytes: 1 << 20, BlockSize: 100}, n.inv.inventory(), NodeUsage{})
+	r, err := m.Register(meta.NodeInfo{ID: n.id, Addr: "h:1", RAMBytes: 3000, SSDBytes: 1 << 20, BlockSize: 100}, n.inv.inventory(), meta.NodeUsage{})
 	n.sess, n.tasks = r.Session, nil
 	return err
 }
 
 // checkLookup verifies what a reader can check on its own: the prefix
 // length, the per-block order, no replica listed twice.
-func checkLookup(r *LookupResult, ids []uint64) error {
+func checkLookup(r *meta.LookupResult, ids []uint64) error {
 	if r.Hit > len(ids) || len(r.Ends) != r.Hit {
 		return fmt.Errorf("hit %d of %d ids, %d ends", r.Hit, len(ids), len(r.Ends))
 	}
@@ -115,8 +116,8 @@ func TestConcurrent(t *testing.T) {
 	)
 	nodes := make([]*simNode, nNodes)
 	for i := range nodes {
-		nodes[i] = &simNode{id: NodeID(fmt.Sprint("n", i)), inv: modelNode{}, rng: rand.New(rand.NewPCG(uint64(i), 1))}
-		nodes[i].inv.apply(Delta{Added: randInventory(nodes[i].rng, nIDs)})
+		nodes[i] = &simNode{id: meta.NodeID(fmt.Sprint("n", i)), inv: modelNode{}, rng: rand.New(rand.NewPCG(uint64(i), 1))}
+		nodes[i].inv.apply(meta.Delta{Added: randInventory(nodes[i].rng, nIDs)})
 		if err := nodes[i].register(m); err != nil {
 			t.Fatal(err)
 		}
@@ -143,8 +144,8 @@ func TestConcurrent(t *testing.T) {
 	for r := range nReaders {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(r), 2))
-			var res LookupResult
-			var pl Placement
+			var res meta.LookupResult
+			var pl meta.Placement
 			var ex []bool
 			for range reads {
 				tenant := modelTenants[rng.IntN(2)]
@@ -163,7 +164,7 @@ func TestConcurrent(t *testing.T) {
 					errs <- fmt.Errorf("exists: %v, %d answers", err, len(ex))
 					return
 				}
-				if err := m.Place(tenant, ids, 2, "n1", Strategy(1+rng.IntN(3)), &pl); err != nil || len(pl.Nodes) != 2*len(ids) {
+				if err := m.Place(tenant, ids, 2, "n1", meta.Strategy(1+rng.IntN(3)), &pl); err != nil || len(pl.Nodes) != 2*len(ids) {
 					errs <- fmt.Errorf("place: %v, %d nodes", err, len(pl.Nodes))
 					return
 				}

@@ -2,7 +2,10 @@
 // membership, placement of new blocks, read leases, global eviction and
 // SSD→RAM promotion control, as an in-process state machine. It has no
 // sockets and starts no goroutines; a network front end calls its methods,
-// and the caller drives Expire from its own ticker.
+// and the caller drives Expire from its own ticker. The types it speaks
+// (node IDs, tiers, replicas, inventories, deltas, tasks, placements) and
+// the errors it returns are in package internal/meta, shared with the
+// protocol, the node and the client.
 //
 // # Index
 //
@@ -37,8 +40,9 @@
 // sketch of SSD hits per node and block, admission on the Threshold-th hit
 // under the node's RAM watermark and queue cap, at most MaxPerHeartbeat
 // promotions per heartbeat). Both are counted in Stats; the Prometheus
-// collector (NewCollector) exports the promotion counters under Mooncake's
-// master_promotion_ names and the rest under kvpool_master_.
+// collector of package masterserver (NewCollector) exports the promotion
+// counters under Mooncake's master_promotion_ names and the rest under
+// kvpool_master_.
 //
 // # Concurrency
 //

@@ -1,6 +1,9 @@
 package master
 
-import "github.com/kvpool/kvpool/internal/policy"
+import (
+	"github.com/kvpool/kvpool/internal/meta"
+	"github.com/kvpool/kvpool/internal/policy"
+)
 
 // Global eviction.
 //
@@ -89,12 +92,12 @@ func (m *Master) evict() int {
 			c := charge(n, size)
 			m.addRAMUsed(n, -c)
 			n.evicting++
-			kind := TaskDrop
+			kind := meta.TaskDrop
 			if n.info.SSDBytes > 0 {
-				kind = TaskDemote
+				kind = meta.TaskDemote
 			}
 			id := m.nextTask.Add(1)
-			n.tasks[id] = &task{Task: Task{ID: id, Kind: kind, Key: ref.key}}
+			n.tasks[id] = &task{Task: meta.Task{ID: id, Kind: kind, Key: ref.key}}
 			n.evictQ = append(n.evictQ, id)
 			n.evictByKey[ref.key] = id
 			ordered++
@@ -121,7 +124,7 @@ func (m *Master) markEvicting(n *node, ref polRef, h uint64, nowNs int64) (victi
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	reps := s.m[ref.key]
-	i := find(reps, n, TierRAM)
+	i := find(reps, n, meta.TierRAM)
 	if i < 0 || reps[i].handle != h || reps[i].evicting {
 		return victimGone, 0
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 func ids(from, to uint64) []uint64 {
@@ -34,11 +36,11 @@ func TestEvictionOrder(t *testing.T) {
 	clk.Advance(lease) // every lease has run out
 
 	// a stores two more: 2000/2000 > 0.95; evict down to 1800 (0.90).
-	reply := heartbeat(t, m, "a", sa, Delta{Added: ram("t", 9, 10)}, nil, nil)
+	reply := heartbeat(t, m, "a", sa, meta.Delta{Added: ram("t", 9, 10)}, nil, nil)
 	if len(reply.Tasks) != 0 {
 		t.Errorf("a got %q, want no orders (its blocks are recent)", taskString(reply.Tasks))
 	}
-	reply = heartbeat(t, m, "b", sb, Delta{}, nil, nil)
+	reply = heartbeat(t, m, "b", sb, meta.Delta{}, nil, nil)
 	if got := taskString(reply.Tasks); got != "drop:11 drop:12" {
 		t.Fatalf("b got %q, want drop:11 drop:12", got)
 	}
@@ -53,10 +55,10 @@ func TestEvictionOrder(t *testing.T) {
 	if q := m.Query(key("t", 11)); len(q) != 1 || !q[0].Evicting {
 		t.Errorf("Query(t/11) = %+v, want one evicting replica", q)
 	}
-	if again := heartbeat(t, m, "b", sb, Delta{}, nil, nil); len(again.Tasks) != 0 {
+	if again := heartbeat(t, m, "b", sb, meta.Delta{}, nil, nil); len(again.Tasks) != 0 {
 		t.Errorf("orders delivered twice: %q", taskString(again.Tasks))
 	}
-	heartbeat(t, m, "b", sb, Delta{Removed: []ItemKey{{key("t", 11), TierRAM}, {key("t", 12), TierRAM}}}, nil, []TaskResult{{ID: reply.Tasks[0].ID, OK: true}})
+	heartbeat(t, m, "b", sb, meta.Delta{Removed: []meta.ItemKey{{Key: key("t", 11), Tier: meta.TierRAM}, {Key: key("t", 12), Tier: meta.TierRAM}}}, nil, []meta.TaskResult{{ID: reply.Tasks[0].ID, OK: true}})
 	if st := m.Stats(); st.EvictConfirmed != 2 || st.RAMReplicas != 18 || st.PoolRAMUsed != 1800 {
 		t.Fatalf("after confirmation: %+v", st)
 	}
@@ -65,11 +67,11 @@ func TestEvictionOrder(t *testing.T) {
 	// demotions, in the reply to the heartbeat that crossed the watermark.
 	lookup(t, m, "t", true, ids(13, 20)...)
 	clk.Advance(lease)
-	reply = heartbeat(t, m, "a", sa, Delta{Added: ram("t", 21, 22)}, nil, nil)
+	reply = heartbeat(t, m, "a", sa, meta.Delta{Added: ram("t", 21, 22)}, nil, nil)
 	if got := taskString(reply.Tasks); got != "demote:1 demote:2" {
 		t.Fatalf("a got %q, want demote:1 demote:2", got)
 	}
-	heartbeat(t, m, "a", sa, Delta{Moved: []Move{{key("t", 1), TierRAM, TierSSD}, {key("t", 2), TierRAM, TierSSD}}}, nil, nil)
+	heartbeat(t, m, "a", sa, meta.Delta{Moved: []meta.Move{{Key: key("t", 1), From: meta.TierRAM, To: meta.TierSSD}, {Key: key("t", 2), From: meta.TierRAM, To: meta.TierSSD}}}, nil, nil)
 	if r := lookup(t, m, "t", false, 1, 2); layout(r) != "a:ssd|a:ssd" {
 		t.Errorf("after demotion: %q, want a:ssd|a:ssd", layout(r))
 	}
@@ -95,11 +97,11 @@ func TestEvictionPolicyOrder(t *testing.T) {
 			lookup(t, m, "t", true, 1)
 			lookup(t, m, "t", true, 3)
 			clk.Advance(m.Options().LeaseTTL)
-			r := heartbeat(t, m, "a", s, Delta{}, nil, nil)
+			r := heartbeat(t, m, "a", s, meta.Delta{}, nil, nil)
 			if len(r.Tasks) != 0 {
 				t.Fatalf("orders at 80%% usage: %q", taskString(r.Tasks))
 			}
-			r = heartbeat(t, m, "a", s, Delta{Added: ram("t", 9)}, nil, nil) // 90% > 80%: down to 60%
+			r = heartbeat(t, m, "a", s, meta.Delta{Added: ram("t", 9)}, nil, nil) // 90% > 80%: down to 60%
 			if got := taskString(r.Tasks); got[:len(tc.want)] != tc.want {
 				t.Errorf("orders %q, want them to start %q", got, tc.want)
 			}
@@ -124,14 +126,14 @@ func TestLeases(t *testing.T) {
 			clk.Advance(time.Second)
 			// 900 → 1000 bytes: over 0.95, evict to 0.90 = one block. The
 			// LRU victim order is 9, 1..8, 10: 9 and 10 are unleased.
-			r := heartbeat(t, m, "a", s, Delta{Added: ram("t", 10)}, nil, nil)
+			r := heartbeat(t, m, "a", s, meta.Delta{Added: ram("t", 10)}, nil, nil)
 			if got := taskString(r.Tasks); got != "drop:9" {
 				t.Fatalf("first pass: %q, want drop:9", got)
 			}
-			heartbeat(t, m, "a", s, Delta{Removed: []ItemKey{{key("t", 9), TierRAM}}}, nil, nil)
+			heartbeat(t, m, "a", s, meta.Delta{Removed: []meta.ItemKey{{Key: key("t", 9), Tier: meta.TierRAM}}}, nil, nil)
 			// Now 1..8 are leased and first in line: adding two blocks
 			// (1100 bytes) needs two victims; only 10 and 11 are free.
-			r = heartbeat(t, m, "a", s, Delta{Added: ram("t", 11, 12)}, nil, nil)
+			r = heartbeat(t, m, "a", s, meta.Delta{Added: ram("t", 11, 12)}, nil, nil)
 			if got := taskString(r.Tasks); got != "drop:10 drop:11" {
 				t.Fatalf("second pass: %q, want drop:10 drop:11 (1..8 leased)", got)
 			}
@@ -143,7 +145,7 @@ func TestLeases(t *testing.T) {
 				t.Fatalf("%d active leases, want 8", st.LeasesActive)
 			}
 			// The node confirms, and drops 12 on its own: 1..8 remain.
-			heartbeat(t, m, "a", s, Delta{Removed: []ItemKey{{key("t", 10), TierRAM}, {key("t", 11), TierRAM}, {key("t", 12), TierRAM}}}, nil, nil)
+			heartbeat(t, m, "a", s, meta.Delta{Removed: []meta.ItemKey{{Key: key("t", 10), Tier: meta.TierRAM}, {Key: key("t", 11), Tier: meta.TierRAM}, {Key: key("t", 12), Tier: meta.TierRAM}}}, nil, nil)
 
 			// Probe 1..8 just before the lease ends.
 			clk.Advance(lease - 2*time.Second)
@@ -162,7 +164,7 @@ func TestLeases(t *testing.T) {
 				}
 			}
 			clk.Advance(time.Second) // t0+lease: every unextended lease has ended
-			r = heartbeat(t, m, "a", s, Delta{Added: ram("t", 13, 14, 15)}, nil, nil)
+			r = heartbeat(t, m, "a", s, meta.Delta{Added: ram("t", 13, 14, 15)}, nil, nil)
 			// 800 + 300 = 1100: two victims to reach 900.
 			want := "drop:1 drop:2"
 			if extend {
@@ -180,24 +182,24 @@ func TestLeases(t *testing.T) {
 func TestEvictionOrderLifecycle(t *testing.T) {
 	tests := []struct {
 		name   string
-		act    func(t *testing.T, m *Master, clk *fakeClock, s Session, order Task) Session
+		act    func(t *testing.T, m *Master, clk *fakeClock, s meta.Session, order meta.Task) meta.Session
 		failed int64
 		exp    int64
 	}{
-		{"node reports failure", func(t *testing.T, m *Master, _ *fakeClock, s Session, o Task) Session {
-			heartbeat(t, m, "a", s, Delta{}, nil, []TaskResult{{ID: o.ID}})
+		{"node reports failure", func(t *testing.T, m *Master, _ *fakeClock, s meta.Session, o meta.Task) meta.Session {
+			heartbeat(t, m, "a", s, meta.Delta{}, nil, []meta.TaskResult{{ID: o.ID}})
 			return s
 		}, 1, 0},
-		{"acknowledged without the delta", func(t *testing.T, m *Master, _ *fakeClock, s Session, o Task) Session {
-			heartbeat(t, m, "a", s, Delta{}, nil, []TaskResult{{ID: o.ID, OK: true}})
+		{"acknowledged without the delta", func(t *testing.T, m *Master, _ *fakeClock, s meta.Session, o meta.Task) meta.Session {
+			heartbeat(t, m, "a", s, meta.Delta{}, nil, []meta.TaskResult{{ID: o.ID, OK: true}})
 			return s
 		}, 1, 0},
-		{"not acknowledged in time", func(t *testing.T, m *Master, clk *fakeClock, s Session, _ Task) Session {
+		{"not acknowledged in time", func(t *testing.T, m *Master, clk *fakeClock, s meta.Session, _ meta.Task) meta.Session {
 			clk.Advance(m.Options().Promotion.TaskTimeout + 1)
-			heartbeat(t, m, "a", s, Delta{}, nil, nil)
+			heartbeat(t, m, "a", s, meta.Delta{}, nil, nil)
 			return s
 		}, 0, 1},
-		{"node re-registers", func(t *testing.T, m *Master, _ *fakeClock, _ Session, _ Task) Session {
+		{"node re-registers", func(t *testing.T, m *Master, _ *fakeClock, _ meta.Session, _ meta.Task) meta.Session {
 			return register(t, m, info("a", 1000, 0), inv(ram("t", ids(1, 10)...)))
 		}, 0, 1},
 	}
@@ -205,16 +207,16 @@ func TestEvictionOrderLifecycle(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m, clk := newTest(t, Options{NodeTTL: time.Hour, HighWatermark: 0.99, LowWatermark: 0.5})
 			s := register(t, m, info("a", 1000, 0), inv(ram("t", ids(1, 9)...)))
-			r := heartbeat(t, m, "a", s, Delta{Added: ram("t", 10)}, nil, nil)
+			r := heartbeat(t, m, "a", s, meta.Delta{Added: ram("t", 10)}, nil, nil)
 			if len(r.Tasks) != 5 {
 				t.Fatalf("%d orders, want 5", len(r.Tasks))
 			}
 			// Withdraw every order but the first by confirming them.
-			var gone []ItemKey
+			var gone []meta.ItemKey
 			for _, o := range r.Tasks[1:] {
-				gone = append(gone, ItemKey{o.Key, TierRAM})
+				gone = append(gone, meta.ItemKey{Key: o.Key, Tier: meta.TierRAM})
 			}
-			heartbeat(t, m, "a", s, Delta{Removed: gone}, nil, nil)
+			heartbeat(t, m, "a", s, meta.Delta{Removed: gone}, nil, nil)
 			if r := lookup(t, m, "t", false, r.Tasks[0].Key.ID); r.Hit != 0 {
 				t.Fatal("the ordered-out replica is visible")
 			}
@@ -253,7 +255,7 @@ func TestRecencyResolution(t *testing.T) {
 			clk.Advance(50 * time.Millisecond)
 			lookup(t, m, "t", true, 1)
 			clk.Advance(m.Options().LeaseTTL)
-			r := heartbeat(t, m, "a", s, Delta{Added: ram("t", 3)}, nil, nil)
+			r := heartbeat(t, m, "a", s, meta.Delta{Added: ram("t", 3)}, nil, nil)
 			if got := taskString(r.Tasks); got != tc.want {
 				t.Errorf("victim %q, want %q", got, tc.want)
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // fakeClock is a manually advanced clock.
@@ -53,19 +54,19 @@ func newTest(t testing.TB, opts Options) (*Master, *fakeClock) {
 }
 
 // info describes a node with RAM/SSD capacity and 100-byte slots.
-func info(id NodeID, ram, ssd int64) NodeInfo {
-	return NodeInfo{ID: id, Addr: string(id) + ":7000", RAMBytes: ram, SSDBytes: ssd, BlockSize: 100}
+func info(id meta.NodeID, ram, ssd int64) meta.NodeInfo {
+	return meta.NodeInfo{ID: id, Addr: string(id) + ":7000", RAMBytes: ram, SSDBytes: ssd, BlockSize: 100}
 }
 
 // ram and ssd build inventory items of 100 bytes for ids of tenant.
-func ram(tenant string, ids ...uint64) []Item { return items(tenant, TierRAM, ids) }
-func ssd(tenant string, ids ...uint64) []Item { return items(tenant, TierSSD, ids) }
+func ram(tenant string, ids ...uint64) []meta.Item { return items(tenant, meta.TierRAM, ids) }
+func ssd(tenant string, ids ...uint64) []meta.Item { return items(tenant, meta.TierSSD, ids) }
 
-func items(tenant string, tier Tier, ids []uint64) []Item {
-	out := make([]Item, len(ids))
+func items(tenant string, tier meta.Tier, ids []uint64) []meta.Item {
+	out := make([]meta.Item, len(ids))
 	for i, id := range ids {
 		k := block.Key{Tenant: tenant, ID: id}
-		out[i] = Item{Key: k, Tier: tier, Size: 100, Sum: sumOf(k)}
+		out[i] = meta.Item{Key: k, Tier: tier, Size: 100, Sum: sumOf(k)}
 	}
 	return out
 }
@@ -73,20 +74,20 @@ func items(tenant string, tier Tier, ids []uint64) []Item {
 // sumOf is a stand-in checksum that depends on the key.
 func sumOf(k block.Key) uint32 { return uint32(k.ID*2654435761) ^ uint32(len(k.Tenant)) }
 
-func inv(parts ...[]Item) Inventory { return slices.Concat(parts...) }
+func inv(parts ...[]meta.Item) meta.Inventory { return slices.Concat(parts...) }
 
-func register(t testing.TB, m *Master, ni NodeInfo, inv Inventory) Session {
+func register(t testing.TB, m *Master, ni meta.NodeInfo, inv meta.Inventory) meta.Session {
 	t.Helper()
-	r, err := m.Register(ni, inv, NodeUsage{})
+	r, err := m.Register(ni, inv, meta.NodeUsage{})
 	if err != nil {
 		t.Fatalf("Register %s: %v", ni.ID, err)
 	}
 	return r.Session
 }
 
-func heartbeat(t testing.TB, m *Master, id NodeID, s Session, d Delta, hits []block.Key, done []TaskResult) HeartbeatReply {
+func heartbeat(t testing.TB, m *Master, id meta.NodeID, s meta.Session, d meta.Delta, hits []block.Key, done []meta.TaskResult) meta.HeartbeatReply {
 	t.Helper()
-	r, err := m.Heartbeat(id, s, d, NodeUsage{}, hits, done)
+	r, err := m.Heartbeat(id, s, d, meta.NodeUsage{}, hits, done)
 	if err != nil {
 		t.Fatalf("Heartbeat %s: %v", id, err)
 	}
@@ -95,9 +96,9 @@ func heartbeat(t testing.TB, m *Master, id NodeID, s Session, d Delta, hits []bl
 
 // row is one replica in an index dump.
 type row struct {
-	Node NodeID
+	Node meta.NodeID
 	Key  block.Key
-	Tier Tier
+	Tier meta.Tier
 	Size int64
 	Sum  uint32
 }
@@ -129,7 +130,7 @@ func dump(m *Master) []row {
 }
 
 // rowsOf returns the dump rows of a node's inventory.
-func rowsOf(id NodeID, inv Inventory) []row {
+func rowsOf(id meta.NodeID, inv meta.Inventory) []row {
 	out := make([]row, len(inv))
 	for i, it := range inv {
 		out[i] = row{id, it.Key, it.Tier, it.Size, it.Sum}
@@ -174,7 +175,7 @@ func checkDump(t testing.TB, m *Master, want []row) {
 
 // layout renders a lookup result as "n1:ram,n2:ssd|n3:ram" (blocks split
 // by |).
-func layout(r *LookupResult) string {
+func layout(r *meta.LookupResult) string {
 	var b strings.Builder
 	for i := range r.Hit {
 		if i > 0 {
@@ -190,9 +191,9 @@ func layout(r *LookupResult) string {
 	return b.String()
 }
 
-func lookup(t testing.TB, m *Master, tenant string, lease bool, ids ...uint64) *LookupResult {
+func lookup(t testing.TB, m *Master, tenant string, lease bool, ids ...uint64) *meta.LookupResult {
 	t.Helper()
-	var r LookupResult
+	var r meta.LookupResult
 	if err := m.Lookup(tenant, ids, lease, &r); err != nil {
 		t.Fatalf("Lookup: %v", err)
 	}
@@ -201,7 +202,7 @@ func lookup(t testing.TB, m *Master, tenant string, lease bool, ids ...uint64) *
 
 func key(tenant string, id uint64) block.Key { return block.Key{Tenant: tenant, ID: id} }
 
-func taskString(ts []Task) string {
+func taskString(ts []meta.Task) string {
 	var b strings.Builder
 	for i, t := range ts {
 		if i > 0 {

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // numShards is the number of index shards: a power of two comfortably above
@@ -39,38 +40,23 @@ type replica struct {
 	touched  int64
 	size     int64
 	sum      uint32
-	tier     Tier
+	tier     meta.Tier
 	evicting bool // an eviction order is pending; hidden from readers
 }
 
-// hashString is FNV-1a over s: the tenant's and node ID's hash.
-func hashString(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	return h
-}
-
-// mix64 is SplitMix64's finaliser (a strong 64-bit mixer).
-func mix64(z uint64) uint64 {
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
-
-// keyHash hashes a block key given its tenant's hash.
-func keyHash(tenantHash, id uint64) uint64 { return mix64(id ^ tenantHash) }
+// keyHash hashes a block key given its tenant's hash (block.FNV1a of the
+// tenant): the key's block.Key.Hash, with the tenant hashed once per call
+// rather than once per key.
+func keyHash(tenantHash, id uint64) uint64 { return block.Mix64(id ^ tenantHash) }
 
 func (m *Master) shardOf(h uint64) *shard { return &m.shards[h&(numShards-1)] }
 
 func (m *Master) shardFor(k block.Key) *shard {
-	return m.shardOf(keyHash(hashString(k.Tenant), k.ID))
+	return m.shardOf(k.Hash())
 }
 
 // find returns the index of n's replica in tier t within reps, or -1.
-func find(reps []replica, n *node, t Tier) int {
+func find(reps []replica, n *node, t meta.Tier) int {
 	for i := range reps {
 		if reps[i].node == n && reps[i].tier == t {
 			return i

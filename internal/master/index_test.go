@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // threeNodes registers n1..n3 with overlapping inventories:
@@ -14,9 +15,9 @@ import (
 //	n1: t/1..4 RAM, t/5 SSD
 //	n2: t/1 SSD, t/2 RAM, u/1 RAM
 //	n3: t/1 RAM, t/7 RAM
-func threeNodes(t *testing.T, m *Master) map[NodeID]Session {
+func threeNodes(t *testing.T, m *Master) map[meta.NodeID]meta.Session {
 	t.Helper()
-	return map[NodeID]Session{
+	return map[meta.NodeID]meta.Session{
 		"n1": register(t, m, info("n1", 10000, 10000), inv(ram("t", 1, 2, 3, 4), ssd("t", 5))),
 		"n2": register(t, m, info("n2", 10000, 10000), inv(ssd("t", 1), ram("t", 2), ram("u", 1))),
 		"n3": register(t, m, info("n3", 10000, 10000), inv(ram("t", 1, 7))),
@@ -55,7 +56,7 @@ func TestLookupPrefix(t *testing.T) {
 	}
 	t.Run("replica fields", func(t *testing.T) {
 		r := lookup(t, m, "t", false, 5)
-		want := Replica{Node: "n1", Tier: TierSSD, Size: 100, Sum: sumOf(key("t", 5))}
+		want := meta.Replica{Node: "n1", Tier: meta.TierSSD, Size: 100, Sum: sumOf(key("t", 5))}
 		if got := r.Block(0); len(got) != 1 || got[0] != want {
 			t.Errorf("block 0 = %+v, want [%+v]", got, want)
 		}
@@ -92,7 +93,7 @@ func equalBools(a, b []bool) bool {
 func TestLookupReusesResult(t *testing.T) {
 	m, _ := newTest(t, Options{})
 	threeNodes(t, m)
-	var r LookupResult
+	var r meta.LookupResult
 	if err := m.Lookup("t", []uint64{1, 2, 3}, true, &r); err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestLookupReusesResult(t *testing.T) {
 func TestDeltas(t *testing.T) {
 	tests := []struct {
 		name  string
-		delta Delta
+		delta meta.Delta
 		want  func(base []row) []row
 		// lookup after the delta: ids of tenant t and the expected layout
 		ids    []uint64
@@ -119,14 +120,14 @@ func TestDeltas(t *testing.T) {
 	}{
 		{
 			name:   "added",
-			delta:  Delta{Added: inv(ram("t", 6), ssd("t", 2))},
+			delta:  meta.Delta{Added: inv(ram("t", 6), ssd("t", 2))},
 			want:   func(b []row) []row { return sortedRows(b, rowsOf("n3", inv(ram("t", 6), ssd("t", 2)))) },
 			ids:    []uint64{1, 2, 3, 4, 5, 6},
 			layout: "n1:ram,n3:ram,n2:ssd|n1:ram,n2:ram,n3:ssd|n1:ram|n1:ram|n1:ssd|n3:ram",
 		},
 		{
 			name:  "added again updates size and checksum",
-			delta: Delta{Added: []Item{{Key: key("t", 7), Tier: TierRAM, Size: 60, Sum: 42}}},
+			delta: meta.Delta{Added: []meta.Item{{Key: key("t", 7), Tier: meta.TierRAM, Size: 60, Sum: 42}}},
 			want: func(b []row) []row {
 				for i := range b {
 					if b[i].Node == "n3" && b[i].Key == key("t", 7) {
@@ -139,38 +140,38 @@ func TestDeltas(t *testing.T) {
 		},
 		{
 			name:   "removed",
-			delta:  Delta{Removed: []ItemKey{{key("t", 1), TierRAM}}},
-			want:   func(b []row) []row { return without(b, row{Node: "n3", Key: key("t", 1), Tier: TierRAM}) },
+			delta:  meta.Delta{Removed: []meta.ItemKey{{Key: key("t", 1), Tier: meta.TierRAM}}},
+			want:   func(b []row) []row { return without(b, row{Node: "n3", Key: key("t", 1), Tier: meta.TierRAM}) },
 			ids:    []uint64{1},
 			layout: "n1:ram,n2:ssd",
 		},
 		{
 			name:   "moved to ssd",
-			delta:  Delta{Moved: []Move{{key("t", 7), TierRAM, TierSSD}}},
-			want:   func(b []row) []row { return retier(b, "n3", key("t", 7), TierSSD) },
+			delta:  meta.Delta{Moved: []meta.Move{{Key: key("t", 7), From: meta.TierRAM, To: meta.TierSSD}}},
+			want:   func(b []row) []row { return retier(b, "n3", key("t", 7), meta.TierSSD) },
 			ids:    []uint64{7},
 			layout: "n3:ssd",
 		},
 		{
 			name: "moved onto an existing copy merges",
-			delta: Delta{
+			delta: meta.Delta{
 				Added: ssd("t", 1),
-				Moved: []Move{{key("t", 1), TierRAM, TierSSD}},
+				Moved: []meta.Move{{Key: key("t", 1), From: meta.TierRAM, To: meta.TierSSD}},
 			},
 			want: func(b []row) []row {
-				return sortedRows(without(b, row{Node: "n3", Key: key("t", 1), Tier: TierRAM}), rowsOf("n3", ssd("t", 1)))
+				return sortedRows(without(b, row{Node: "n3", Key: key("t", 1), Tier: meta.TierRAM}), rowsOf("n3", ssd("t", 1)))
 			},
 			ids: []uint64{1}, layout: "n1:ram,n2:ssd,n3:ssd",
 		},
 		{
 			name:  "added then removed in one delta",
-			delta: Delta{Added: ram("t", 8), Removed: []ItemKey{{key("t", 8), TierRAM}}},
+			delta: meta.Delta{Added: ram("t", 8), Removed: []meta.ItemKey{{Key: key("t", 8), Tier: meta.TierRAM}}},
 			want:  func(b []row) []row { return b },
 			ids:   []uint64{8}, layout: "",
 		},
 		{
 			name:  "unknown removals and moves are ignored",
-			delta: Delta{Removed: []ItemKey{{key("t", 2), TierRAM}}, Moved: []Move{{key("t", 9), TierSSD, TierRAM}}},
+			delta: meta.Delta{Removed: []meta.ItemKey{{Key: key("t", 2), Tier: meta.TierRAM}}, Moved: []meta.Move{{Key: key("t", 9), From: meta.TierSSD, To: meta.TierRAM}}},
 			want:  func(b []row) []row { return b },
 			ids:   []uint64{2}, layout: "n1:ram,n2:ram",
 		},
@@ -199,7 +200,7 @@ func without(rs []row, drop row) []row {
 	return out
 }
 
-func retier(rs []row, node NodeID, k block.Key, to Tier) []row {
+func retier(rs []row, node meta.NodeID, k block.Key, to meta.Tier) []row {
 	out := append([]row(nil), rs...)
 	for i := range out {
 		if out[i].Node == node && out[i].Key == k {
@@ -218,7 +219,7 @@ func TestNodeTTL(t *testing.T) {
 	before := dump(m)
 
 	clk.Advance(ttl / 2)
-	heartbeat(t, m, "b", sb, Delta{}, nil, nil) // b stays alive, a goes silent
+	heartbeat(t, m, "b", sb, meta.Delta{}, nil, nil) // b stays alive, a goes silent
 	clk.Advance(ttl - ttl/2)
 	if r := lookup(t, m, "t", false, 1, 2, 3); layout(r) != "a:ram,b:ram|a:ram|a:ssd" {
 		t.Fatalf("at exactly the TTL: %q, want a still visible", layout(r))
@@ -238,7 +239,7 @@ func TestNodeTTL(t *testing.T) {
 	if st := m.Stats(); st.NodesDropped != 1 || st.RAMReplicas != 1 || st.SSDReplicas != 0 {
 		t.Fatalf("stats after drop: %+v", st)
 	}
-	if _, err := m.Heartbeat("a", sa, Delta{}, NodeUsage{}, nil, nil); !errors.Is(err, ErrUnknownNode) {
+	if _, err := m.Heartbeat("a", sa, meta.Delta{}, meta.NodeUsage{}, nil, nil); !errors.Is(err, meta.ErrUnknownNode) {
 		t.Fatalf("heartbeat of a dropped node: %v, want ErrUnknownNode", err)
 	}
 	// a comes back with the same inventory: exactly the old index.
@@ -247,10 +248,10 @@ func TestNodeTTL(t *testing.T) {
 	if sa2 == sa {
 		t.Fatalf("re-registration reused session %d", sa)
 	}
-	if _, err := m.Heartbeat("a", sa, Delta{}, NodeUsage{}, nil, nil); !errors.Is(err, ErrUnknownNode) {
+	if _, err := m.Heartbeat("a", sa, meta.Delta{}, meta.NodeUsage{}, nil, nil); !errors.Is(err, meta.ErrUnknownNode) {
 		t.Fatalf("heartbeat with the old session: %v, want ErrUnknownNode", err)
 	}
-	heartbeat(t, m, "a", sa2, Delta{}, nil, nil)
+	heartbeat(t, m, "a", sa2, meta.Delta{}, nil, nil)
 }
 
 func TestLateHeartbeatDropsNode(t *testing.T) {
@@ -258,7 +259,7 @@ func TestLateHeartbeatDropsNode(t *testing.T) {
 	s := register(t, m, info("a", 1000, 0), inv(ram("t", 1)))
 	clk.Advance(m.Options().NodeTTL + 1)
 	// No lookup or Expire ran: the heartbeat itself finds the node late.
-	if _, err := m.Heartbeat("a", s, Delta{}, NodeUsage{}, nil, nil); !errors.Is(err, ErrUnknownNode) {
+	if _, err := m.Heartbeat("a", s, meta.Delta{}, meta.NodeUsage{}, nil, nil); !errors.Is(err, meta.ErrUnknownNode) {
 		t.Fatalf("late heartbeat: %v, want ErrUnknownNode", err)
 	}
 	checkDump(t, m, nil)
@@ -300,22 +301,22 @@ func TestReregisterReplacesInventory(t *testing.T) {
 func TestMasterRestart(t *testing.T) {
 	a, _ := newTest(t, Options{})
 	sess := threeNodes(t, a)
-	heartbeat(t, a, "n1", sess["n1"], Delta{
+	heartbeat(t, a, "n1", sess["n1"], meta.Delta{
 		Added:   ram("t", 10, 11),
-		Removed: []ItemKey{{key("t", 3), TierRAM}},
-		Moved:   []Move{{key("t", 4), TierRAM, TierSSD}},
+		Removed: []meta.ItemKey{{Key: key("t", 3), Tier: meta.TierRAM}},
+		Moved:   []meta.Move{{Key: key("t", 4), From: meta.TierRAM, To: meta.TierSSD}},
 	}, nil, nil)
-	heartbeat(t, a, "n2", sess["n2"], Delta{Moved: []Move{{key("t", 1), TierSSD, TierRAM}}}, nil, nil)
-	heartbeat(t, a, "n3", sess["n3"], Delta{Removed: []ItemKey{{key("t", 7), TierRAM}}, Added: ssd("u", 5)}, nil, nil)
+	heartbeat(t, a, "n2", sess["n2"], meta.Delta{Moved: []meta.Move{{Key: key("t", 1), From: meta.TierSSD, To: meta.TierRAM}}}, nil, nil)
+	heartbeat(t, a, "n3", sess["n3"], meta.Delta{Removed: []meta.ItemKey{{Key: key("t", 7), Tier: meta.TierRAM}}, Added: ssd("u", 5)}, nil, nil)
 	want := dump(a)
 
 	// Each node's current full inventory, as the node itself would list it.
-	invs := map[NodeID]Inventory{}
+	invs := map[meta.NodeID]meta.Inventory{}
 	for _, r := range want {
-		invs[r.Node] = append(invs[r.Node], Item{Key: r.Key, Tier: r.Tier, Size: r.Size, Sum: r.Sum})
+		invs[r.Node] = append(invs[r.Node], meta.Item{Key: r.Key, Tier: r.Tier, Size: r.Size, Sum: r.Sum})
 	}
 	b, _ := newTest(t, Options{})
-	for _, id := range []NodeID{"n3", "n1", "n2"} {
+	for _, id := range []meta.NodeID{"n3", "n1", "n2"} {
 		register(t, b, info(id, 10000, 10000), invs[id])
 	}
 	checkDump(t, b, want)
@@ -334,68 +335,68 @@ func TestBadInput(t *testing.T) {
 	long := strings.Repeat("x", block.MaxTenantLen+1)
 	regTests := []struct {
 		name string
-		info NodeInfo
-		inv  Inventory
+		info meta.NodeInfo
+		inv  meta.Inventory
 		want string
 	}{
-		{"empty id", NodeInfo{Addr: "h:1"}, nil, "NodeInfo.ID"},
-		{"no addr", NodeInfo{ID: "b"}, nil, "NodeInfo.Addr"},
-		{"bad addr", NodeInfo{ID: "b", Addr: "nohostport"}, nil, "NodeInfo.Addr"},
-		{"negative ram", NodeInfo{ID: "b", Addr: "h:1", RAMBytes: -1}, nil, "NodeInfo.RAMBytes"},
-		{"bad tier", info("b", 1, 1), Inventory{{Key: key("t", 1), Tier: 9}}, "inventory[0]"},
-		{"zero tier", info("b", 1, 1), Inventory{{Key: key("t", 1)}}, "inventory[0]"},
-		{"bad tenant", info("b", 1, 1), Inventory{{Key: key("bad tenant", 1), Tier: TierRAM}}, "inventory[0]"},
-		{"negative size", info("b", 1, 1), Inventory{{Key: key("t", 1), Tier: TierRAM, Size: -5}}, "inventory[0]"},
+		{"empty id", meta.NodeInfo{Addr: "h:1"}, nil, "NodeInfo.ID"},
+		{"no addr", meta.NodeInfo{ID: "b"}, nil, "NodeInfo.Addr"},
+		{"bad addr", meta.NodeInfo{ID: "b", Addr: "nohostport"}, nil, "NodeInfo.Addr"},
+		{"negative ram", meta.NodeInfo{ID: "b", Addr: "h:1", RAMBytes: -1}, nil, "NodeInfo.RAMBytes"},
+		{"bad tier", info("b", 1, 1), meta.Inventory{{Key: key("t", 1), Tier: 9}}, "inventory[0]"},
+		{"zero tier", info("b", 1, 1), meta.Inventory{{Key: key("t", 1)}}, "inventory[0]"},
+		{"bad tenant", info("b", 1, 1), meta.Inventory{{Key: key("bad tenant", 1), Tier: meta.TierRAM}}, "inventory[0]"},
+		{"negative size", info("b", 1, 1), meta.Inventory{{Key: key("t", 1), Tier: meta.TierRAM, Size: -5}}, "inventory[0]"},
 		{"duplicate", info("b", 1, 1), inv(ram("t", 1, 2), ram("t", 2)), "inventory[2]"},
 	}
 	for _, tc := range regTests {
 		t.Run("register/"+tc.name, func(t *testing.T) {
-			_, err := m.Register(tc.info, tc.inv, NodeUsage{})
-			if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), tc.want) {
+			_, err := m.Register(tc.info, tc.inv, meta.NodeUsage{})
+			if !errors.Is(err, meta.ErrBadRequest) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want ErrBadRequest naming %q", err, tc.want)
 			}
 		})
 	}
 	hbTests := []struct {
 		name  string
-		delta Delta
+		delta meta.Delta
 		hits  []block.Key
-		done  []TaskResult
-		usage NodeUsage
+		done  []meta.TaskResult
+		usage meta.NodeUsage
 		want  string
 	}{
-		{"added bad tier", Delta{Added: []Item{{Key: key("t", 2), Tier: 0}}}, nil, nil, NodeUsage{}, "delta.Added[0]"},
-		{"removed bad tenant", Delta{Removed: []ItemKey{{key(long, 1), TierRAM}}}, nil, nil, NodeUsage{}, "delta.Removed[0]"},
-		{"move to itself", Delta{Moved: []Move{{key("t", 1), TierRAM, TierRAM}}}, nil, nil, NodeUsage{}, "delta.Moved[0]"},
-		{"move bad tier", Delta{Moved: []Move{{key("t", 1), TierRAM, 7}}}, nil, nil, NodeUsage{}, "delta.Moved[0].To"},
-		{"bad ssd hit", Delta{}, []block.Key{key("t", 1), key("x y", 1)}, nil, NodeUsage{}, "ssdHits[1]"},
-		{"negative bytes", Delta{}, nil, []TaskResult{{ID: 1, OK: true, Bytes: -1}}, NodeUsage{}, "done[0]"},
-		{"negative usage", Delta{}, nil, nil, NodeUsage{RAMUsed: -1}, "usage"},
+		{"added bad tier", meta.Delta{Added: []meta.Item{{Key: key("t", 2), Tier: 0}}}, nil, nil, meta.NodeUsage{}, "delta.Added[0]"},
+		{"removed bad tenant", meta.Delta{Removed: []meta.ItemKey{{Key: key(long, 1), Tier: meta.TierRAM}}}, nil, nil, meta.NodeUsage{}, "delta.Removed[0]"},
+		{"move to itself", meta.Delta{Moved: []meta.Move{{Key: key("t", 1), From: meta.TierRAM, To: meta.TierRAM}}}, nil, nil, meta.NodeUsage{}, "delta.Moved[0]"},
+		{"move bad tier", meta.Delta{Moved: []meta.Move{{Key: key("t", 1), From: meta.TierRAM, To: 7}}}, nil, nil, meta.NodeUsage{}, "delta.Moved[0].To"},
+		{"bad ssd hit", meta.Delta{}, []block.Key{key("t", 1), key("x y", 1)}, nil, meta.NodeUsage{}, "ssdHits[1]"},
+		{"negative bytes", meta.Delta{}, nil, []meta.TaskResult{{ID: 1, OK: true, Bytes: -1}}, meta.NodeUsage{}, "done[0]"},
+		{"negative usage", meta.Delta{}, nil, nil, meta.NodeUsage{RAMUsed: -1}, "usage"},
 		// A valid first entry must not be applied when a later one is bad.
-		{"atomic", Delta{Added: ram("t", 2), Removed: []ItemKey{{key("t", 1), 0}}}, nil, nil, NodeUsage{}, "delta.Removed[0]"},
+		{"atomic", meta.Delta{Added: ram("t", 2), Removed: []meta.ItemKey{{Key: key("t", 1), Tier: 0}}}, nil, nil, meta.NodeUsage{}, "delta.Removed[0]"},
 	}
 	for _, tc := range hbTests {
 		t.Run("heartbeat/"+tc.name, func(t *testing.T) {
 			_, err := m.Heartbeat("a", s, tc.delta, tc.usage, tc.hits, tc.done)
-			if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, meta.ErrBadRequest) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want ErrBadRequest naming %q", err, tc.want)
 			}
 		})
 	}
 	checkDump(t, m, before)
-	if _, err := m.Heartbeat("nobody", 1, Delta{}, NodeUsage{}, nil, nil); !errors.Is(err, ErrUnknownNode) {
+	if _, err := m.Heartbeat("nobody", 1, meta.Delta{}, meta.NodeUsage{}, nil, nil); !errors.Is(err, meta.ErrUnknownNode) {
 		t.Errorf("unknown node: %v", err)
 	}
-	if _, err := m.Heartbeat("a", s+1, Delta{}, NodeUsage{}, nil, nil); !errors.Is(err, ErrUnknownNode) {
+	if _, err := m.Heartbeat("a", s+1, meta.Delta{}, meta.NodeUsage{}, nil, nil); !errors.Is(err, meta.ErrUnknownNode) {
 		t.Errorf("wrong session: %v", err)
 	}
-	if err := m.Lookup(long, []uint64{1}, true, &LookupResult{}); !errors.Is(err, ErrBadRequest) {
+	if err := m.Lookup(long, []uint64{1}, true, &meta.LookupResult{}); !errors.Is(err, meta.ErrBadRequest) {
 		t.Errorf("lookup with a bad tenant: %v", err)
 	}
-	if err := m.Lookup("t", []uint64{1}, true, nil); !errors.Is(err, ErrBadRequest) {
+	if err := m.Lookup("t", []uint64{1}, true, nil); !errors.Is(err, meta.ErrBadRequest) {
 		t.Errorf("lookup into nil: %v", err)
 	}
-	if _, err := m.Exists("a b", []uint64{1}, nil); !errors.Is(err, ErrBadRequest) {
+	if _, err := m.Exists("a b", []uint64{1}, nil); !errors.Is(err, meta.ErrBadRequest) {
 		t.Errorf("exists with a bad tenant: %v", err)
 	}
 }
@@ -447,24 +448,12 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
-func TestParseStrategy(t *testing.T) {
-	for _, s := range []Strategy{LocalFirst, LeastUsed, Hash} {
-		got, err := ParseStrategy(s.String())
-		if err != nil || got != s {
-			t.Errorf("ParseStrategy(%q) = %v, %v", s.String(), got, err)
-		}
-	}
-	if _, err := ParseStrategy("random"); err == nil {
-		t.Error("ParseStrategy accepted an unknown name")
-	}
-}
-
 func TestNodesAndStats(t *testing.T) {
 	m, clk := newTest(t, Options{})
 	sa := register(t, m, info("a", 1000, 5000), inv(ram("t", 1, 2), ssd("t", 3)))
-	register(t, m, NodeInfo{ID: "b", Addr: "b:1", RAMBytes: 1000, BlockSize: 64}, inv(ram("t", 1)))
+	register(t, m, meta.NodeInfo{ID: "b", Addr: "b:1", RAMBytes: 1000, BlockSize: 64}, inv(ram("t", 1)))
 	clk.Advance(time.Second)
-	if _, err := m.Heartbeat("a", sa, Delta{}, NodeUsage{RAMUsed: 123, SSDUsed: 456}, nil, nil); err != nil {
+	if _, err := m.Heartbeat("a", sa, meta.Delta{}, meta.NodeUsage{RAMUsed: 123, SSDUsed: 456}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(500 * time.Millisecond)
@@ -474,12 +463,12 @@ func TestNodesAndStats(t *testing.T) {
 	}
 	a, b := ns[0], ns[1]
 	if a.Info.ID != "a" || a.Info.Addr != "a:7000" || !a.Alive || a.HeartbeatAge != 500*time.Millisecond ||
-		a.Reported != (NodeUsage{123, 456}) || a.Indexed != (NodeUsage{200, 100}) ||
+		a.Reported != (meta.NodeUsage{RAMUsed: 123, SSDUsed: 456}) || a.Indexed != (meta.NodeUsage{RAMUsed: 200, SSDUsed: 100}) ||
 		a.RAMReplicas != 2 || a.SSDReplicas != 1 || a.Session != sa {
 		t.Errorf("node a: %+v", a)
 	}
 	// b's 100-byte block takes two 64-byte slots.
-	if b.Info.ID != "b" || b.HeartbeatAge != 1500*time.Millisecond || b.Indexed != (NodeUsage{128, 0}) {
+	if b.Info.ID != "b" || b.HeartbeatAge != 1500*time.Millisecond || b.Indexed != (meta.NodeUsage{RAMUsed: 128, SSDUsed: 0}) {
 		t.Errorf("node b: %+v", b)
 	}
 	lookup(t, m, "t", false, 1, 2, 9)

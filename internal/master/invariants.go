@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/kvpool/kvpool/block"
 	"slices"
+
+	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // ErrInvariant is wrapped by the errors CheckInvariants returns.
@@ -67,7 +69,7 @@ func (m *Master) CheckInvariants() error {
 					return err
 				}
 				r := &reps[i]
-				if r.tier == TierRAM {
+				if r.tier == meta.TierRAM {
 					ramReps++
 					if !r.evicting {
 						inPolicy++
@@ -89,7 +91,7 @@ func (m *Master) CheckInvariants() error {
 			poolUsed += n.ramUsed.Load()
 		}
 		for _, t := range n.tasks {
-			if t.Kind == TaskPromote {
+			if t.Kind == meta.TaskPromote {
 				promos++
 				if !t.delivered {
 					queued++
@@ -128,7 +130,7 @@ func (m *Master) checkReplica(k block.Key, reps []replica, i int, tally map[*nod
 		return invariantError("%v: replica on node %q, which is not registered", k, r.node.id)
 	case !r.node.alive:
 		return invariantError("%v: replica on dropped node %q", k, r.node.id)
-	case !r.tier.valid():
+	case !r.tier.Valid():
 		return invariantError("%v on %q: bad tier %v", k, r.node.id, r.tier)
 	}
 	for j := range i {
@@ -136,11 +138,11 @@ func (m *Master) checkReplica(k block.Key, reps []replica, i int, tally map[*nod
 			return invariantError("%v: two %v replicas on %q", k, r.tier, r.node.id)
 		}
 	}
-	if _, ok := r.node.items[ItemKey{k, r.tier}]; !ok {
+	if _, ok := r.node.items[meta.ItemKey{Key: k, Tier: r.tier}]; !ok {
 		return invariantError("%v %v on %q: not in the node's inventory set", k, r.tier, r.node.id)
 	}
 	t.items++
-	if r.tier == TierSSD {
+	if r.tier == meta.TierSSD {
 		if r.handle != 0 || r.evicting {
 			return invariantError("%v: SSD replica on %q has handle %d, evicting %v", k, r.node.id, r.handle, r.evicting)
 		}
@@ -158,7 +160,7 @@ func (m *Master) checkReplica(k block.Key, reps []replica, i int, tally map[*nod
 			return invariantError("%v on %q: evicting, yet still in the policy", k, r.node.id)
 		}
 		id, ok := r.node.evictByKey[k]
-		if tk := r.node.tasks[id]; !ok || tk == nil || tk.Kind == TaskPromote {
+		if tk := r.node.tasks[id]; !ok || tk == nil || tk.Kind == meta.TaskPromote {
 			return invariantError("%v on %q: evicting without an eviction order", k, r.node.id)
 		}
 		return nil
@@ -195,7 +197,7 @@ func (m *Master) checkNode(n *node, t *nodeTally) error {
 		if tk.delivered {
 			delivered++
 		}
-		if tk.Kind == TaskPromote {
+		if tk.Kind == meta.TaskPromote {
 			want += tk.charge
 			if !tk.delivered {
 				queued++

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/policy"
 )
 
@@ -46,19 +47,25 @@ func visible(r *replica, nowNs int64) bool {
 // Replicas of a node past its TTL, and replicas under an eviction order,
 // are never returned. Lookup runs Expire when a node's TTL may have passed.
 // An invalid tenant or a nil dst is an error wrapping ErrBadRequest.
-func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *LookupResult) error {
+func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *meta.LookupResult) error {
 	if dst == nil {
 		return badRequest("lookup of %d keys of tenant %q: nil result", len(ids), tenant)
 	}
-	dst.reset()
+	dst.Reset()
 	if err := (block.Key{Tenant: tenant}).Validate(); err != nil {
-		return fmt.Errorf("%w: lookup: tenant: %w", ErrBadRequest, err)
+		return fmt.Errorf("%w: lookup: tenant: %w", meta.ErrBadRequest, err)
 	}
 	_, nowNs := m.now()
 	m.maybeExpire(nowNs)
 	until := nowNs + m.leaseTTL
-	th := hashString(tenant)
+	th := block.FNV1a(tenant)
 	granted := 0
+	// handles collects the policy handles to touch, in a buffer on the
+	// stack. They are touched under polMu, which comes before the shard
+	// locks in the lock order (see Master), so between two shards once the
+	// buffer is half full, and at the end.
+	var handleBuf [64]uint64
+	handles := handleBuf[:0]
 	for _, id := range ids {
 		k := block.Key{Tenant: tenant, ID: id}
 		s := m.shardOf(keyHash(th, id))
@@ -70,18 +77,22 @@ func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *LookupResu
 			if !visible(r, nowNs) {
 				continue
 			}
-			dst.Replicas = append(dst.Replicas, Replica{Node: r.node.id, Tier: r.tier, Size: r.size, Sum: r.sum})
+			dst.Replicas = append(dst.Replicas, meta.Replica{Node: r.node.id, Tier: r.tier, Size: r.size, Sum: r.sum})
 			if lease {
 				if extendLease(r, until) {
 					granted++
 				}
 				if r.handle != 0 && nowNs-atomic.LoadInt64(&r.touched) >= m.recency {
 					atomic.StoreInt64(&r.touched, nowNs)
-					dst.handles = append(dst.handles, r.handle)
+					handles = append(handles, r.handle)
 				}
 			}
 		}
 		s.mu.RUnlock()
+		if len(handles) >= len(handleBuf)/2 {
+			m.touch(handles)
+			handles = handles[:0]
+		}
 		if len(dst.Replicas) == start {
 			break
 		}
@@ -89,8 +100,8 @@ func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *LookupResu
 		dst.Ends = append(dst.Ends, len(dst.Replicas))
 	}
 	dst.Hit = len(dst.Ends)
-	if len(dst.handles) > 0 {
-		m.touch(dst.handles)
+	if len(handles) > 0 {
+		m.touch(handles)
 	}
 	var first uint64
 	if len(ids) > 0 {
@@ -120,7 +131,7 @@ func (m *Master) touch(handles []uint64) {
 
 // sortReplicas orders one block's replicas: RAM before SSD, then by node
 // ID (an insertion sort: a block has a handful of replicas).
-func sortReplicas(rs []Replica) {
+func sortReplicas(rs []meta.Replica) {
 	for i := 1; i < len(rs); i++ {
 		for j := i; j > 0 && replicaLess(&rs[j], &rs[j-1]); j-- {
 			rs[j], rs[j-1] = rs[j-1], rs[j]
@@ -128,7 +139,7 @@ func sortReplicas(rs []Replica) {
 	}
 }
 
-func replicaLess(a, b *Replica) bool {
+func replicaLess(a, b *meta.Replica) bool {
 	if a.Tier != b.Tier {
 		return a.Tier < b.Tier
 	}
@@ -141,11 +152,11 @@ func replicaLess(a, b *Replica) bool {
 func (m *Master) Exists(tenant string, ids []uint64, dst []bool) ([]bool, error) {
 	dst = dst[:0]
 	if err := (block.Key{Tenant: tenant}).Validate(); err != nil {
-		return dst, fmt.Errorf("%w: exists: tenant: %w", ErrBadRequest, err)
+		return dst, fmt.Errorf("%w: exists: tenant: %w", meta.ErrBadRequest, err)
 	}
 	_, nowNs := m.now()
 	m.maybeExpire(nowNs)
-	th := hashString(tenant)
+	th := block.FNV1a(tenant)
 	for _, id := range ids {
 		s := m.shardOf(keyHash(th, id))
 		found := false
@@ -167,16 +178,16 @@ func (m *Master) Exists(tenant string, ids []uint64, dst []bool) ([]bool, error)
 // key query: including replicas of nodes past their TTL and replicas under
 // an eviction order, which readers do not see. Sorted like Lookup. It
 // changes nothing.
-func (m *Master) Query(k block.Key) []ReplicaStatus {
+func (m *Master) Query(k block.Key) []meta.ReplicaStatus {
 	_, nowNs := m.now()
 	s := m.shardFor(k)
 	s.mu.RLock()
 	reps := s.m[k]
-	out := make([]ReplicaStatus, 0, len(reps))
+	out := make([]meta.ReplicaStatus, 0, len(reps))
 	for i := range reps {
 		r := &reps[i]
-		st := ReplicaStatus{
-			Replica:   Replica{Node: r.node.id, Tier: r.tier, Size: r.size, Sum: r.sum},
+		st := meta.ReplicaStatus{
+			Replica:   meta.Replica{Node: r.node.id, Tier: r.tier, Size: r.size, Sum: r.sum},
 			NodeAlive: r.node.deadline.Load() >= nowNs,
 			Evicting:  r.evicting,
 		}
@@ -186,7 +197,7 @@ func (m *Master) Query(k block.Key) []ReplicaStatus {
 		out = append(out, st)
 	}
 	s.mu.RUnlock()
-	slices.SortFunc(out, func(a, b ReplicaStatus) int {
+	slices.SortFunc(out, func(a, b meta.ReplicaStatus) int {
 		switch {
 		case replicaLess(&a.Replica, &b.Replica):
 			return -1

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/policy"
 )
 
@@ -31,7 +32,8 @@ import (
 // CheckInvariants alone holds several node locks (in node ID order, under
 // nodesMu) and holds polMu while it reads the shards; no other path holds
 // polMu and a shard lock together. Lookup takes only shard read locks, one at
-// a time, and then polMu alone to record recency; a read lease is an atomic
+// a time, and polMu alone (between shard locks, and at the end) to record
+// recency; a read lease is an atomic
 // deadline on the replica extended under the shard's read lock.
 type Master struct {
 	opts Options
@@ -44,7 +46,7 @@ type Master struct {
 	evictMu  sync.Mutex
 
 	nodesMu sync.RWMutex
-	nodes   map[NodeID]*node
+	nodes   map[meta.NodeID]*node
 	// nextExpiry is a lower bound on the earliest deadline of a live node
 	// (unix ns); Lookup runs Expire once the clock passes it.
 	nextExpiry atomic.Int64
@@ -75,7 +77,7 @@ type polRef struct {
 // node is one registered node. The atomics are read without mu (by Lookup
 // and Place) and written under it.
 type node struct {
-	id     NodeID
+	id     meta.NodeID
 	idHash uint64
 	// deadline is lastHeartbeat + NodeTTL in unix ns while the node is
 	// alive, 0 after it is dropped. A node past its deadline is invisible
@@ -87,13 +89,13 @@ type node struct {
 	promoWant atomic.Int64 // slot-rounded bytes of admitted, unfinished promotions
 
 	mu       sync.Mutex
-	info     NodeInfo
-	session  Session
+	info     meta.NodeInfo
+	session  meta.Session
 	alive    bool // registered and not dropped
 	removed  bool // deleted from the membership map: re-resolve the ID
 	lastHB   time.Time
-	reported NodeUsage
-	items    map[ItemKey]struct{} // the node's replicas in the index
+	reported meta.NodeUsage
+	items    map[meta.ItemKey]struct{} // the node's replicas in the index
 	ramCount int
 	ssdCount int
 	evicting int
@@ -110,17 +112,17 @@ type node struct {
 
 // task is a task of a node and its state.
 type task struct {
-	Task
+	meta.Task
 	delivered bool
 	deadline  int64 // unix ns after which a delivered task expires
 	charge    int64 // promotion: the RAM it will take (counted in node.promoWant)
 }
 
-func newNode(id NodeID) *node {
+func newNode(id meta.NodeID) *node {
 	return &node{
 		id:         id,
-		idHash:     mix64(hashString(string(id))),
-		items:      make(map[ItemKey]struct{}),
+		idHash:     block.Mix64(block.FNV1a(string(id))),
+		items:      make(map[meta.ItemKey]struct{}),
 		tasks:      make(map[uint64]*task),
 		evictByKey: make(map[block.Key]uint64),
 		promoByKey: make(map[block.Key]uint64),
@@ -148,7 +150,7 @@ func New(opts Options) (*Master, error) {
 		leaseTTL:    int64(o.LeaseTTL),
 		taskTimeout: int64(o.Promotion.TaskTimeout),
 		recency:     int64(o.RecencyResolution),
-		nodes:       make(map[NodeID]*node),
+		nodes:       make(map[meta.NodeID]*node),
 		pol:         pol,
 		polRefs:     make(map[uint64]polRef),
 		sketch:      sk,
@@ -184,16 +186,16 @@ func (m *Master) now() (time.Time, int64) {
 // the previous session are closed (promotions count as expired; eviction
 // orders are withdrawn and their replicas return to the eviction policy).
 // Nothing changes when an argument is invalid.
-func (m *Master) Register(info NodeInfo, inv Inventory, usage NodeUsage) (RegisterReply, error) {
+func (m *Master) Register(info meta.NodeInfo, inv meta.Inventory, usage meta.NodeUsage) (meta.RegisterReply, error) {
 	if err := info.Validate(); err != nil {
-		return RegisterReply{}, fmt.Errorf("master: register node %q: %w", info.ID, err)
+		return meta.RegisterReply{}, fmt.Errorf("master: register node %q: %w", info.ID, err)
 	}
 	if err := validateUsage(usage); err != nil {
-		return RegisterReply{}, fmt.Errorf("master: register node %q: %w", info.ID, err)
+		return meta.RegisterReply{}, fmt.Errorf("master: register node %q: %w", info.ID, err)
 	}
 	want, err := inventorySet(inv)
 	if err != nil {
-		return RegisterReply{}, fmt.Errorf("master: register node %q: %w", info.ID, err)
+		return meta.RegisterReply{}, fmt.Errorf("master: register node %q: %w", info.ID, err)
 	}
 	now, nowNs := m.now()
 	n := m.lockNodeForRegister(info.ID)
@@ -221,11 +223,11 @@ func (m *Master) Register(info NodeInfo, inv Inventory, usage NodeUsage) (Regist
 	for i := range inv {
 		m.addReplica(n, &inv[i])
 	}
-	n.session = Session(m.nextSession.Add(1))
+	n.session = meta.Session(m.nextSession.Add(1))
 	n.lastHB, n.reported = now, usage
 	deadline := nowNs + m.nodeTTL
 	n.deadline.Store(deadline)
-	reply := RegisterReply{Session: n.session, HeartbeatInterval: m.opts.HeartbeatInterval, NodeTTL: m.opts.NodeTTL}
+	reply := meta.RegisterReply{Session: n.session, HeartbeatInterval: m.opts.HeartbeatInterval, NodeTTL: m.opts.NodeTTL}
 	n.mu.Unlock()
 	m.c.registers.Add(1)
 	m.lowerNextExpiry(deadline)
@@ -235,7 +237,7 @@ func (m *Master) Register(info NodeInfo, inv Inventory, usage NodeUsage) (Regist
 
 // lockNodeForRegister returns the node named id, created if needed, with
 // its mu held.
-func (m *Master) lockNodeForRegister(id NodeID) *node {
+func (m *Master) lockNodeForRegister(id meta.NodeID) *node {
 	for {
 		m.nodesMu.Lock()
 		n := m.nodes[id]
@@ -271,21 +273,21 @@ func (m *Master) lowerNextExpiry(deadline int64) {
 // TTL gets an error wrapping ErrUnknownNode (the node must re-register with
 // its full inventory). Every argument is validated before anything
 // changes; a bad one is an error wrapping ErrBadRequest that names it.
-func (m *Master) Heartbeat(id NodeID, session Session, delta Delta, usage NodeUsage, ssdHits []block.Key, done []TaskResult) (HeartbeatReply, error) {
+func (m *Master) Heartbeat(id meta.NodeID, session meta.Session, delta meta.Delta, usage meta.NodeUsage, ssdHits []block.Key, done []meta.TaskResult) (meta.HeartbeatReply, error) {
 	if err := validateHeartbeat(&delta, usage, ssdHits, done); err != nil {
-		return HeartbeatReply{}, fmt.Errorf("master: heartbeat from node %q: %w", id, err)
+		return meta.HeartbeatReply{}, fmt.Errorf("master: heartbeat from node %q: %w", id, err)
 	}
 	now, nowNs := m.now()
 	m.nodesMu.RLock()
 	n := m.nodes[id]
 	m.nodesMu.RUnlock()
 	if n == nil {
-		return HeartbeatReply{}, fmt.Errorf("master: heartbeat from node %q: %w", id, ErrUnknownNode)
+		return meta.HeartbeatReply{}, fmt.Errorf("master: heartbeat from node %q: %w", id, meta.ErrUnknownNode)
 	}
 	n.mu.Lock()
 	if err := m.checkSessionLocked(n, session, nowNs); err != nil {
 		n.mu.Unlock()
-		return HeartbeatReply{}, err
+		return meta.HeartbeatReply{}, err
 	}
 	n.lastHB, n.reported = now, usage
 	n.deadline.Store(nowNs + m.nodeTTL)
@@ -303,24 +305,24 @@ func (m *Master) Heartbeat(id NodeID, session Session, delta Delta, usage NodeUs
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.removed || !n.alive || n.session != session {
-		return HeartbeatReply{}, fmt.Errorf("master: heartbeat from node %q session %d: re-registered meanwhile: %w", id, session, ErrUnknownNode)
+		return meta.HeartbeatReply{}, fmt.Errorf("master: heartbeat from node %q session %d: re-registered meanwhile: %w", id, session, meta.ErrUnknownNode)
 	}
-	return HeartbeatReply{Tasks: m.deliverTasks(n, nowNs), HeartbeatInterval: m.opts.HeartbeatInterval}, nil
+	return meta.HeartbeatReply{Tasks: m.deliverTasks(n, nowNs), HeartbeatInterval: m.opts.HeartbeatInterval}, nil
 }
 
 // checkSessionLocked refuses a heartbeat of a dropped node or a stale
 // session, and drops a node whose heartbeat comes after its TTL (it has
 // been invisible since; it must re-register its inventory).
-func (m *Master) checkSessionLocked(n *node, session Session, nowNs int64) error {
+func (m *Master) checkSessionLocked(n *node, session meta.Session, nowNs int64) error {
 	if n.removed || !n.alive {
-		return fmt.Errorf("master: heartbeat from node %q: dropped: %w", n.id, ErrUnknownNode)
+		return fmt.Errorf("master: heartbeat from node %q: dropped: %w", n.id, meta.ErrUnknownNode)
 	}
 	if n.session != session {
-		return fmt.Errorf("master: heartbeat from node %q: session %d, current %d: %w", n.id, session, n.session, ErrUnknownNode)
+		return fmt.Errorf("master: heartbeat from node %q: session %d, current %d: %w", n.id, session, n.session, meta.ErrUnknownNode)
 	}
 	if n.deadline.Load() < nowNs {
 		m.dropNode(n)
-		return fmt.Errorf("master: heartbeat from node %q: silent for more than %v, dropped: %w", n.id, m.opts.NodeTTL, ErrUnknownNode)
+		return fmt.Errorf("master: heartbeat from node %q: silent for more than %v, dropped: %w", n.id, m.opts.NodeTTL, meta.ErrUnknownNode)
 	}
 	return nil
 }
@@ -422,7 +424,7 @@ func (m *Master) polRemove(h uint64) {
 
 // addReplica indexes it on n, or updates the size and checksum of the
 // replica already there. n.mu is held.
-func (m *Master) addReplica(n *node, it *Item) {
+func (m *Master) addReplica(n *node, it *meta.Item) {
 	s := m.shardFor(it.Key)
 	s.mu.Lock()
 	reps := s.m[it.Key]
@@ -432,7 +434,7 @@ func (m *Master) addReplica(n *node, it *Item) {
 		r.size, r.sum = it.Size, it.Sum
 		s.mu.Unlock()
 		switch {
-		case it.Tier == TierSSD:
+		case it.Tier == meta.TierSSD:
 			n.ssdUsed += it.Size - old
 		case !evicting: // an evicting replica no longer counts
 			m.addRAMUsed(n, charge(n, it.Size)-charge(n, old))
@@ -440,13 +442,13 @@ func (m *Master) addReplica(n *node, it *Item) {
 		return
 	}
 	var h uint64
-	if it.Tier == TierRAM {
+	if it.Tier == meta.TierRAM {
 		h = m.nextHandle.Add(1)
 	}
 	s.m[it.Key] = append(reps, replica{node: n, handle: h, size: it.Size, sum: it.Sum, tier: it.Tier})
 	s.mu.Unlock()
-	n.items[ItemKey{it.Key, it.Tier}] = struct{}{}
-	if it.Tier == TierRAM {
+	n.items[meta.ItemKey{Key: it.Key, Tier: it.Tier}] = struct{}{}
+	if it.Tier == meta.TierRAM {
 		n.ramCount++
 		m.c.ramReplicas.Add(1)
 		m.addRAMUsed(n, charge(n, it.Size))
@@ -459,7 +461,7 @@ func (m *Master) addReplica(n *node, it *Item) {
 }
 
 // takeReplica deletes n's replica ik from its shard and returns it.
-func (m *Master) takeReplica(n *node, ik ItemKey) (replica, bool) {
+func (m *Master) takeReplica(n *node, ik meta.ItemKey) (replica, bool) {
 	s := m.shardFor(ik.Key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -482,7 +484,7 @@ func (m *Master) takeReplica(n *node, ik ItemKey) (replica, bool) {
 
 // removeReplica removes n's replica ik from the index; false if the index
 // does not hold it. n.mu is held.
-func (m *Master) removeReplica(n *node, ik ItemKey) bool {
+func (m *Master) removeReplica(n *node, ik meta.ItemKey) bool {
 	if _, ok := n.items[ik]; !ok {
 		return false
 	}
@@ -491,7 +493,7 @@ func (m *Master) removeReplica(n *node, ik ItemKey) bool {
 	if !ok {
 		return false // unreachable while the invariants hold
 	}
-	if ik.Tier == TierRAM {
+	if ik.Tier == meta.TierRAM {
 		n.ramCount--
 		m.c.ramReplicas.Add(-1)
 		if r.evicting {
@@ -518,8 +520,8 @@ func (m *Master) removeAll(n *node) {
 
 // moveReplica moves n's replica of mv.Key between tiers; false if the
 // index does not hold the source. n.mu is held.
-func (m *Master) moveReplica(n *node, mv *Move) bool {
-	from, to := ItemKey{mv.Key, mv.From}, ItemKey{mv.Key, mv.To}
+func (m *Master) moveReplica(n *node, mv *meta.Move) bool {
+	from, to := meta.ItemKey{Key: mv.Key, Tier: mv.From}, meta.ItemKey{Key: mv.Key, Tier: mv.To}
 	if _, ok := n.items[from]; !ok {
 		return false
 	}
@@ -527,7 +529,7 @@ func (m *Master) moveReplica(n *node, mv *Move) bool {
 		return m.removeReplica(n, from) // merged into the copy already there
 	}
 	var h uint64
-	if mv.To == TierRAM {
+	if mv.To == meta.TierRAM {
 		h = m.nextHandle.Add(1)
 	}
 	s := m.shardFor(mv.Key)
@@ -544,7 +546,7 @@ func (m *Master) moveReplica(n *node, mv *Move) bool {
 	s.mu.Unlock()
 	delete(n.items, from)
 	n.items[to] = struct{}{}
-	if mv.To == TierSSD {
+	if mv.To == meta.TierSSD {
 		n.ramCount--
 		n.ssdCount++
 		n.ssdUsed += old.size
@@ -570,7 +572,7 @@ func (m *Master) moveReplica(n *node, mv *Move) bool {
 }
 
 // applyDelta applies a validated delta in order. n.mu is held.
-func (m *Master) applyDelta(n *node, d *Delta) {
+func (m *Master) applyDelta(n *node, d *meta.Delta) {
 	for i := range d.Added {
 		m.addReplica(n, &d.Added[i])
 	}
@@ -587,14 +589,14 @@ func (m *Master) applyDelta(n *node, d *Delta) {
 }
 
 // inventorySet validates inv and returns its replica set.
-func inventorySet(inv Inventory) (map[ItemKey]struct{}, error) {
-	set := make(map[ItemKey]struct{}, len(inv))
+func inventorySet(inv meta.Inventory) (map[meta.ItemKey]struct{}, error) {
+	set := make(map[meta.ItemKey]struct{}, len(inv))
 	for i := range inv {
 		it := &inv[i]
 		if err := validateItem(it); err != nil {
 			return nil, fmt.Errorf("inventory[%d]: %w", i, err)
 		}
-		ik := ItemKey{it.Key, it.Tier}
+		ik := meta.ItemKey{Key: it.Key, Tier: it.Tier}
 		if _, dup := set[ik]; dup {
 			return nil, badRequest("inventory[%d]: %v in %v listed twice", i, it.Key, it.Tier)
 		}
@@ -605,39 +607,39 @@ func inventorySet(inv Inventory) (map[ItemKey]struct{}, error) {
 
 func validateKey(k block.Key) error {
 	if err := k.Validate(); err != nil {
-		return fmt.Errorf("%w: key %v: %w", ErrBadRequest, k, err)
+		return fmt.Errorf("%w: key %v: %w", meta.ErrBadRequest, k, err)
 	}
 	return nil
 }
 
-func validateTier(k block.Key, t Tier) error {
-	if !t.valid() {
+func validateTier(k block.Key, t meta.Tier) error {
+	if !t.Valid() {
 		return badRequest("key %v: %v is not a tier (want ram or ssd)", k, t)
 	}
 	return nil
 }
 
-func validateItem(it *Item) error {
+func validateItem(it *meta.Item) error {
 	if err := validateKey(it.Key); err != nil {
 		return err
 	}
 	if err := validateTier(it.Key, it.Tier); err != nil {
 		return err
 	}
-	if it.Size < 0 || it.Size > MaxItemSize {
-		return badRequest("key %v: size %d (want 0 to %d)", it.Key, it.Size, int64(MaxItemSize))
+	if it.Size < 0 || it.Size > meta.MaxItemSize {
+		return badRequest("key %v: size %d (want 0 to %d)", it.Key, it.Size, int64(meta.MaxItemSize))
 	}
 	return nil
 }
 
-func validateUsage(u NodeUsage) error {
+func validateUsage(u meta.NodeUsage) error {
 	if u.RAMUsed < 0 || u.SSDUsed < 0 {
 		return badRequest("usage %+v is negative", u)
 	}
 	return nil
 }
 
-func validateHeartbeat(d *Delta, usage NodeUsage, ssdHits []block.Key, done []TaskResult) error {
+func validateHeartbeat(d *meta.Delta, usage meta.NodeUsage, ssdHits []block.Key, done []meta.TaskResult) error {
 	if err := validateUsage(usage); err != nil {
 		return err
 	}

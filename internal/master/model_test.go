@@ -10,32 +10,33 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // modelNode is what a node holds, as a trivial map.
-type modelNode map[ItemKey]Item
+type modelNode map[meta.ItemKey]meta.Item
 
-func (mn modelNode) inventory() Inventory {
-	out := make(Inventory, 0, len(mn))
+func (mn modelNode) inventory() meta.Inventory {
+	out := make(meta.Inventory, 0, len(mn))
 	for _, it := range mn {
 		out = append(out, it)
 	}
-	slices.SortFunc(out, func(a, b Item) int {
+	slices.SortFunc(out, func(a, b meta.Item) int {
 		return rowCmp(row{Key: a.Key, Tier: a.Tier}, row{Key: b.Key, Tier: b.Tier})
 	})
 	return out
 }
 
 // apply applies d with the master's documented semantics.
-func (mn modelNode) apply(d Delta) {
+func (mn modelNode) apply(d meta.Delta) {
 	for _, it := range d.Added {
-		mn[ItemKey{it.Key, it.Tier}] = it
+		mn[meta.ItemKey{Key: it.Key, Tier: it.Tier}] = it
 	}
 	for _, ik := range d.Removed {
 		delete(mn, ik)
 	}
 	for _, mv := range d.Moved {
-		from, to := ItemKey{mv.Key, mv.From}, ItemKey{mv.Key, mv.To}
+		from, to := meta.ItemKey{Key: mv.Key, Tier: mv.From}, meta.ItemKey{Key: mv.Key, Tier: mv.To}
 		it, ok := mn[from]
 		if !ok {
 			continue
@@ -50,21 +51,21 @@ func (mn modelNode) apply(d Delta) {
 
 var (
 	modelTenants = []string{"t", "u"}
-	modelTiers   = []Tier{TierRAM, TierSSD}
+	modelTiers   = []meta.Tier{meta.TierRAM, meta.TierSSD}
 )
 
-func randItem(rng *rand.Rand, nIDs int) Item {
+func randItem(rng *rand.Rand, nIDs int) meta.Item {
 	k := block.Key{Tenant: modelTenants[rng.IntN(len(modelTenants))], ID: uint64(rng.IntN(nIDs))}
-	return Item{Key: k, Tier: modelTiers[rng.IntN(2)], Size: int64(1 + rng.IntN(300)), Sum: rng.Uint32()}
+	return meta.Item{Key: k, Tier: modelTiers[rng.IntN(2)], Size: int64(1 + rng.IntN(300)), Sum: rng.Uint32()}
 }
 
-func randItemKey(rng *rand.Rand, nIDs int) ItemKey {
+func randItemKey(rng *rand.Rand, nIDs int) meta.ItemKey {
 	it := randItem(rng, nIDs)
-	return ItemKey{it.Key, it.Tier}
+	return meta.ItemKey{Key: it.Key, Tier: it.Tier}
 }
 
-func randDelta(rng *rand.Rand, nIDs int) Delta {
-	var d Delta
+func randDelta(rng *rand.Rand, nIDs int) meta.Delta {
+	var d meta.Delta
 	for range rng.IntN(5) {
 		d.Added = append(d.Added, randItem(rng, nIDs))
 	}
@@ -73,34 +74,34 @@ func randDelta(rng *rand.Rand, nIDs int) Delta {
 	}
 	for range rng.IntN(3) {
 		ik := randItemKey(rng, nIDs)
-		to := TierSSD
-		if ik.Tier == TierSSD {
-			to = TierRAM
+		to := meta.TierSSD
+		if ik.Tier == meta.TierSSD {
+			to = meta.TierRAM
 		}
-		d.Moved = append(d.Moved, Move{Key: ik.Key, From: ik.Tier, To: to})
+		d.Moved = append(d.Moved, meta.Move{Key: ik.Key, From: ik.Tier, To: to})
 	}
 	return d
 }
 
 // randInventory returns a random inventory without duplicates.
-func randInventory(rng *rand.Rand, nIDs int) Inventory {
+func randInventory(rng *rand.Rand, nIDs int) meta.Inventory {
 	mn := modelNode{}
 	for range rng.IntN(12) {
 		it := randItem(rng, nIDs)
-		mn[ItemKey{it.Key, it.Tier}] = it
+		mn[meta.ItemKey{Key: it.Key, Tier: it.Tier}] = it
 	}
 	return mn.inventory()
 }
 
 // expectLayout is the lookup layout the model predicts for ids of tenant.
-func expectLayout(models map[NodeID]modelNode, tenant string, ids []uint64) string {
+func expectLayout(models map[meta.NodeID]modelNode, tenant string, ids []uint64) string {
 	var blocks []string
 	for _, id := range ids {
-		var reps []Replica
+		var reps []meta.Replica
 		for nid, mn := range models {
 			for _, tier := range modelTiers {
-				if _, ok := mn[ItemKey{block.Key{Tenant: tenant, ID: id}, tier}]; ok {
-					reps = append(reps, Replica{Node: nid, Tier: tier})
+				if _, ok := mn[meta.ItemKey{Key: block.Key{Tenant: tenant, ID: id}, Tier: tier}]; ok {
+					reps = append(reps, meta.Replica{Node: nid, Tier: tier})
 				}
 			}
 		}
@@ -133,11 +134,11 @@ func runModel(t *testing.T, seed uint64, steps int) {
 	m, clk := newTest(t, Options{})
 	ttl := m.Options().NodeTTL
 	const nIDs = 12
-	nodeIDs := []NodeID{"n0", "n1", "n2", "n3"}
-	models := map[NodeID]modelNode{} // registered nodes only
-	sessions := map[NodeID]Session{}
-	last := map[NodeID]time.Time{}
-	var res LookupResult
+	nodeIDs := []meta.NodeID{"n0", "n1", "n2", "n3"}
+	models := map[meta.NodeID]modelNode{} // registered nodes only
+	sessions := map[meta.NodeID]meta.Session{}
+	last := map[meta.NodeID]time.Time{}
+	var res meta.LookupResult
 	for step := range steps {
 		id := nodeIDs[rng.IntN(len(nodeIDs))]
 		var op string
@@ -147,19 +148,19 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			inv := randInventory(rng, nIDs)
 			sessions[id] = register(t, m, info(id, 1<<40, 1<<40), inv)
 			mn := modelNode{}
-			mn.apply(Delta{Added: inv})
+			mn.apply(meta.Delta{Added: inv})
 			models[id] = mn
 			last[id] = clk.Now()
 		case r < 7:
 			op = "heartbeat"
 			d := randDelta(rng, nIDs)
-			_, err := m.Heartbeat(id, sessions[id], d, NodeUsage{}, nil, nil)
+			_, err := m.Heartbeat(id, sessions[id], d, meta.NodeUsage{}, nil, nil)
 			_, registered := models[id]
 			switch {
 			case registered && err == nil:
 				models[id].apply(d)
 				last[id] = clk.Now()
-			case !registered && errors.Is(err, ErrUnknownNode):
+			case !registered && errors.Is(err, meta.ErrUnknownNode):
 			default:
 				t.Fatalf("step %d: heartbeat of %s (registered %v): %v", step, id, registered, err)
 			}

@@ -2,9 +2,9 @@ package master
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/policy"
 )
 
@@ -17,53 +17,6 @@ type Clock interface {
 type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
-
-// Strategy chooses the nodes for new blocks (see Master.Place).
-type Strategy uint8
-
-// The placement strategies.
-const (
-	// StrategyDefault means Options.Placement.
-	StrategyDefault Strategy = iota
-	// LocalFirst puts the first copy on the hint node when it has room (the
-	// copy keeps it at or under HighWatermark), the others on the least
-	// used nodes. It is the default: a prefill worker stores what it
-	// computed on its own node, the cheapest place to read it back from.
-	LocalFirst
-	// LeastUsed picks the nodes with the lowest RAM usage fraction, ties
-	// broken by node ID.
-	LeastUsed
-	// Hash picks nodes by rendezvous (highest-random-weight) hashing of
-	// the block key over the live nodes: a node leaving moves only the
-	// blocks that had it among their choices.
-	Hash
-)
-
-var strategyNames = [...]string{StrategyDefault: "default", LocalFirst: "local-first", LeastUsed: "least-used", Hash: "hash"}
-
-// String returns the strategy's name as ParseStrategy reads it.
-func (s Strategy) String() string {
-	if int(s) < len(strategyNames) {
-		return strategyNames[s]
-	}
-	return fmt.Sprintf("strategy(%d)", uint8(s))
-}
-
-// ParseStrategy reads "local-first", "least-used" or "hash" ("" and
-// "default" are StrategyDefault).
-func ParseStrategy(s string) (Strategy, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "", "default":
-		return StrategyDefault, nil
-	case "local-first":
-		return LocalFirst, nil
-	case "least-used":
-		return LeastUsed, nil
-	case "hash":
-		return Hash, nil
-	}
-	return 0, fmt.Errorf("master: unknown placement strategy %q (valid: local-first, least-used, hash)", s)
-}
 
 // Options configures a Master. The zero value means every default.
 type Options struct {
@@ -97,7 +50,7 @@ type Options struct {
 	RecencyResolution time.Duration
 	// Placement is the strategy of Place calls that pass StrategyDefault
 	// (default LocalFirst).
-	Placement Strategy
+	Placement meta.Strategy
 	// Eviction names the global eviction policy (policy.EvictionNames;
 	// default "lru"). Offline policies that need the future (belady) are
 	// refused.
@@ -164,7 +117,7 @@ func (o Options) Validate() error {
 		return optionError("Options.LeaseTTL", o.LeaseTTL, "want >= 0 (0 = default 5s)")
 	case o.RecencyResolution < 0:
 		return optionError("Options.RecencyResolution", o.RecencyResolution, "want >= 0 (0 = default 100ms)")
-	case o.Placement > Hash:
+	case o.Placement > meta.Hash:
 		return optionError("Options.Placement", o.Placement, "want default, local-first, least-used or hash")
 	case o.PolicyCapacity < 0 || o.PolicyCapacity > 1<<26:
 		return optionError("Options.PolicyCapacity", o.PolicyCapacity, "want 0 (default 65536) to 2^26")
@@ -225,8 +178,8 @@ func (o Options) withDefaults() Options {
 	if o.RecencyResolution == 0 {
 		o.RecencyResolution = 100 * time.Millisecond
 	}
-	if o.Placement == StrategyDefault {
-		o.Placement = LocalFirst
+	if o.Placement == meta.StrategyDefault {
+		o.Placement = meta.LocalFirst
 	}
 	if o.Eviction == "" {
 		o.Eviction = "lru"

@@ -7,10 +7,8 @@ import (
 	"slices"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 )
-
-// MaxReplicas bounds the replicas a Place call may ask for per block.
-const MaxReplicas = 64
 
 // candidate is a live node as Place sees it.
 type candidate struct {
@@ -55,42 +53,42 @@ func (c *candidate) fraction() float64 {
 // outside 1..MaxReplicas, an unknown strategy or a nil dst is an error
 // wrapping ErrBadRequest. The result goes into dst, whose slices are
 // reused.
-func (m *Master) Place(tenant string, ids []uint64, replicas int, hint NodeID, strategy Strategy, dst *Placement) error {
+func (m *Master) Place(tenant string, ids []uint64, replicas int, hint meta.NodeID, strategy meta.Strategy, dst *meta.Placement) error {
 	if dst == nil {
 		return badRequest("place %d blocks of tenant %q: nil result", len(ids), tenant)
 	}
 	dst.PerBlock, dst.Degraded, dst.Nodes = 0, false, dst.Nodes[:0]
 	if err := (block.Key{Tenant: tenant}).Validate(); err != nil {
-		return fmt.Errorf("%w: place: tenant: %w", ErrBadRequest, err)
+		return fmt.Errorf("%w: place: tenant: %w", meta.ErrBadRequest, err)
 	}
-	if replicas < 1 || replicas > MaxReplicas {
-		return badRequest("place %d blocks of tenant %q: %d replicas (want 1 to %d)", len(ids), tenant, replicas, MaxReplicas)
+	if replicas < 1 || replicas > meta.MaxReplicas {
+		return badRequest("place %d blocks of tenant %q: %d replicas (want 1 to %d)", len(ids), tenant, replicas, meta.MaxReplicas)
 	}
-	if strategy == StrategyDefault {
+	if strategy == meta.StrategyDefault {
 		strategy = m.opts.Placement
 	}
-	if strategy > Hash {
+	if strategy > meta.Hash {
 		return badRequest("place %d blocks of tenant %q: unknown strategy %v", len(ids), tenant, strategy)
 	}
 	_, nowNs := m.now()
 	m.maybeExpire(nowNs)
 	cands := m.candidates(nowNs)
 	if len(cands) == 0 {
-		return fmt.Errorf("master: place %d blocks of tenant %q: %w", len(ids), tenant, ErrNoNodes)
+		return fmt.Errorf("master: place %d blocks of tenant %q: %w", len(ids), tenant, meta.ErrNoNodes)
 	}
 	k := min(replicas, len(cands))
 	dst.PerBlock, dst.Degraded = k, k < replicas
 	hintIdx := -1
-	if strategy == LocalFirst && hint != "" {
+	if strategy == meta.LocalFirst && hint != "" {
 		hintIdx = slices.IndexFunc(cands, func(c candidate) bool { return c.n.id == hint })
 	}
-	th := hashString(tenant)
+	th := block.FNV1a(tenant)
 	for _, id := range ids {
 		for i := range cands {
 			cands[i].chosen = false
 		}
 		switch strategy {
-		case Hash:
+		case meta.Hash:
 			kh := keyHash(th, id)
 			for range k {
 				best := -1
@@ -103,7 +101,7 @@ func (m *Master) Place(tenant string, ids []uint64, replicas int, hint NodeID, s
 					// Ties (astronomically rare) go to the lower ID:
 					// cands is sorted by ID and only a strictly higher
 					// score wins.
-					if sc := mix64(kh ^ c.n.idHash); best < 0 || sc > bestScore {
+					if sc := block.Mix64(kh ^ c.n.idHash); best < 0 || sc > bestScore {
 						best, bestScore = i, sc
 					}
 				}
@@ -138,7 +136,7 @@ func (m *Master) Place(tenant string, ids []uint64, replicas int, hint NodeID, s
 }
 
 // choose marks c chosen for the current block and charges it a slot.
-func choose(c *candidate) NodeID {
+func choose(c *candidate) meta.NodeID {
 	c.chosen = true
 	c.used += c.slot
 	return c.n.id

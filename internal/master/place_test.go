@@ -6,12 +6,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // placeNodes registers a (50% RAM used), b and c (20% each) and d (no RAM).
-func placeNodes(t *testing.T, m *Master) map[NodeID]Session {
+func placeNodes(t *testing.T, m *Master) map[meta.NodeID]meta.Session {
 	t.Helper()
-	return map[NodeID]Session{
+	return map[meta.NodeID]meta.Session{
 		"a": register(t, m, info("a", 1000, 0), inv(ram("x", ids(1, 5)...))),
 		"b": register(t, m, info("b", 1000, 0), inv(ram("x", ids(11, 12)...))),
 		"c": register(t, m, info("c", 1000, 0), inv(ram("x", ids(21, 22)...))),
@@ -19,7 +21,7 @@ func placeNodes(t *testing.T, m *Master) map[NodeID]Session {
 	}
 }
 
-func placeString(p *Placement, blocks int) string {
+func placeString(p *meta.Placement, blocks int) string {
 	var parts []string
 	for i := range blocks {
 		var ns []string
@@ -36,27 +38,27 @@ func TestPlace(t *testing.T) {
 		name     string
 		ids      []uint64
 		replicas int
-		hint     NodeID
-		strategy Strategy
+		hint     meta.NodeID
+		strategy meta.Strategy
 		want     string
 		degraded bool
 	}{
-		{"least-used, ties by id", []uint64{1}, 1, "", LeastUsed, "b", false},
-		{"least-used spreads a batch", []uint64{1, 2, 3, 4}, 1, "", LeastUsed, "b|c|b|c", false},
-		{"least-used two replicas", []uint64{1, 2}, 2, "", LeastUsed, "b,c|b,c", false},
-		{"least-used prefers nodes with RAM", []uint64{1}, 4, "", LeastUsed, "b,c,a,d", false},
-		{"local-first uses the hint", []uint64{1, 2}, 2, "a", LocalFirst, "a,b|a,c", false},
-		{"local-first without hint", []uint64{1}, 1, "", LocalFirst, "b", false},
-		{"local-first unknown hint", []uint64{1}, 1, "zz", LocalFirst, "b", false},
-		{"local-first hint without RAM", []uint64{1}, 1, "d", LocalFirst, "b", false},
-		{"default is local-first", []uint64{1}, 1, "c", StrategyDefault, "c", false},
-		{"degraded", []uint64{1}, 6, "", LeastUsed, "b,c,a,d", true},
+		{"least-used, ties by id", []uint64{1}, 1, "", meta.LeastUsed, "b", false},
+		{"least-used spreads a batch", []uint64{1, 2, 3, 4}, 1, "", meta.LeastUsed, "b|c|b|c", false},
+		{"least-used two replicas", []uint64{1, 2}, 2, "", meta.LeastUsed, "b,c|b,c", false},
+		{"least-used prefers nodes with RAM", []uint64{1}, 4, "", meta.LeastUsed, "b,c,a,d", false},
+		{"local-first uses the hint", []uint64{1, 2}, 2, "a", meta.LocalFirst, "a,b|a,c", false},
+		{"local-first without hint", []uint64{1}, 1, "", meta.LocalFirst, "b", false},
+		{"local-first unknown hint", []uint64{1}, 1, "zz", meta.LocalFirst, "b", false},
+		{"local-first hint without RAM", []uint64{1}, 1, "d", meta.LocalFirst, "b", false},
+		{"default is local-first", []uint64{1}, 1, "c", meta.StrategyDefault, "c", false},
+		{"degraded", []uint64{1}, 6, "", meta.LeastUsed, "b,c,a,d", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m, _ := newTest(t, Options{})
 			placeNodes(t, m)
-			var p Placement
+			var p meta.Placement
 			if err := m.Place("x", tc.ids, tc.replicas, tc.hint, tc.strategy, &p); err != nil {
 				t.Fatal(err)
 			}
@@ -72,8 +74,8 @@ func TestPlaceLocalFirstFullHint(t *testing.T) {
 	register(t, m, info("a", 1000, 0), inv(ram("x", ids(1, 9)...)))   // 90%: one more is 100% > 95%
 	register(t, m, info("b", 1000, 0), inv(ram("x", ids(11, 19)...))) // 90% too
 	register(t, m, info("c", 1000, 0), inv(ram("x", ids(21, 22)...)))
-	var p Placement
-	if err := m.Place("x", []uint64{1}, 1, "a", LocalFirst, &p); err != nil {
+	var p meta.Placement
+	if err := m.Place("x", []uint64{1}, 1, "a", meta.LocalFirst, &p); err != nil {
 		t.Fatal(err)
 	}
 	if got := placeString(&p, 1); got != "c" {
@@ -83,7 +85,7 @@ func TestPlaceLocalFirstFullHint(t *testing.T) {
 	m2, _ := newTest(t, Options{})
 	register(t, m2, info("a", 2000, 0), inv(ram("x", ids(1, 17)...)))
 	register(t, m2, info("c", 1000, 0), nil)
-	if err := m2.Place("x", []uint64{1, 2}, 1, "a", LocalFirst, &p); err != nil {
+	if err := m2.Place("x", []uint64{1, 2}, 1, "a", meta.LocalFirst, &p); err != nil {
 		t.Fatal(err)
 	}
 	if got := placeString(&p, 2); got != "a|a" {
@@ -95,11 +97,11 @@ func TestPlaceHash(t *testing.T) {
 	m, clk := newTest(t, Options{NodeTTL: 3 * time.Second})
 	sess := placeNodes(t, m)
 	keys := ids(1, 2000)
-	var before, after Placement
-	if err := m.Place("x", keys, 2, "", Hash, &before); err != nil {
+	var before, after meta.Placement
+	if err := m.Place("x", keys, 2, "", meta.Hash, &before); err != nil {
 		t.Fatal(err)
 	}
-	counts := map[NodeID]int{}
+	counts := map[meta.NodeID]int{}
 	for i := range keys {
 		b := before.Block(i)
 		if b[0] == b[1] {
@@ -107,7 +109,7 @@ func TestPlaceHash(t *testing.T) {
 		}
 		counts[b[0]]++
 	}
-	for _, id := range []NodeID{"a", "b", "c", "d"} {
+	for _, id := range []meta.NodeID{"a", "b", "c", "d"} {
 		// Rendezvous hashing ignores usage: each node is first for about
 		// a quarter of the keys (500 ± 5 sigma).
 		if n := counts[id]; n < 400 || n > 600 {
@@ -116,11 +118,11 @@ func TestPlaceHash(t *testing.T) {
 	}
 	// d leaves (stops heartbeating); nothing that did not use d moves.
 	clk.Advance(2 * time.Second)
-	for _, id := range []NodeID{"a", "b", "c"} {
-		heartbeat(t, m, id, sess[id], Delta{}, nil, nil)
+	for _, id := range []meta.NodeID{"a", "b", "c"} {
+		heartbeat(t, m, id, sess[id], meta.Delta{}, nil, nil)
 	}
 	clk.Advance(2 * time.Second)
-	if err := m.Place("x", keys, 2, "", Hash, &after); err != nil {
+	if err := m.Place("x", keys, 2, "", meta.Hash, &after); err != nil {
 		t.Fatal(err)
 	}
 	moved := 0
@@ -138,7 +140,7 @@ func TestPlaceHash(t *testing.T) {
 		moved++
 		// The surviving choice keeps its rank order; d's slot is taken by
 		// the next best node.
-		kept := slices.DeleteFunc(slices.Clone(b), func(n NodeID) bool { return n == "d" })
+		kept := slices.DeleteFunc(slices.Clone(b), func(n meta.NodeID) bool { return n == "d" })
 		if !slices.Contains(a, kept[0]) {
 			t.Fatalf("block %d: %v → %v lost its surviving node %s", keys[i], b, a, kept[0])
 		}
@@ -147,16 +149,16 @@ func TestPlaceHash(t *testing.T) {
 		t.Fatal("no block used d: the test proves nothing")
 	}
 	// Deterministic: the same state gives the same answer.
-	var again Placement
-	if err := m.Place("x", keys, 2, "", Hash, &again); err != nil || !slices.Equal(again.Nodes, after.Nodes) {
+	var again meta.Placement
+	if err := m.Place("x", keys, 2, "", meta.Hash, &again); err != nil || !slices.Equal(again.Nodes, after.Nodes) {
 		t.Fatalf("second identical Place differs (err %v)", err)
 	}
 }
 
 func TestPlaceErrors(t *testing.T) {
 	m, _ := newTest(t, Options{})
-	var p Placement
-	if err := m.Place("x", []uint64{1}, 1, "", LeastUsed, &p); !errors.Is(err, ErrNoNodes) {
+	var p meta.Placement
+	if err := m.Place("x", []uint64{1}, 1, "", meta.LeastUsed, &p); !errors.Is(err, meta.ErrNoNodes) {
 		t.Errorf("no nodes: %v, want ErrNoNodes", err)
 	}
 	placeNodes(t, m)
@@ -164,18 +166,18 @@ func TestPlaceErrors(t *testing.T) {
 		name     string
 		tenant   string
 		replicas int
-		strategy Strategy
-		dst      *Placement
+		strategy meta.Strategy
+		dst      *meta.Placement
 	}{
-		{"zero replicas", "x", 0, LeastUsed, &p},
-		{"too many replicas", "x", MaxReplicas + 1, LeastUsed, &p},
-		{"bad tenant", "x/y", 1, LeastUsed, &p},
-		{"unknown strategy", "x", 1, Strategy(42), &p},
-		{"nil result", "x", 1, LeastUsed, nil},
+		{"zero replicas", "x", 0, meta.LeastUsed, &p},
+		{"too many replicas", "x", meta.MaxReplicas + 1, meta.LeastUsed, &p},
+		{"bad tenant", "x/y", 1, meta.LeastUsed, &p},
+		{"unknown strategy", "x", 1, meta.Strategy(42), &p},
+		{"nil result", "x", 1, meta.LeastUsed, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := m.Place(tc.tenant, []uint64{1}, tc.replicas, "", tc.strategy, tc.dst); !errors.Is(err, ErrBadRequest) {
+			if err := m.Place(tc.tenant, []uint64{1}, tc.replicas, "", tc.strategy, tc.dst); !errors.Is(err, meta.ErrBadRequest) {
 				t.Errorf("err = %v, want ErrBadRequest", err)
 			}
 		})

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"sync/atomic"
+
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // counters are the master's event counts and gauges (atomics).
@@ -159,7 +161,7 @@ func (m *Master) Stats() Stats {
 
 // Nodes returns the status of every node the master knows (live ones, and
 // silent ones not yet dropped by Expire), sorted by ID.
-func (m *Master) Nodes() []NodeStatus {
+func (m *Master) Nodes() []meta.NodeStatus {
 	now, nowNs := m.now()
 	m.nodesMu.RLock()
 	ns := make([]*node, 0, len(m.nodes))
@@ -168,18 +170,18 @@ func (m *Master) Nodes() []NodeStatus {
 	}
 	m.nodesMu.RUnlock()
 	slices.SortFunc(ns, func(a, b *node) int { return cmp.Compare(a.id, b.id) })
-	out := make([]NodeStatus, 0, len(ns))
+	out := make([]meta.NodeStatus, 0, len(ns))
 	for _, n := range ns {
 		n.mu.Lock()
 		if n.alive {
-			out = append(out, NodeStatus{
+			out = append(out, meta.NodeStatus{
 				Info:             n.info,
 				Session:          n.session,
 				Alive:            n.deadline.Load() >= nowNs,
 				LastHeartbeat:    n.lastHB,
 				HeartbeatAge:     now.Sub(n.lastHB),
 				Reported:         n.reported,
-				Indexed:          NodeUsage{RAMUsed: n.ramUsed.Load(), SSDUsed: n.ssdUsed},
+				Indexed:          meta.NodeUsage{RAMUsed: n.ramUsed.Load(), SSDUsed: n.ssdUsed},
 				RAMReplicas:      n.ramCount,
 				SSDReplicas:      n.ssdCount,
 				Evicting:         n.evicting,

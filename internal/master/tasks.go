@@ -2,6 +2,7 @@ package master
 
 import (
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/policy"
 )
 
@@ -42,7 +43,7 @@ func (m *Master) withdrawEviction(n *node, t *task) {
 	s := m.shardFor(t.Key)
 	s.mu.Lock()
 	reps := s.m[t.Key]
-	i := find(reps, n, TierRAM)
+	i := find(reps, n, meta.TierRAM)
 	if i < 0 || !reps[i].evicting {
 		s.mu.Unlock()
 		return // unreachable while the invariants hold
@@ -74,7 +75,7 @@ func (m *Master) closePromotion(n *node, t *task) {
 // withdrawn (and counted as expired orders).
 func (m *Master) closeAllTasks(n *node) {
 	for _, t := range n.tasks {
-		if t.Kind == TaskPromote {
+		if t.Kind == meta.TaskPromote {
 			m.closePromotion(n, t)
 			m.c.promoExpired.Add(1)
 		} else {
@@ -87,7 +88,7 @@ func (m *Master) closeAllTasks(n *node) {
 }
 
 // applyResults closes the tasks a node reports on. n.mu is held.
-func (m *Master) applyResults(n *node, done []TaskResult) {
+func (m *Master) applyResults(n *node, done []meta.TaskResult) {
 	for _, r := range done {
 		t := n.tasks[r.ID]
 		if t == nil || !t.delivered {
@@ -97,11 +98,11 @@ func (m *Master) applyResults(n *node, done []TaskResult) {
 			continue
 		}
 		switch {
-		case t.Kind == TaskPromote && r.OK:
+		case t.Kind == meta.TaskPromote && r.OK:
 			m.closePromotion(n, t)
 			m.c.promoCompleted.Add(1)
 			m.c.promoCompletedBytes.Add(r.Bytes)
-		case t.Kind == TaskPromote:
+		case t.Kind == meta.TaskPromote:
 			m.closePromotion(n, t)
 			m.c.promoFailed.Add(1)
 		default:
@@ -124,7 +125,7 @@ func (m *Master) expireTasks(n *node, nowNs int64) {
 		if !t.delivered || nowNs <= t.deadline {
 			continue
 		}
-		if t.Kind == TaskPromote {
+		if t.Kind == meta.TaskPromote {
 			m.closePromotion(n, t)
 			m.c.promoExpired.Add(1)
 		} else {
@@ -136,12 +137,12 @@ func (m *Master) expireTasks(n *node, nowNs int64) {
 
 // deliverTasks hands out n's queued eviction orders and up to
 // MaxPerHeartbeat promotions, oldest first. n.mu is held.
-func (m *Master) deliverTasks(n *node, nowNs int64) []Task {
+func (m *Master) deliverTasks(n *node, nowNs int64) []meta.Task {
 	nPromo := min(n.promoQueued, m.opts.Promotion.MaxPerHeartbeat)
 	if len(n.evictQ)+nPromo == 0 {
 		return nil
 	}
-	out := make([]Task, 0, len(n.evictQ)+nPromo)
+	out := make([]meta.Task, 0, len(n.evictQ)+nPromo)
 	deadline := nowNs + m.taskTimeout
 	deliver := func(id uint64) bool {
 		t := n.tasks[id]
@@ -196,12 +197,12 @@ func (m *Master) considerPromotions(n *node, hits []block.Key) {
 			m.c.promoIgnored.Add(1)
 			continue
 		}
-		if _, ok := n.items[ItemKey{k, TierRAM}]; ok {
+		if _, ok := n.items[meta.ItemKey{Key: k, Tier: meta.TierRAM}]; ok {
 			m.c.promoIgnored.Add(1)
 			continue
 		}
 		m.sketchMu.Lock()
-		reached := m.sketch.Admit(policy.Access{Key: mix64(keyHash(hashString(k.Tenant), k.ID) ^ n.idHash)})
+		reached := m.sketch.Admit(policy.Access{Key: block.Mix64(k.Hash() ^ n.idHash)})
 		m.sketchMu.Unlock()
 		if !reached {
 			m.c.promoRejectedFrequency.Add(1)
@@ -218,7 +219,7 @@ func (m *Master) considerPromotions(n *node, hits []block.Key) {
 			continue
 		}
 		id := m.nextTask.Add(1)
-		n.tasks[id] = &task{Task: Task{ID: id, Kind: TaskPromote, Key: k}, charge: c}
+		n.tasks[id] = &task{Task: meta.Task{ID: id, Kind: meta.TaskPromote, Key: k}, charge: c}
 		n.promoQ = append(n.promoQ, id)
 		n.promoByKey[k] = id
 		n.promoQueued++
@@ -233,11 +234,11 @@ func (m *Master) considerPromotions(n *node, hits []block.Key) {
 // replica's size when indexed, else one slot. n.mu is held.
 func (m *Master) promotionCharge(n *node, k block.Key) int64 {
 	size := n.info.BlockSize
-	if _, ok := n.items[ItemKey{k, TierSSD}]; ok {
+	if _, ok := n.items[meta.ItemKey{Key: k, Tier: meta.TierSSD}]; ok {
 		s := m.shardFor(k)
 		s.mu.RLock()
 		reps := s.m[k]
-		if i := find(reps, n, TierSSD); i >= 0 {
+		if i := find(reps, n, meta.TierSSD); i >= 0 {
 			size = reps[i].size
 		}
 		s.mu.RUnlock()

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/node/store"
 	"github.com/kvpool/kvpool/internal/tier"
 )
@@ -42,15 +42,15 @@ const (
 	maxResults = 1 << 16
 )
 
-// meta is a block's size and checksum as the master indexes them.
-type meta struct {
+// blockMeta is a block's size and checksum as the master indexes them.
+type blockMeta struct {
 	size int64
 	sum  uint32
 }
 
 // mark is a dirty key: its tiers may have changed since the last report.
 type mark struct {
-	meta    meta
+	meta    blockMeta
 	hasMeta bool // meta comes from an event (the newest copy)
 	// leaving: an eviction was reported while the RAM copy was still
 	// leaving RAM; a beat that still finds it in RAM looks again at the
@@ -70,14 +70,14 @@ func (m mark) merge(o mark) mark {
 // entry is what the master's index holds for one of the node's keys.
 type entry struct {
 	loc  store.Location
-	meta meta
+	meta blockMeta
 }
 
 // AgentStats count the agent's calls to the master.
 type AgentStats struct {
 	// Registers and Beats count successful calls; Failures failed ones
 	// (either kind); Reregisters the registrations caused by the master
-	// answering master.ErrUnknownNode.
+	// answering meta.ErrUnknownNode.
 	Registers, Beats, Failures, Reregisters uint64
 	// Registered reports whether the node holds a live session.
 	Registered bool
@@ -92,18 +92,18 @@ type agent struct {
 	interval time.Duration // the configured heartbeat interval
 	log      *slog.Logger
 	st       *store.Store
-	info     master.NodeInfo
+	info     meta.NodeInfo
 
 	mu      sync.Mutex // guards the fields up to the blank line
 	dirty   map[block.Key]mark
 	hits    []block.Key
 	hitSet  map[block.Key]struct{}
-	results []master.TaskResult
+	results []meta.TaskResult
 	promos  map[block.Key]uint64 // promotion task in flight per key
 
 	// Owned by the goroutine calling register and beat.
 	reported   map[block.Key]entry
-	session    master.Session
+	session    meta.Session
 	registered bool
 	every      time.Duration // the beat interval in effect
 
@@ -129,12 +129,12 @@ func newAgent(c MasterClient, interval time.Duration, log *slog.Logger) *agent {
 // attach gives the agent its store and identity and marks every block the
 // store holds as dirty, so the first registration reports them. Call it
 // before the store serves anything.
-func (a *agent) attach(st *store.Store, info master.NodeInfo) {
+func (a *agent) attach(st *store.Store, info meta.NodeInfo) {
 	a.st, a.info = st, info
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, it := range st.SSDItems() {
-		m := mark{meta: meta{int64(it.Size), it.Sum}, hasMeta: true}
+		m := mark{meta: blockMeta{int64(it.Size), it.Sum}, hasMeta: true}
 		a.dirty[it.Key] = a.dirty[it.Key].merge(m)
 	}
 }
@@ -153,9 +153,9 @@ func (a *agent) onEvent(e store.Event) {
 	var m mark
 	switch e.Kind {
 	case store.EventPut, store.EventWriteAround, store.EventPromoted:
-		m.meta, m.hasMeta = meta{int64(e.Size), e.Sum}, true
+		m.meta, m.hasMeta = blockMeta{int64(e.Size), e.Sum}, true
 	case store.EventDemoted:
-		m.meta, m.hasMeta, m.leaving = meta{int64(e.Size), e.Sum}, true, true
+		m.meta, m.hasMeta, m.leaving = blockMeta{int64(e.Size), e.Sum}, true, true
 	case store.EventDropped:
 		m.leaving = true
 	}
@@ -182,10 +182,10 @@ func (a *agent) onPromotion(r store.PromotionResult) {
 	}
 	delete(a.promos, r.Key)
 	ok = r.Outcome == store.Completed || r.Outcome == store.AlreadyInRAM
-	a.addResultLocked(master.TaskResult{ID: id, OK: ok, Bytes: int64(r.Bytes)})
+	a.addResultLocked(meta.TaskResult{ID: id, OK: ok, Bytes: int64(r.Bytes)})
 }
 
-func (a *agent) addResultLocked(r master.TaskResult) {
+func (a *agent) addResultLocked(r meta.TaskResult) {
 	if len(a.results) < maxResults {
 		a.results = append(a.results, r)
 	}
@@ -230,8 +230,8 @@ func (a *agent) restoreDirty(d map[block.Key]mark) {
 // reconcile looks up the current tiers of the dirty keys and returns the
 // delta from base (what the master holds) to them, the new entries
 // (loc 0: gone), and the marks to look at again at the next beat.
-func (a *agent) reconcile(d map[block.Key]mark, base map[block.Key]entry) (master.Delta, map[block.Key]entry, map[block.Key]mark) {
-	var delta master.Delta
+func (a *agent) reconcile(d map[block.Key]mark, base map[block.Key]entry) (meta.Delta, map[block.Key]entry, map[block.Key]mark) {
+	var delta meta.Delta
 	updates := make(map[block.Key]entry, len(d))
 	var later map[block.Key]mark
 	if len(d) == 0 {
@@ -267,7 +267,7 @@ func (a *agent) reconcile(d map[block.Key]mark, base map[block.Key]entry) (maste
 				a.log.Warn("node agent: block in RAM without a reported size; not indexed", "key", k.String())
 				continue
 			}
-			md = meta{int64(it.Size), it.Sum}
+			md = blockMeta{int64(it.Size), it.Sum}
 		}
 		next := entry{loc: loc, meta: md}
 		diff(&delta, k, old, next)
@@ -277,29 +277,29 @@ func (a *agent) reconcile(d map[block.Key]mark, base map[block.Key]entry) (maste
 }
 
 // diff appends to d the change of key k from old to next.
-func diff(d *master.Delta, k block.Key, old, next entry) {
+func diff(d *meta.Delta, k block.Key, old, next entry) {
 	const r, s = store.InRAM, store.InSSD
 	same := old.meta == next.meta
 	switch {
 	case old.loc == next.loc && same:
 		return
 	case old.loc == r && next.loc == s && same:
-		d.Moved = append(d.Moved, master.Move{Key: k, From: master.TierRAM, To: master.TierSSD})
+		d.Moved = append(d.Moved, meta.Move{Key: k, From: meta.TierRAM, To: meta.TierSSD})
 		return
 	case old.loc == s && next.loc == r && same:
-		d.Moved = append(d.Moved, master.Move{Key: k, From: master.TierSSD, To: master.TierRAM})
+		d.Moved = append(d.Moved, meta.Move{Key: k, From: meta.TierSSD, To: meta.TierRAM})
 		return
 	}
 	for _, t := range [...]struct {
 		loc store.Location
-		t   master.Tier
-	}{{r, master.TierRAM}, {s, master.TierSSD}} {
+		t   meta.Tier
+	}{{r, meta.TierRAM}, {s, meta.TierSSD}} {
 		was, now := old.loc&t.loc != 0, next.loc&t.loc != 0
 		switch {
 		case now && (!was || !same):
-			d.Added = append(d.Added, master.Item{Key: k, Tier: t.t, Size: next.meta.size, Sum: next.meta.sum})
+			d.Added = append(d.Added, meta.Item{Key: k, Tier: t.t, Size: next.meta.size, Sum: next.meta.sum})
 		case was && !now:
-			d.Removed = append(d.Removed, master.ItemKey{Key: k, Tier: t.t})
+			d.Removed = append(d.Removed, meta.ItemKey{Key: k, Tier: t.t})
 		}
 	}
 }
@@ -316,9 +316,9 @@ func apply(m map[block.Key]entry, updates map[block.Key]entry) {
 }
 
 // usage is the store's own account of its tiers.
-func (a *agent) usage() master.NodeUsage {
+func (a *agent) usage() meta.NodeUsage {
 	st := a.st.Stats()
-	return master.NodeUsage{RAMUsed: st.RAM.Bytes, SSDUsed: st.SSD.Bytes}
+	return meta.NodeUsage{RAMUsed: st.RAM.Bytes, SSDUsed: st.SSD.Bytes}
 }
 
 // register sends the full inventory and starts a new session. The tasks
@@ -331,13 +331,13 @@ func (a *agent) register(ctx context.Context) error {
 		next[k] = e
 	}
 	apply(next, updates)
-	inv := make(master.Inventory, 0, len(next))
+	inv := make(meta.Inventory, 0, len(next))
 	for k, e := range next {
 		if e.loc&store.InRAM != 0 {
-			inv = append(inv, master.Item{Key: k, Tier: master.TierRAM, Size: e.meta.size, Sum: e.meta.sum})
+			inv = append(inv, meta.Item{Key: k, Tier: meta.TierRAM, Size: e.meta.size, Sum: e.meta.sum})
 		}
 		if e.loc&store.InSSD != 0 {
-			inv = append(inv, master.Item{Key: k, Tier: master.TierSSD, Size: e.meta.size, Sum: e.meta.sum})
+			inv = append(inv, meta.Item{Key: k, Tier: meta.TierSSD, Size: e.meta.size, Sum: e.meta.sum})
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
@@ -372,7 +372,7 @@ func (a *agent) setInterval(fromMaster time.Duration) {
 }
 
 // beat sends one heartbeat and executes the tasks of its reply. On
-// master.ErrUnknownNode it registers again with the full inventory.
+// meta.ErrUnknownNode it registers again with the full inventory.
 func (a *agent) beat(ctx context.Context) error {
 	if !a.registered {
 		return a.register(ctx)
@@ -391,7 +391,7 @@ func (a *agent) beat(ctx context.Context) error {
 	if err != nil {
 		a.restoreDirty(d)
 		a.restoreHits(hits)
-		if errors.Is(err, master.ErrUnknownNode) {
+		if errors.Is(err, meta.ErrUnknownNode) {
 			a.registered = false
 			a.live.Store(false)
 			a.reregisters.Add(1)
@@ -424,7 +424,7 @@ func (a *agent) restoreHits(hits []block.Key) {
 	}
 }
 
-func (a *agent) restoreResults(rs []master.TaskResult) {
+func (a *agent) restoreResults(rs []meta.TaskResult) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.results = append(rs, a.results...)
@@ -436,12 +436,12 @@ func (a *agent) restoreResults(rs []master.TaskResult) {
 // execute runs the master's tasks: eviction orders now (their effect
 // reaches the master in the next beat's delta, with the result), and
 // promotions on the store's worker (results when they finish).
-func (a *agent) execute(ctx context.Context, tasks []master.Task) {
+func (a *agent) execute(ctx context.Context, tasks []meta.Task) {
 	for _, t := range tasks {
 		switch t.Kind {
-		case master.TaskDemote, master.TaskDrop:
+		case meta.TaskDemote, meta.TaskDrop:
 			var err error
-			if t.Kind == master.TaskDemote {
+			if t.Kind == meta.TaskDemote {
 				err = a.st.Demote(ctx, t.Key)
 			} else {
 				err = a.st.DropRAM(ctx, t.Key)
@@ -452,9 +452,9 @@ func (a *agent) execute(ctx context.Context, tasks []master.Task) {
 				a.log.Warn("node agent: eviction order failed", "task", t.ID, "kind", t.Kind.String(), "key", t.Key.String(), "err", err)
 			}
 			a.mu.Lock()
-			a.addResultLocked(master.TaskResult{ID: t.ID, OK: ok})
+			a.addResultLocked(meta.TaskResult{ID: t.ID, OK: ok})
 			a.mu.Unlock()
-		case master.TaskPromote:
+		case meta.TaskPromote:
 			a.mu.Lock()
 			a.promos[t.Key] = t.ID
 			a.mu.Unlock()
@@ -465,14 +465,14 @@ func (a *agent) execute(ctx context.Context, tasks []master.Task) {
 			a.mu.Lock()
 			if id, ok := a.promos[t.Key]; ok && id == t.ID {
 				delete(a.promos, t.Key)
-				a.addResultLocked(master.TaskResult{ID: t.ID, OK: false})
+				a.addResultLocked(meta.TaskResult{ID: t.ID, OK: false})
 			}
 			a.mu.Unlock()
 			a.log.Debug("node agent: promotion not queued", "task", t.ID, "key", t.Key.String(), "err", err)
 		default:
 			a.log.Warn("node agent: unknown task kind; refused", "task", t.ID, "kind", t.Kind.String())
 			a.mu.Lock()
-			a.addResultLocked(master.TaskResult{ID: t.ID, OK: false})
+			a.addResultLocked(meta.TaskResult{ID: t.ID, OK: false})
 			a.mu.Unlock()
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/node/store"
 	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/internal/tier/ram"
@@ -56,22 +57,22 @@ func (c *inProc) set(m *master.Master, down bool) {
 	c.mu.Unlock()
 }
 
-func (c *inProc) Register(ctx context.Context, info master.NodeInfo, inv master.Inventory, usage master.NodeUsage) (master.RegisterReply, error) {
+func (c *inProc) Register(ctx context.Context, info meta.NodeInfo, inv meta.Inventory, usage meta.NodeUsage) (meta.RegisterReply, error) {
 	c.mu.Lock()
 	m, down := c.m, c.down
 	c.mu.Unlock()
 	if down {
-		return master.RegisterReply{}, errDown
+		return meta.RegisterReply{}, errDown
 	}
 	return m.Register(info, inv, usage)
 }
 
-func (c *inProc) Heartbeat(ctx context.Context, id master.NodeID, s master.Session, d master.Delta, u master.NodeUsage, hits []block.Key, done []master.TaskResult) (master.HeartbeatReply, error) {
+func (c *inProc) Heartbeat(ctx context.Context, id meta.NodeID, s meta.Session, d meta.Delta, u meta.NodeUsage, hits []block.Key, done []meta.TaskResult) (meta.HeartbeatReply, error) {
 	c.mu.Lock()
 	m, down := c.m, c.down
 	c.mu.Unlock()
 	if down {
-		return master.HeartbeatReply{}, errDown
+		return meta.HeartbeatReply{}, errDown
 	}
 	r, err := m.Heartbeat(id, s, d, u, hits, done)
 	if err == nil && c.beats != nil {
@@ -83,7 +84,7 @@ func (c *inProc) Heartbeat(ctx context.Context, id master.NodeID, s master.Sessi
 	return r, err
 }
 
-const testNode master.NodeID = "node-a"
+const testNode meta.NodeID = "node-a"
 
 // agentRig is a store with an agent, driven by hand.
 type agentRig struct {
@@ -122,7 +123,7 @@ func newRig(t *testing.T, c *inProc, bs, ramSlots, ssdSlots int) *agentRig {
 			t.Error(err)
 		}
 	})
-	ag.attach(st, master.NodeInfo{ID: testNode, Addr: "127.0.0.1:7480", RAMBytes: int64(bs * ramSlots), SSDBytes: ssdBytes, BlockSize: int64(bs)})
+	ag.attach(st, meta.NodeInfo{ID: testNode, Addr: "127.0.0.1:7480", RAMBytes: int64(bs * ramSlots), SSDBytes: ssdBytes, BlockSize: int64(bs)})
 	return &agentRig{t: t, st: st, ag: ag, c: c}
 }
 
@@ -189,9 +190,9 @@ func (r *agentRig) check(where string, ids []uint64, size func(uint64) int) {
 				continue
 			}
 			switch rep.Tier {
-			case master.TierRAM:
+			case meta.TierRAM:
 				got |= store.InRAM
-			case master.TierSSD:
+			case meta.TierSSD:
 				got |= store.InSSD
 			}
 			p := payload(id, size(id))

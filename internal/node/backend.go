@@ -9,7 +9,6 @@ import (
 	"github.com/kvpool/kvpool/internal/node/store"
 	"github.com/kvpool/kvpool/internal/node/wire"
 	"github.com/kvpool/kvpool/internal/tier"
-	"github.com/kvpool/kvpool/internal/tier/ram"
 )
 
 // backend serves a store through nodeserver.Backend.
@@ -46,14 +45,14 @@ func (b backend) Put(ctx context.Context, k block.Key, payload []byte, sum uint3
 // PutHinted is Put with the access's chain position for the RAM tier's
 // eviction policy (nodeserver.AccessBackend).
 func (b backend) PutHinted(ctx context.Context, k block.Key, payload []byte, sum uint32, h wire.Hint) error {
-	_, err := b.s.PutHinted(ctx, k, payload, sum, ram.Hint{Depth: int(h.Depth), Parent: h.Parent})
+	_, err := b.s.PutHinted(ctx, k, payload, sum, h.Hint)
 	return err
 }
 
 // Touch records an access to k's RAM copy (nodeserver.AccessBackend);
 // tier.ErrNotFound when RAM does not hold k.
 func (b backend) Touch(_ context.Context, k block.Key, h wire.Hint) error {
-	if !b.s.Touch(k, ram.Hint{Depth: int(h.Depth), Parent: h.Parent}) {
+	if !b.s.Touch(k, h.Hint) {
 		return fmt.Errorf("node: touch %s: not in RAM: %w", k, tier.ErrNotFound)
 	}
 	return nil

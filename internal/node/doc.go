@@ -35,7 +35,7 @@
 // event marks its key dirty, and at the next beat the agent compares the
 // key's current tiers (store.Locate, which touches no policy state) with
 // what it last reported. A master that forgot the node
-// (master.ErrUnknownNode: it restarted, or the node was silent past its
+// (meta.ErrUnknownNode: it restarted, or the node was silent past its
 // TTL) gets the full inventory again. An unreachable master does not stop
 // the data plane: the agent retries with capped exponential backoff, and
 // the changes accumulate until a beat gets through.

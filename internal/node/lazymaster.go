@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // ClosableMaster is a MasterClient that holds connections to release
@@ -57,19 +57,19 @@ func (l *LazyMaster) client(ctx context.Context) (MasterClient, error) {
 var errLazyClosed = errors.New("node: master client closed")
 
 // Register connects if needed and registers.
-func (l *LazyMaster) Register(ctx context.Context, info master.NodeInfo, inv master.Inventory, usage master.NodeUsage) (master.RegisterReply, error) {
+func (l *LazyMaster) Register(ctx context.Context, info meta.NodeInfo, inv meta.Inventory, usage meta.NodeUsage) (meta.RegisterReply, error) {
 	c, err := l.client(ctx)
 	if err != nil {
-		return master.RegisterReply{}, err
+		return meta.RegisterReply{}, err
 	}
 	return c.Register(ctx, info, inv, usage)
 }
 
 // Heartbeat connects if needed and heartbeats.
-func (l *LazyMaster) Heartbeat(ctx context.Context, id master.NodeID, s master.Session, d master.Delta, u master.NodeUsage, ssdHits []block.Key, done []master.TaskResult) (master.HeartbeatReply, error) {
+func (l *LazyMaster) Heartbeat(ctx context.Context, id meta.NodeID, s meta.Session, d meta.Delta, u meta.NodeUsage, ssdHits []block.Key, done []meta.TaskResult) (meta.HeartbeatReply, error) {
 	c, err := l.client(ctx)
 	if err != nil {
-		return master.HeartbeatReply{}, err
+		return meta.HeartbeatReply{}, err
 	}
 	return c.Heartbeat(ctx, id, s, d, u, ssdHits, done)
 }

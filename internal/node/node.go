@@ -20,7 +20,7 @@ import (
 	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/listen"
-	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/node/nodemetrics"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/node/pacer"
@@ -59,7 +59,7 @@ type Node struct {
 	ready    chan struct{}
 	addr     string // set before ready closes
 	admin    string
-	name     master.NodeID
+	name     meta.NodeID
 	ag       *agent
 }
 
@@ -236,12 +236,12 @@ func (n *Node) serve(ctx context.Context, cfg config.Node, st *store.Store, pace
 	defer n.reg.Unregister(collector)
 
 	n.addr, n.admin = ln.Addr().String(), adminLn.Addr().String()
-	n.name = master.NodeID(cfg.NodeName)
+	n.name = meta.NodeID(cfg.NodeName)
 	if n.name == "" {
-		n.name = master.NodeID(nameFromAddr(n.addr))
+		n.name = meta.NodeID(nameFromAddr(n.addr))
 	}
 	if ag != nil {
-		ag.attach(st, master.NodeInfo{
+		ag.attach(st, meta.NodeInfo{
 			ID:        n.name,
 			Addr:      advertised(n.addr),
 			RAMBytes:  int64(cfg.RAM.Bytes),

@@ -8,21 +8,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/tier/ssd"
 	"github.com/kvpool/kvpool/internal/vfs"
 )
 
 // MasterClient is the node's view of its master: master.Master's Register
 // and Heartbeat, across a network (package masterclient) or in process.
-// Errors that mean "register again" wrap master.ErrUnknownNode. It is used
+// Errors that mean "register again" wrap meta.ErrUnknownNode. It is used
 // by one goroutine at a time.
 type MasterClient interface {
 	// Register announces the node with its full inventory and usage.
-	Register(ctx context.Context, info master.NodeInfo, inv master.Inventory, usage master.NodeUsage) (master.RegisterReply, error)
+	Register(ctx context.Context, info meta.NodeInfo, inv meta.Inventory, usage meta.NodeUsage) (meta.RegisterReply, error)
 	// Heartbeat reports the changes since the previous beat and returns
 	// the node's tasks.
-	Heartbeat(ctx context.Context, id master.NodeID, s master.Session, d master.Delta, u master.NodeUsage, ssdHits []block.Key, done []master.TaskResult) (master.HeartbeatReply, error)
+	Heartbeat(ctx context.Context, id meta.NodeID, s meta.Session, d meta.Delta, u meta.NodeUsage, ssdHits []block.Key, done []meta.TaskResult) (meta.HeartbeatReply, error)
 }
 
 // Options configure a Node beyond its configuration. The zero value is a

@@ -11,34 +11,16 @@ package payload
 import (
 	"encoding/binary"
 	"fmt"
-)
 
-// FNV-1a 64-bit parameters (the published offset basis and prime).
-const (
-	fnvOffset = 14695981039346656037
-	fnvPrime  = 1099511628211
+	"github.com/kvpool/kvpool/block"
 )
-
-// golden is SplitMix64's increment, 2^64 divided by the golden ratio.
-const golden = 0x9e3779b97f4a7c15
 
 // seed derives the generator's state from (tenant, id).
 func seed(tenant string, id uint64) uint64 {
-	h := uint64(fnvOffset)
-	for i := 0; i < len(tenant); i++ {
-		h ^= uint64(tenant[i])
-		h *= fnvPrime
-	}
+	h := block.FNV1a(tenant)
 	h ^= uint64(len(tenant)) // "" and "\x00…" differ
-	h *= fnvPrime
-	return mix(h ^ mix(id+golden))
-}
-
-// mix is SplitMix64's output function.
-func mix(z uint64) uint64 {
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
+	h *= block.FNVPrime64
+	return block.Mix64(h ^ block.Mix64(id+block.Golden64))
 }
 
 // Fill writes block (tenant, id)'s payload into dst: len(dst) bytes, the
@@ -48,13 +30,13 @@ func Fill(dst []byte, tenant string, id uint64) {
 	s := seed(tenant, id)
 	i := 0
 	for ; i+8 <= len(dst); i += 8 {
-		s += golden
-		binary.LittleEndian.PutUint64(dst[i:], mix(s))
+		s += block.Golden64
+		binary.LittleEndian.PutUint64(dst[i:], block.Mix64(s))
 	}
 	if i < len(dst) {
-		s += golden
+		s += block.Golden64
 		var tail [8]byte
-		binary.LittleEndian.PutUint64(tail[:], mix(s))
+		binary.LittleEndian.PutUint64(tail[:], block.Mix64(s))
 		copy(dst[i:], tail[:])
 	}
 }
@@ -77,8 +59,8 @@ func Check(got []byte, size int, tenant string, id uint64) error {
 	s := seed(tenant, id)
 	var w [8]byte
 	for i := 0; i < size; i += 8 {
-		s += golden
-		binary.LittleEndian.PutUint64(w[:], mix(s))
+		s += block.Golden64
+		binary.LittleEndian.PutUint64(w[:], block.Mix64(s))
 		n := min(8, size-i)
 		for k := range n {
 			if got[i+k] != w[k] {

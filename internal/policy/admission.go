@@ -2,6 +2,8 @@ package policy
 
 import (
 	"math/bits"
+
+	"github.com/kvpool/kvpool/block"
 )
 
 // AdmitAll admits every block: the same as a nil Admission.
@@ -181,7 +183,7 @@ func (p *CMS) Admit(a Access) bool {
 	var slots [cmsMaxDepth]int
 	least := uint8(255)
 	for i := range p.depth {
-		s := i*p.width + int(mix64(a.Key^p.seeds[i])&p.mask)
+		s := i*p.width + int(block.Mix64(a.Key^p.seeds[i])&p.mask)
 		slots[i] = s
 		least = min(least, p.counts[s])
 	}
@@ -204,7 +206,7 @@ func (p *CMS) Admit(a Access) bool {
 func (p *CMS) Estimate(k Key) int {
 	least := uint8(255)
 	for i := range p.depth {
-		least = min(least, p.counts[i*p.width+int(mix64(k^p.seeds[i])&p.mask)])
+		least = min(least, p.counts[i*p.width+int(block.Mix64(k^p.seeds[i])&p.mask)])
 	}
 	return int(least)
 }
@@ -219,10 +221,3 @@ func (p *CMS) halve() {
 // Footprint returns 0: the sketch remembers no keys, and its size is fixed
 // at construction.
 func (p *CMS) Footprint() int { return 0 }
-
-// mix64 is SplitMix64's finaliser: a strong 64-bit mixer.
-func mix64(z uint64) uint64 {
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}

@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"math"
+
+	"github.com/kvpool/kvpool/block"
 )
 
 // Chain ("kvchain") is an eviction policy for prefix-chained KV blocks. A
@@ -375,8 +377,8 @@ func (p *Chain) flip() bool {
 	if p.opts.PredictionError == 0 {
 		return false
 	}
-	p.rng += 0x9e3779b97f4a7c15 // splitmix64 (Steele et al., OOPSLA 2014)
-	u := float64(mix64(p.rng)>>11) / (1 << 53)
+	p.rng += block.Golden64 // splitmix64 (Steele et al., OOPSLA 2014)
+	u := float64(block.Mix64(p.rng)>>11) / (1 << 53)
 	if u < p.opts.PredictionError {
 		p.stats.Flipped++
 		return true
@@ -445,7 +447,7 @@ func (p *Chain) Footprint() int {
 // misses, halving the counts every DuelWindow shadow capacities of misses
 // so the choice follows the workload's phases.
 func (p *Chain) duel(a Access) {
-	if p.shadow[0] == nil || mix64(a.Key^duelSalt)%uint64(p.opts.DuelSample) != 0 {
+	if p.shadow[0] == nil || block.Mix64(a.Key^duelSalt)%uint64(p.opts.DuelSample) != 0 {
 		return
 	}
 	s := Access{Key: a.Key, Time: a.Time} // sampled keys form no chains

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/lab/hitrate"
 	"github.com/kvpool/kvpool/internal/lab/tracegen"
 	"github.com/kvpool/kvpool/internal/lab/tracesample"
@@ -149,7 +150,7 @@ func tokenHitRatio(reqs []trace.Request, c *policy.Cache) float64 {
 			h++
 		}
 		for i, k := range r.HashIDs {
-			a := policy.Access{Key: k, Depth: i, Time: tm}
+			a := policy.Access{Key: k, Hint: block.Hint{Depth: i}, Time: tm}
 			if i > 0 {
 				a.Parent = r.HashIDs[i-1]
 			}

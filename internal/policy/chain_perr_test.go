@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/lab/tracegen"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/trace"
@@ -134,7 +135,7 @@ func hitPattern(reqs []trace.Request, c *policy.Cache) string {
 	var tm int64
 	for _, r := range reqs {
 		for i, k := range r.HashIDs {
-			a := policy.Access{Key: k, Depth: i, Time: tm}
+			a := policy.Access{Key: k, Hint: block.Hint{Depth: i}, Time: tm}
 			if i > 0 {
 				a.Parent = r.HashIDs[i-1]
 			}

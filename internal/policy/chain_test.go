@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/lab/hitrate"
 	"github.com/kvpool/kvpool/internal/lab/tracegen"
 	"github.com/kvpool/kvpool/internal/policy"
@@ -45,7 +46,9 @@ func TestChainOptionsValidate(t *testing.T) {
 }
 
 // access is a chained access: key k at depth d with parent p.
-func access(k, p policy.Key, d int) policy.Access { return policy.Access{Key: k, Parent: p, Depth: d} }
+func access(k, p policy.Key, d int) policy.Access {
+	return policy.Access{Key: k, Hint: block.Hint{Depth: d, Parent: p}}
+}
 
 // TestChainEvictsTailsFirst pins the chain-order rule: a request's blocks
 // are evicted deepest first, so the shared root survives, where LRU evicts
@@ -226,7 +229,7 @@ func BenchmarkChainAccess(b *testing.B) {
 				c := policy.NewCache(5000, ev, nil)
 				for _, r := range reqs {
 					for i, k := range r.HashIDs {
-						a := policy.Access{Key: k, Depth: i}
+						a := policy.Access{Key: k, Hint: block.Hint{Depth: i}}
 						if i > 0 {
 							a.Parent = r.HashIDs[i-1]
 						}

@@ -1,6 +1,10 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/kvpool/kvpool/block"
+)
 
 // keyIndex maps block keys to int32 node ids: the index every policy in
 // this package keeps. It is an open-addressing hash table with linear
@@ -61,7 +65,7 @@ func log2(n int) int {
 // key folded with its high half, so keys that differ only in high bits
 // still spread.
 func (x *keyIndex) home(k Key) uint64 {
-	return ((k ^ k>>32) * 0x9e3779b97f4a7c15) >> x.shift
+	return ((k ^ k>>32) * block.Golden64) >> x.shift
 }
 
 // len returns the number of keys.

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+
+	"github.com/kvpool/kvpool/block"
 )
 
 // Mooncake approximates the eviction of Mooncake Store's master: it evicts
@@ -261,11 +263,8 @@ func (p *Mooncake) CheckInvariants() error {
 type splitmix uint64
 
 func (s *splitmix) next() uint64 {
-	*s += 0x9e3779b97f4a7c15
-	z := uint64(*s)
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
+	*s += splitmix(block.Golden64)
+	return block.Mix64(uint64(*s))
 }
 
 // intn returns a number in [0, n) for n > 0 (Lemire's multiply-shift; the

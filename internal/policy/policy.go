@@ -10,6 +10,8 @@
 // (the node's slot size, or 512 tokens of KV in model units).
 package policy
 
+import "github.com/kvpool/kvpool/block"
+
 // Key identifies a block. In the traces it is a hash_id; in the store it is
 // the tenant-namespaced block key.
 type Key = uint64
@@ -22,11 +24,12 @@ const NoNextUse int64 = 1<<63 - 1
 type Access struct {
 	// Key is the block accessed.
 	Key Key
-	// Parent is the key of the previous block in the prefix chain; it is
-	// meaningful only when Depth > 0.
-	Parent Key
-	// Depth is the block's position in its request's key list (0 = first).
-	Depth int
+	// Hint is the block's place in its request's prefix chain: Depth, its
+	// position in its request's key list (0 = first), and Parent, the key
+	// of the previous block in the chain, meaningful only when Depth > 0.
+	// It is the hint the store's clients send (block.Hint), with Parent
+	// translated into the policy's keys.
+	block.Hint
 	// Time is the caller's logical clock: strictly increasing across the
 	// accesses of one cache (for example the global access sequence number).
 	Time int64

@@ -38,6 +38,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/trace"
 )
@@ -389,7 +390,7 @@ func route(caches []*policy.Cache, counts []int, ids []uint64) (node, hit int) {
 func accessAll(c *policy.Cache, ids []uint64, seq int64, next []int64) int64 {
 	var parent uint64
 	for j, k := range ids {
-		a := policy.Access{Key: k, Parent: parent, Depth: j, Time: seq, NextUse: policy.NoNextUse}
+		a := policy.Access{Key: k, Hint: block.Hint{Depth: j, Parent: parent}, Time: seq, NextUse: policy.NoNextUse}
 		if next != nil {
 			a.NextUse = next[seq]
 		}
@@ -411,7 +412,7 @@ func accessCounting(c *policy.Cache, ids []uint64, seq int64, next []int64) (hit
 	var parent uint64
 	prefix := true
 	for j, k := range ids {
-		a := policy.Access{Key: k, Parent: parent, Depth: j, Time: seq, NextUse: policy.NoNextUse}
+		a := policy.Access{Key: k, Hint: block.Hint{Depth: j, Parent: parent}, Time: seq, NextUse: policy.NoNextUse}
 		if next != nil {
 			a.NextUse = next[seq]
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/trace"
 )
@@ -259,11 +260,11 @@ func TestAccessFields(t *testing.T) {
 		_, seq = accessCounting(c, r.HashIDs, seq, p.next)
 	}
 	want := []policy.Access{
-		{Key: 1, Depth: 0, Time: 0, NextUse: 4},
-		{Key: 2, Parent: 1, Depth: 1, Time: 1, NextUse: 2},
-		{Key: 2, Depth: 0, Time: 2, NextUse: policy.NoNextUse},
-		{Key: 3, Parent: 2, Depth: 1, Time: 3, NextUse: policy.NoNextUse},
-		{Key: 1, Depth: 0, Time: 4, NextUse: policy.NoNextUse},
+		{Key: 1, Hint: block.Hint{Depth: 0}, Time: 0, NextUse: 4},
+		{Key: 2, Hint: block.Hint{Depth: 1, Parent: 1}, Time: 1, NextUse: 2},
+		{Key: 2, Hint: block.Hint{Depth: 0}, Time: 2, NextUse: policy.NoNextUse},
+		{Key: 3, Hint: block.Hint{Depth: 1, Parent: 2}, Time: 3, NextUse: policy.NoNextUse},
+		{Key: 1, Hint: block.Hint{Depth: 0}, Time: 4, NextUse: policy.NoNextUse},
 	}
 	if !slices.Equal(rec.got, want) {
 		t.Fatalf("accesses\n got %+v\nwant %+v", rec.got, want)
@@ -371,7 +372,7 @@ func naive(t *testing.T, reqs []trace.Request, opts Options) Result {
 		}
 		counts[node]++
 		for j, k := range r.HashIDs {
-			a := policy.Access{Key: k, Depth: j, Time: seq, NextUse: policy.NoNextUse}
+			a := policy.Access{Key: k, Hint: block.Hint{Depth: j}, Time: seq, NextUse: policy.NoNextUse}
 			if j > 0 {
 				a.Parent = r.HashIDs[j-1]
 			}

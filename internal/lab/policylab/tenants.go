@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/trace"
 )
@@ -159,7 +160,7 @@ func ReplayShared(m *Merged, spec policy.Spec, capacity int) ([]Counts, error) {
 		}
 		var parent uint64
 		for j, k := range r.HashIDs {
-			c.Access(policy.Access{Key: k, Parent: parent, Depth: j, Time: seq, NextUse: policy.NoNextUse})
+			c.Access(policy.Access{Key: k, Hint: block.Hint{Depth: j, Parent: parent}, Time: seq, NextUse: policy.NoNextUse})
 			parent = k
 			seq++
 		}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/client"
 	"github.com/kvpool/kvpool/internal/lab/sim"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
@@ -641,7 +642,7 @@ func (r *runner) storer(ctx context.Context, w *worker) {
 		hints := make([]wire.Hint, len(keys))
 		pls := make([][]byte, len(keys))
 		for b, id := range keys {
-			hints[b] = wire.Hint{Depth: uint32(b), Touch: local[b]}
+			hints[b] = wire.Hint{Hint: block.Hint{Depth: b}, Touch: local[b]}
 			if b > 0 {
 				hints[b].Parent = keys[b-1]
 			}

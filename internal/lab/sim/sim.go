@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/lab/costmodel"
 	"github.com/kvpool/kvpool/internal/lab/netshare"
 	"github.com/kvpool/kvpool/internal/policy"
@@ -674,7 +675,7 @@ func (s *simulator) store(i, r int) {
 // access returns the policy access of block j of keys at trace position
 // p (Time unshifted by any per-cache clock).
 func (s *simulator) access(keys []policy.Key, j int, p int64) policy.Access {
-	a := policy.Access{Key: keys[j], Depth: j, Time: p << timeShift, NextUse: policy.NoNextUse}
+	a := policy.Access{Key: keys[j], Hint: block.Hint{Depth: j}, Time: p << timeShift, NextUse: policy.NoNextUse}
 	if j > 0 {
 		a.Parent = keys[j-1]
 	}

@@ -21,6 +21,7 @@ import (
 	"io"
 	"math"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -129,19 +130,8 @@ func (f *Filter) Kept() int { return f.kept }
 // the hash mapped uniformly onto [0, 1). Raising the fraction only adds
 // families.
 func KeepFamily(seed, first uint64, fraction float64) bool {
-	h := mix(seed ^ mix(first+0x9e3779b97f4a7c15))
+	h := block.Mix64(seed ^ block.Mix64(first+block.Golden64))
 	return float64(h>>11)*(1.0/(1<<53)) < fraction
-}
-
-// mix is the SplitMix64 finalizer (Steele, Lea, Flood 2014): a bijective
-// 64-bit mix with good avalanche, so nearby ids land far apart.
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
 }
 
 // Sample returns the subsample of reqs (which must be in trace order).

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // ErrUnavailable: the master could not be reached (refused, reset, closed,
@@ -252,10 +252,10 @@ func putCall(c *call) {
 }
 
 // Register registers a node with its full inventory (master.Register).
-func (cl *Client) Register(ctx context.Context, info master.NodeInfo, inv master.Inventory, usage master.NodeUsage) (master.RegisterReply, error) {
+func (cl *Client) Register(ctx context.Context, info meta.NodeInfo, inv meta.Inventory, usage meta.NodeUsage) (meta.RegisterReply, error) {
 	c := getCall(masterproto.OpRegisterResponse)
 	defer putCall(c)
-	var reply master.RegisterReply
+	var reply meta.RegisterReply
 	c.reg = &reply
 	c.encode = func(dst []byte, id uint64) ([]byte, error) {
 		return masterproto.AppendRegister(dst, id, &masterproto.Register{Info: info, Usage: usage, Inventory: inv})
@@ -265,12 +265,12 @@ func (cl *Client) Register(ctx context.Context, info master.NodeInfo, inv master
 }
 
 // Heartbeat sends a node's heartbeat (master.Heartbeat). After a master
-// restart it fails with an error wrapping master.ErrUnknownNode: the node
+// restart it fails with an error wrapping meta.ErrUnknownNode: the node
 // must Register again.
-func (cl *Client) Heartbeat(ctx context.Context, id master.NodeID, session master.Session, delta master.Delta, usage master.NodeUsage, ssdHits []block.Key, done []master.TaskResult) (master.HeartbeatReply, error) {
+func (cl *Client) Heartbeat(ctx context.Context, id meta.NodeID, session meta.Session, delta meta.Delta, usage meta.NodeUsage, ssdHits []block.Key, done []meta.TaskResult) (meta.HeartbeatReply, error) {
 	c := getCall(masterproto.OpHeartbeatResponse)
 	defer putCall(c)
-	var reply master.HeartbeatReply
+	var reply meta.HeartbeatReply
 	c.hb = &reply
 	c.encode = func(dst []byte, reqID uint64) ([]byte, error) {
 		return masterproto.AppendHeartbeat(dst, reqID, &masterproto.Heartbeat{Node: id, Session: session, Usage: usage, Delta: delta, SSDHits: ssdHits, Done: done})
@@ -284,7 +284,7 @@ func (cl *Client) Heartbeat(ctx context.Context, id master.NodeID, session maste
 // returned replicas are leased for a Get.
 func (cl *Client) Lookup(ctx context.Context, tenant string, ids []uint64, lease bool, dst *LookupResult) error {
 	if dst == nil {
-		return fmt.Errorf("masterclient: lookup of %d keys: nil result: %w", len(ids), master.ErrBadRequest)
+		return fmt.Errorf("masterclient: lookup of %d keys: nil result: %w", len(ids), meta.ErrBadRequest)
 	}
 	c := getCall(masterproto.OpLookupResponse)
 	defer putCall(c)
@@ -313,9 +313,9 @@ func (cl *Client) Exists(ctx context.Context, tenant string, ids []uint64, dst [
 
 // Place chooses nodes for new blocks (master.Place) into dst, with their
 // addresses.
-func (cl *Client) Place(ctx context.Context, tenant string, ids []uint64, replicas int, hint master.NodeID, strategy master.Strategy, dst *Placement) error {
+func (cl *Client) Place(ctx context.Context, tenant string, ids []uint64, replicas int, hint meta.NodeID, strategy meta.Strategy, dst *Placement) error {
 	if dst == nil {
-		return fmt.Errorf("masterclient: place %d blocks: nil result: %w", len(ids), master.ErrBadRequest)
+		return fmt.Errorf("masterclient: place %d blocks: nil result: %w", len(ids), meta.ErrBadRequest)
 	}
 	c := getCall(masterproto.OpPlaceResponse)
 	defer putCall(c)
@@ -328,7 +328,7 @@ func (cl *Client) Place(ctx context.Context, tenant string, ids []uint64, replic
 
 // Nodes lists the nodes the master knows, with their data-plane addresses
 // (NodeStatus.Info.Addr).
-func (cl *Client) Nodes(ctx context.Context) ([]master.NodeStatus, error) {
+func (cl *Client) Nodes(ctx context.Context) ([]meta.NodeStatus, error) {
 	c := getCall(masterproto.OpNodesResponse)
 	defer putCall(c)
 	c.encode = func(b []byte, reqID uint64) ([]byte, error) { return masterproto.AppendNodes(b, reqID), nil }

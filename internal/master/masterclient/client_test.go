@@ -16,6 +16,7 @@ import (
 	"github.com/kvpool/kvpool/internal/master/masterclient"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
 	"github.com/kvpool/kvpool/internal/master/masterserver"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // The client's connections own reader goroutines; all must be joined.
@@ -70,11 +71,11 @@ func dial(t *testing.T, addr string, opts masterclient.Options) *masterclient.Cl
 func TestConcurrentPipelined(t *testing.T) {
 	m, addr := serve(t, masterserver.Options{})
 	const keys = 256
-	var inv master.Inventory
+	var inv meta.Inventory
 	for id := range uint64(keys) {
-		inv = append(inv, master.Item{Key: block.Key{Tenant: "t", ID: id}, Tier: master.TierRAM, Size: int64(id), Sum: uint32(id)})
+		inv = append(inv, meta.Item{Key: block.Key{Tenant: "t", ID: id}, Tier: meta.TierRAM, Size: int64(id), Sum: uint32(id)})
 	}
-	if _, err := m.Register(master.NodeInfo{ID: "n1", Addr: "127.0.0.1:9"}, inv, master.NodeUsage{}); err != nil {
+	if _, err := m.Register(meta.NodeInfo{ID: "n1", Addr: "127.0.0.1:9"}, inv, meta.NodeUsage{}); err != nil {
 		t.Fatal(err)
 	}
 	c := dial(t, addr, masterclient.Options{Conns: 2})
@@ -217,7 +218,7 @@ func TestBadArguments(t *testing.T) {
 		{"nil placement", c.Place(context.Background(), "t", nil, 1, "", 0, nil)},
 	}
 	for _, cs := range cases {
-		if !errors.Is(cs.err, master.ErrBadRequest) {
+		if !errors.Is(cs.err, meta.ErrBadRequest) {
 			t.Errorf("%s: %v, want ErrBadRequest", cs.name, cs.err)
 		}
 	}

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // call is one request in flight: what to send, where its response goes,
@@ -29,9 +29,9 @@ type call struct {
 	lookup *LookupResult
 	bools  []bool
 	place  *Placement
-	reg    *master.RegisterReply
-	hb     *master.HeartbeatReply
-	nodes  []master.NodeStatus
+	reg    *meta.RegisterReply
+	hb     *meta.HeartbeatReply
+	nodes  []meta.NodeStatus
 	query  []ReplicaStatus
 }
 
@@ -127,7 +127,7 @@ func (c *conn) send(ctx context.Context, cll *call) error {
 	if cll.encode == nil {
 		if n := len(cll.lookupReq.IDs); n > c.maxBatch {
 			c.mu.Unlock()
-			return fmt.Errorf("%d keys, the master takes at most %d per request: %w: %w", n, c.maxBatch, master.ErrBadRequest, masterproto.ErrBatchTooLong)
+			return fmt.Errorf("%d keys, the master takes at most %d per request: %w: %w", n, c.maxBatch, meta.ErrBadRequest, masterproto.ErrBatchTooLong)
 		}
 		c.wbuf, err = masterproto.AppendLookup(c.wbuf[:0], id, &cll.lookupReq)
 	} else {
@@ -135,8 +135,8 @@ func (c *conn) send(ctx context.Context, cll *call) error {
 	}
 	if err != nil {
 		c.mu.Unlock()
-		if !errors.Is(err, master.ErrBadRequest) {
-			err = fmt.Errorf("%w: %w", master.ErrBadRequest, err)
+		if !errors.Is(err, meta.ErrBadRequest) {
+			err = fmt.Errorf("%w: %w", meta.ErrBadRequest, err)
 		}
 		return err
 	}

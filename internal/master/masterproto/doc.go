@@ -81,9 +81,9 @@
 //
 //	code  name              error (ErrorFor / CodeOf)
 //	0     ok                nil
-//	1     bad request       master.ErrBadRequest (also ErrMalformed, ErrBatchTooLong, ErrTooLong)
-//	2     unknown node      master.ErrUnknownNode: re-register with the full inventory
-//	3     no nodes          master.ErrNoNodes
+//	1     bad request       meta.ErrBadRequest (also ErrMalformed, ErrBatchTooLong, ErrTooLong)
+//	2     unknown node      meta.ErrUnknownNode: re-register with the full inventory
+//	3     no nodes          meta.ErrNoNodes
 //	4     unsupported op    ErrUnknownOp
 //	5     unauthorized      ErrUnauthorized (HELLO only)
 //	6     internal          ErrInternal

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // Body sizes of fixed-size entries, in bytes.
@@ -240,7 +240,7 @@ func DecodeError(h Header, body []byte) (*RemoteError, error) {
 
 // ---- shared pieces ----
 
-func appendNodeInfo(dst []byte, ni *master.NodeInfo) ([]byte, error) {
+func appendNodeInfo(dst []byte, ni *meta.NodeInfo) ([]byte, error) {
 	if err := checkNodeID("node", string(ni.ID)); err != nil {
 		return dst, err
 	}
@@ -254,36 +254,36 @@ func appendNodeInfo(dst []byte, ni *master.NodeInfo) ([]byte, error) {
 	return le.AppendUint64(dst, uint64(ni.BlockSize)), nil
 }
 
-func (d *dec) nodeInfo(ni *master.NodeInfo) {
-	ni.ID = master.NodeID(d.str8("node ID", MaxNodeIDLen))
+func (d *dec) nodeInfo(ni *meta.NodeInfo) {
+	ni.ID = meta.NodeID(d.str8("node ID", MaxNodeIDLen))
 	ni.Addr = d.str8("address", MaxAddrLen)
 	ni.RAMBytes = d.nonNeg("RAM bytes")
 	ni.SSDBytes = d.nonNeg("SSD bytes")
 	ni.BlockSize = d.nonNeg("block size")
 }
 
-func appendUsage(dst []byte, u master.NodeUsage) []byte {
+func appendUsage(dst []byte, u meta.NodeUsage) []byte {
 	dst = le.AppendUint64(dst, uint64(u.RAMUsed))
 	return le.AppendUint64(dst, uint64(u.SSDUsed))
 }
 
-func (d *dec) usage() master.NodeUsage {
-	return master.NodeUsage{RAMUsed: d.nonNeg("RAM used"), SSDUsed: d.nonNeg("SSD used")}
+func (d *dec) usage() meta.NodeUsage {
+	return meta.NodeUsage{RAMUsed: d.nonNeg("RAM used"), SSDUsed: d.nonNeg("SSD used")}
 }
 
-func validTier(t master.Tier) bool { return t == master.TierRAM || t == master.TierSSD }
+func validTier(t meta.Tier) bool { return t == meta.TierRAM || t == meta.TierSSD }
 
-func checkItem(what string, i int, it *master.Item) error {
+func checkItem(what string, i int, it *meta.Item) error {
 	if !validTier(it.Tier) {
-		return fmt.Errorf("%s[%d]: key %v: %v is not a tier: %w", what, i, it.Key, it.Tier, master.ErrBadRequest)
+		return fmt.Errorf("%s[%d]: key %v: %v is not a tier: %w", what, i, it.Key, it.Tier, meta.ErrBadRequest)
 	}
 	if it.Size < 0 {
-		return fmt.Errorf("%s[%d]: key %v: negative size %d: %w", what, i, it.Key, it.Size, master.ErrBadRequest)
+		return fmt.Errorf("%s[%d]: key %v: negative size %d: %w", what, i, it.Key, it.Size, meta.ErrBadRequest)
 	}
 	return nil
 }
 
-func appendItems(dst []byte, te *tenantEnc, items []master.Item) []byte {
+func appendItems(dst []byte, te *tenantEnc, items []meta.Item) []byte {
 	dst = le.AppendUint32(dst, uint32(len(items)))
 	for i := range items {
 		it := &items[i]
@@ -296,8 +296,8 @@ func appendItems(dst []byte, te *tenantEnc, items []master.Item) []byte {
 	return dst
 }
 
-func (d *dec) tier(what string) master.Tier {
-	t := master.Tier(d.u8(what))
+func (d *dec) tier(what string) meta.Tier {
+	t := meta.Tier(d.u8(what))
 	if d.err == nil && !validTier(t) {
 		d.fail(ErrMalformed, "%s %d is not a tier (want 1 ram or 2 ssd)", what, uint8(t))
 	}
@@ -313,12 +313,12 @@ func (d *dec) tenantRef(tenants []string, r *refs) string {
 	return tenants[i]
 }
 
-func (d *dec) items(what string, tenants []string, r *refs) []master.Item {
+func (d *dec) items(what string, tenants []string, r *refs) []meta.Item {
 	n := d.count(what, d.lim.MaxItems, itemLen)
 	if d.err != nil || n == 0 {
 		return nil
 	}
-	out := make([]master.Item, n)
+	out := make([]meta.Item, n)
 	for i := range out {
 		it := &out[i]
 		it.Key.Tenant = d.tenantRef(tenants, r)
@@ -339,9 +339,9 @@ func (d *dec) items(what string, tenants []string, r *refs) []master.Item {
 // Register is a REGISTER request: a node's identity, usage and full
 // inventory.
 type Register struct {
-	Info      master.NodeInfo
-	Usage     master.NodeUsage
-	Inventory master.Inventory
+	Info      meta.NodeInfo
+	Usage     meta.NodeUsage
+	Inventory meta.Inventory
 }
 
 // AppendRegister appends a REGISTER frame.
@@ -382,10 +382,10 @@ func DecodeRegister(h Header, body []byte, lim Limits, dst *Register) error {
 }
 
 // AppendRegisterReply appends a REGISTER response.
-func AppendRegisterReply(dst []byte, reqID uint64, r *master.RegisterReply) ([]byte, error) {
+func AppendRegisterReply(dst []byte, reqID uint64, r *meta.RegisterReply) ([]byte, error) {
 	dst, start := begin(dst, OpRegisterResponse, reqID)
 	if r.HeartbeatInterval < 0 || r.NodeTTL < 0 {
-		return encodeError(dst, start, OpRegisterResponse, fmt.Errorf("negative duration in %+v: %w", *r, master.ErrBadRequest))
+		return encodeError(dst, start, OpRegisterResponse, fmt.Errorf("negative duration in %+v: %w", *r, meta.ErrBadRequest))
 	}
 	dst = le.AppendUint64(dst, uint64(r.Session))
 	dst = le.AppendUint64(dst, uint64(r.HeartbeatInterval))
@@ -394,13 +394,13 @@ func AppendRegisterReply(dst []byte, reqID uint64, r *master.RegisterReply) ([]b
 }
 
 // DecodeRegisterReply decodes a REGISTER response body into dst.
-func DecodeRegisterReply(h Header, body []byte, dst *master.RegisterReply) error {
+func DecodeRegisterReply(h Header, body []byte, dst *meta.RegisterReply) error {
 	lim := DefaultLimits()
 	d, err := newDec(h, body, OpRegisterResponse, lim)
 	if err != nil {
 		return err
 	}
-	dst.Session = master.Session(d.u64("session"))
+	dst.Session = meta.Session(d.u64("session"))
 	dst.HeartbeatInterval = time.Duration(d.nonNeg("heartbeat interval"))
 	dst.NodeTTL = time.Duration(d.nonNeg("node TTL"))
 	return d.end()
@@ -410,12 +410,12 @@ func DecodeRegisterReply(h Header, body []byte, dst *master.RegisterReply) error
 
 // Heartbeat is a HEARTBEAT request (see master.Master.Heartbeat).
 type Heartbeat struct {
-	Node    master.NodeID
-	Session master.Session
-	Usage   master.NodeUsage
-	Delta   master.Delta
+	Node    meta.NodeID
+	Session meta.Session
+	Usage   meta.NodeUsage
+	Delta   meta.Delta
 	SSDHits []block.Key
-	Done    []master.TaskResult
+	Done    []meta.TaskResult
 }
 
 // AppendHeartbeat appends a HEARTBEAT frame.
@@ -433,13 +433,13 @@ func AppendHeartbeat(dst []byte, reqID uint64, hb *Heartbeat) ([]byte, error) {
 	}
 	for i, ik := range hb.Delta.Removed {
 		if !validTier(ik.Tier) {
-			return encodeError(dst, start, OpHeartbeat, fmt.Errorf("delta.Removed[%d]: %v is not a tier: %w", i, ik.Tier, master.ErrBadRequest))
+			return encodeError(dst, start, OpHeartbeat, fmt.Errorf("delta.Removed[%d]: %v is not a tier: %w", i, ik.Tier, meta.ErrBadRequest))
 		}
 		te.add(fmt.Sprintf("delta.Removed[%d]", i), ik.Key.Tenant)
 	}
 	for i, mv := range hb.Delta.Moved {
 		if !validTier(mv.From) || !validTier(mv.To) {
-			return encodeError(dst, start, OpHeartbeat, fmt.Errorf("delta.Moved[%d]: %v→%v is not a pair of tiers: %w", i, mv.From, mv.To, master.ErrBadRequest))
+			return encodeError(dst, start, OpHeartbeat, fmt.Errorf("delta.Moved[%d]: %v→%v is not a pair of tiers: %w", i, mv.From, mv.To, meta.ErrBadRequest))
 		}
 		te.add(fmt.Sprintf("delta.Moved[%d]", i), mv.Key.Tenant)
 	}
@@ -448,7 +448,7 @@ func AppendHeartbeat(dst []byte, reqID uint64, hb *Heartbeat) ([]byte, error) {
 	}
 	for i, r := range hb.Done {
 		if r.Bytes < 0 {
-			return encodeError(dst, start, OpHeartbeat, fmt.Errorf("done[%d]: negative bytes %d: %w", i, r.Bytes, master.ErrBadRequest))
+			return encodeError(dst, start, OpHeartbeat, fmt.Errorf("done[%d]: negative bytes %d: %w", i, r.Bytes, meta.ErrBadRequest))
 		}
 	}
 	if te.err != nil {
@@ -492,13 +492,13 @@ func DecodeHeartbeat(h Header, body []byte, lim Limits, dst *Heartbeat) error {
 		return err
 	}
 	*dst = Heartbeat{}
-	dst.Node = master.NodeID(d.str8("node ID", MaxNodeIDLen))
-	dst.Session = master.Session(d.u64("session"))
+	dst.Node = meta.NodeID(d.str8("node ID", MaxNodeIDLen))
+	dst.Session = meta.Session(d.u64("session"))
 	dst.Usage = d.usage()
 	tenants, r := d.tenantTable()
 	dst.Delta.Added = d.items("delta.Added", tenants, &r)
 	if n := d.count("delta.Removed", d.lim.MaxItems, itemKeyLen); n > 0 {
-		dst.Delta.Removed = make([]master.ItemKey, n)
+		dst.Delta.Removed = make([]meta.ItemKey, n)
 		for i := range dst.Delta.Removed {
 			ik := &dst.Delta.Removed[i]
 			ik.Key.Tenant = d.tenantRef(tenants, &r)
@@ -508,7 +508,7 @@ func DecodeHeartbeat(h Header, body []byte, lim Limits, dst *Heartbeat) error {
 		}
 	}
 	if n := d.count("delta.Moved", d.lim.MaxItems, moveLen); n > 0 {
-		dst.Delta.Moved = make([]master.Move, n)
+		dst.Delta.Moved = make([]meta.Move, n)
 		for i := range dst.Delta.Moved {
 			mv := &dst.Delta.Moved[i]
 			mv.Key.Tenant = d.tenantRef(tenants, &r)
@@ -526,7 +526,7 @@ func DecodeHeartbeat(h Header, body []byte, lim Limits, dst *Heartbeat) error {
 	}
 	r.done(&d, "tenant")
 	if n := d.count("done", d.lim.MaxItems, resultLen); n > 0 {
-		dst.Done = make([]master.TaskResult, n)
+		dst.Done = make([]meta.TaskResult, n)
 		for i := range dst.Done {
 			tr := &dst.Done[i]
 			tr.ID = d.u64("task ID")
@@ -542,15 +542,15 @@ func DecodeHeartbeat(h Header, body []byte, lim Limits, dst *Heartbeat) error {
 }
 
 // AppendHeartbeatReply appends a HEARTBEAT response.
-func AppendHeartbeatReply(dst []byte, reqID uint64, r *master.HeartbeatReply) ([]byte, error) {
+func AppendHeartbeatReply(dst []byte, reqID uint64, r *meta.HeartbeatReply) ([]byte, error) {
 	dst, start := begin(dst, OpHeartbeatResponse, reqID)
 	if r.HeartbeatInterval < 0 {
-		return encodeError(dst, start, OpHeartbeatResponse, fmt.Errorf("negative heartbeat interval %v: %w", r.HeartbeatInterval, master.ErrBadRequest))
+		return encodeError(dst, start, OpHeartbeatResponse, fmt.Errorf("negative heartbeat interval %v: %w", r.HeartbeatInterval, meta.ErrBadRequest))
 	}
 	var te tenantEnc
 	for i, t := range r.Tasks {
-		if t.Kind < master.TaskDemote || t.Kind > master.TaskPromote {
-			return encodeError(dst, start, OpHeartbeatResponse, fmt.Errorf("tasks[%d]: unknown kind %v: %w", i, t.Kind, master.ErrBadRequest))
+		if t.Kind < meta.TaskDemote || t.Kind > meta.TaskPromote {
+			return encodeError(dst, start, OpHeartbeatResponse, fmt.Errorf("tasks[%d]: unknown kind %v: %w", i, t.Kind, meta.ErrBadRequest))
 		}
 		te.add(fmt.Sprintf("tasks[%d]", i), t.Key.Tenant)
 	}
@@ -570,20 +570,20 @@ func AppendHeartbeatReply(dst []byte, reqID uint64, r *master.HeartbeatReply) ([
 }
 
 // DecodeHeartbeatReply decodes a HEARTBEAT response body into dst.
-func DecodeHeartbeatReply(h Header, body []byte, lim Limits, dst *master.HeartbeatReply) error {
+func DecodeHeartbeatReply(h Header, body []byte, lim Limits, dst *meta.HeartbeatReply) error {
 	d, err := newDec(h, body, OpHeartbeatResponse, lim)
 	if err != nil {
 		return err
 	}
-	*dst = master.HeartbeatReply{HeartbeatInterval: time.Duration(d.nonNeg("heartbeat interval"))}
+	*dst = meta.HeartbeatReply{HeartbeatInterval: time.Duration(d.nonNeg("heartbeat interval"))}
 	tenants, r := d.tenantTable()
 	if n := d.count("tasks", d.lim.MaxItems, taskLen); n > 0 {
-		dst.Tasks = make([]master.Task, n)
+		dst.Tasks = make([]meta.Task, n)
 		for i := range dst.Tasks {
 			t := &dst.Tasks[i]
 			t.ID = d.u64("task ID")
-			t.Kind = master.TaskKind(d.u8("kind"))
-			if d.err == nil && (t.Kind < master.TaskDemote || t.Kind > master.TaskPromote) {
+			t.Kind = meta.TaskKind(d.u8("kind"))
+			if d.err == nil && (t.Kind < meta.TaskDemote || t.Kind > meta.TaskPromote) {
 				d.fail(ErrMalformed, "task kind %d (want 1 demote, 2 drop or 3 promote)", uint8(t.Kind))
 			}
 			d.zero8("byte")
@@ -593,7 +593,7 @@ func DecodeHeartbeatReply(h Header, body []byte, lim Limits, dst *master.Heartbe
 	}
 	r.done(&d, "tenant")
 	if err := d.end(); err != nil {
-		*dst = master.HeartbeatReply{}
+		*dst = meta.HeartbeatReply{}
 		return err
 	}
 	return nil
@@ -688,16 +688,16 @@ func DecodeLookup(h Header, body []byte, lim Limits, dst *Lookup) error {
 // Replica is one copy of a block as a LOOKUP response gives it: the node,
 // its data-plane address, and the copy's tier, size and checksum.
 type Replica struct {
-	Node master.NodeID
+	Node meta.NodeID
 	Addr string
-	Tier master.Tier
+	Tier meta.Tier
 	Size int64
 	Sum  uint32
 }
 
 // Target is a node and its data-plane address.
 type Target struct {
-	Node master.NodeID
+	Node meta.NodeID
 	Addr string
 }
 
@@ -734,7 +734,7 @@ func (r *LookupResult) Reset() {
 }
 
 // targetIndex returns t's index in *table, appending it when new.
-func targetIndex(table *[]Target, node master.NodeID, addr string) (int, error) {
+func targetIndex(table *[]Target, node meta.NodeID, addr string) (int, error) {
 	for i := range *table {
 		if e := &(*table)[i]; e.Node == node && e.Addr == addr {
 			return i, nil
@@ -786,7 +786,7 @@ func (d *dec) targetTable(cur *[]Target, prev []Target) refs {
 			}
 		}
 		if !found {
-			e = Target{master.NodeID(idb), string(ab)}
+			e = Target{meta.NodeID(idb), string(ab)}
 		}
 		dup := false
 		if seen != nil {
@@ -812,7 +812,7 @@ func (d *dec) targetTable(cur *[]Target, prev []Target) refs {
 func AppendLookupResult(dst []byte, reqID uint64, r *LookupResult) ([]byte, error) {
 	dst, start := begin(dst, OpLookupResponse, reqID)
 	if r.Hit < 0 || r.Hit != len(r.Ends) || (r.Hit > 0 && r.Ends[r.Hit-1] != len(r.Replicas)) || (r.Hit == 0 && len(r.Replicas) > 0) {
-		return encodeError(dst, start, OpLookupResponse, fmt.Errorf("hit %d, %d ends, %d replicas disagree: %w", r.Hit, len(r.Ends), len(r.Replicas), master.ErrBadRequest))
+		return encodeError(dst, start, OpLookupResponse, fmt.Errorf("hit %d, %d ends, %d replicas disagree: %w", r.Hit, len(r.Ends), len(r.Replicas), meta.ErrBadRequest))
 	}
 	r.table = r.table[:0]
 	for i := range r.Replicas {
@@ -821,7 +821,7 @@ func AppendLookupResult(dst []byte, reqID uint64, r *LookupResult) ([]byte, erro
 			return encodeError(dst, start, OpLookupResponse, err)
 		}
 		if !validTier(rep.Tier) || rep.Size < 0 {
-			return encodeError(dst, start, OpLookupResponse, fmt.Errorf("replica %d: tier %v, size %d: %w", i, rep.Tier, rep.Size, master.ErrBadRequest))
+			return encodeError(dst, start, OpLookupResponse, fmt.Errorf("replica %d: tier %v, size %d: %w", i, rep.Tier, rep.Size, meta.ErrBadRequest))
 		}
 	}
 	dst = le.AppendUint32(dst, uint32(r.Hit))
@@ -830,7 +830,7 @@ func AppendLookupResult(dst []byte, reqID uint64, r *LookupResult) ([]byte, erro
 	for _, end := range r.Ends {
 		n := end - prev
 		if n <= 0 || n > MaxTableLen {
-			return encodeError(dst, start, OpLookupResponse, fmt.Errorf("a block with %d replicas (want 1 to %d): %w", n, MaxTableLen, master.ErrBadRequest))
+			return encodeError(dst, start, OpLookupResponse, fmt.Errorf("a block with %d replicas (want 1 to %d): %w", n, MaxTableLen, meta.ErrBadRequest))
 		}
 		dst = le.AppendUint16(dst, uint16(n))
 		for i := prev; i < end; i++ {
@@ -951,8 +951,8 @@ type Place struct {
 	Tenant   string
 	IDs      []uint64
 	Replicas int
-	Hint     master.NodeID
-	Strategy master.Strategy
+	Hint     meta.NodeID
+	Strategy meta.Strategy
 }
 
 // AppendPlace appends a PLACE frame.
@@ -965,7 +965,7 @@ func AppendPlace(dst []byte, reqID uint64, p *Place) ([]byte, error) {
 		return encodeError(dst, start, OpPlace, err)
 	}
 	if p.Replicas < 0 || p.Replicas > 0xFFFF {
-		return encodeError(dst, start, OpPlace, fmt.Errorf("%d replicas (the field holds 0 to 65535): %w", p.Replicas, master.ErrBadRequest))
+		return encodeError(dst, start, OpPlace, fmt.Errorf("%d replicas (the field holds 0 to 65535): %w", p.Replicas, meta.ErrBadRequest))
 	}
 	dst = appendStr8(dst, p.Tenant)
 	dst = appendStr8(dst, string(p.Hint))
@@ -984,10 +984,10 @@ func DecodePlace(h Header, body []byte, lim Limits, dst *Place) error {
 	dst.Tenant = d.internTenant(dst.Tenant)
 	hint := d.bytes8("hint", MaxNodeIDLen)
 	if string(hint) != string(dst.Hint) {
-		dst.Hint = master.NodeID(hint)
+		dst.Hint = meta.NodeID(hint)
 	}
 	dst.Replicas = int(d.u16("replicas"))
-	dst.Strategy = master.Strategy(d.u8("strategy"))
+	dst.Strategy = meta.Strategy(d.u8("strategy"))
 	d.zero8("byte")
 	dst.IDs = d.ids(dst.IDs)
 	return d.end()
@@ -1010,7 +1010,7 @@ func (p *Placement) Block(i int) []Target { return p.Nodes[i*p.PerBlock : (i+1)*
 func AppendPlacement(dst []byte, reqID uint64, p *Placement) ([]byte, error) {
 	dst, start := begin(dst, OpPlaceResponse, reqID)
 	if p.PerBlock < 0 || p.PerBlock > 0xFFFF || (p.PerBlock == 0 && len(p.Nodes) > 0) || (p.PerBlock > 0 && len(p.Nodes)%p.PerBlock != 0) {
-		return encodeError(dst, start, OpPlaceResponse, fmt.Errorf("%d nodes for %d per block: %w", len(p.Nodes), p.PerBlock, master.ErrBadRequest))
+		return encodeError(dst, start, OpPlaceResponse, fmt.Errorf("%d nodes for %d per block: %w", len(p.Nodes), p.PerBlock, meta.ErrBadRequest))
 	}
 	p.table = p.table[:0]
 	for _, t := range p.Nodes {
@@ -1081,7 +1081,7 @@ func DecodeNodes(h Header, body []byte) error {
 }
 
 // AppendNodesResult appends a NODES response.
-func AppendNodesResult(dst []byte, reqID uint64, nodes []master.NodeStatus) ([]byte, error) {
+func AppendNodesResult(dst []byte, reqID uint64, nodes []meta.NodeStatus) ([]byte, error) {
 	dst, start := begin(dst, OpNodesResponse, reqID)
 	dst = le.AppendUint32(dst, uint32(len(nodes)))
 	for i := range nodes {
@@ -1093,7 +1093,7 @@ func AppendNodesResult(dst []byte, reqID uint64, nodes []master.NodeStatus) ([]b
 		counts := [...]int{ns.RAMReplicas, ns.SSDReplicas, ns.Evicting, ns.PromotionsQueued, ns.TasksInFlight}
 		for _, c := range counts {
 			if c < 0 || c > 1<<32-1 {
-				return encodeError(dst, start, OpNodesResponse, fmt.Errorf("node %q: count %d out of range: %w", ns.Info.ID, c, master.ErrBadRequest))
+				return encodeError(dst, start, OpNodesResponse, fmt.Errorf("node %q: count %d out of range: %w", ns.Info.ID, c, meta.ErrBadRequest))
 			}
 		}
 		dst = le.AppendUint64(dst, uint64(ns.Session))
@@ -1110,7 +1110,7 @@ func AppendNodesResult(dst []byte, reqID uint64, nodes []master.NodeStatus) ([]b
 }
 
 // DecodeNodesResult decodes a NODES response body, appending to dst[:0].
-func DecodeNodesResult(h Header, body []byte, lim Limits, dst []master.NodeStatus) ([]master.NodeStatus, error) {
+func DecodeNodesResult(h Header, body []byte, lim Limits, dst []meta.NodeStatus) ([]meta.NodeStatus, error) {
 	dst = dst[:0]
 	d, err := newDec(h, body, OpNodesResponse, lim)
 	if err != nil {
@@ -1118,9 +1118,9 @@ func DecodeNodesResult(h Header, body []byte, lim Limits, dst []master.NodeStatu
 	}
 	n := d.count("nodes", d.lim.MaxItems, nodeStatusMin)
 	for i := 0; i < n && d.err == nil; i++ {
-		var ns master.NodeStatus
+		var ns meta.NodeStatus
 		d.nodeInfo(&ns.Info)
-		ns.Session = master.Session(d.u64("session"))
+		ns.Session = meta.Session(d.u64("session"))
 		ns.Alive = d.bool("alive")
 		ns.LastHeartbeat = fromUnixNano(d.signed("last heartbeat"))
 		ns.HeartbeatAge = time.Duration(d.signed("heartbeat age"))
@@ -1170,7 +1170,7 @@ func DecodeQuery(h Header, body []byte) (block.Key, error) {
 // ReplicaStatus is one replica as a QUERY response shows it: the master's
 // view plus the node's data-plane address ("" if the node is unknown).
 type ReplicaStatus struct {
-	master.ReplicaStatus
+	meta.ReplicaStatus
 	Addr string
 }
 
@@ -1187,7 +1187,7 @@ func AppendQueryResult(dst []byte, reqID uint64, reps []ReplicaStatus) ([]byte, 
 			return encodeError(dst, start, OpQueryResponse, err)
 		}
 		if !validTier(r.Tier) || r.Size < 0 {
-			return encodeError(dst, start, OpQueryResponse, fmt.Errorf("replica %d: tier %v, size %d: %w", i, r.Tier, r.Size, master.ErrBadRequest))
+			return encodeError(dst, start, OpQueryResponse, fmt.Errorf("replica %d: tier %v, size %d: %w", i, r.Tier, r.Size, meta.ErrBadRequest))
 		}
 		var flags byte
 		if r.NodeAlive {
@@ -1216,7 +1216,7 @@ func DecodeQueryResult(h Header, body []byte, lim Limits) ([]ReplicaStatus, erro
 	out := make([]ReplicaStatus, 0, n)
 	for i := 0; i < n && d.err == nil; i++ {
 		var r ReplicaStatus
-		r.Node = master.NodeID(d.str8("node ID", MaxNodeIDLen))
+		r.Node = meta.NodeID(d.str8("node ID", MaxNodeIDLen))
 		r.Addr = d.str8("address", MaxAddrLen)
 		r.Tier = d.tier("tier")
 		flags := d.u8("flags")

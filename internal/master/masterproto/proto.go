@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // Version is the protocol version this package speaks. The frame header
@@ -22,7 +22,7 @@ const (
 	// HeaderLen is the size of a frame header.
 	HeaderLen = 16
 	// MaxNodeIDLen is the longest node ID the protocol carries. It is
-	// tighter than master.MaxNodeIDLen (128): node IDs are host names or
+	// tighter than meta.MaxNodeIDLen (128): node IDs are host names or
 	// short labels, and 64 bytes keeps a LOOKUP node table small.
 	MaxNodeIDLen = 64
 	// MaxAddrLen is the longest data-plane address (u8 length).
@@ -147,12 +147,12 @@ type Code uint16
 const (
 	// CodeOK: success.
 	CodeOK Code = 0
-	// CodeBadRequest: malformed or invalid request (master.ErrBadRequest,
+	// CodeBadRequest: malformed or invalid request (meta.ErrBadRequest,
 	// ErrMalformed, ErrBatchTooLong).
 	CodeBadRequest Code = 1
-	// CodeUnknownNode: the node must re-register (master.ErrUnknownNode).
+	// CodeUnknownNode: the node must re-register (meta.ErrUnknownNode).
 	CodeUnknownNode Code = 2
-	// CodeNoNodes: no live node can take a placement (master.ErrNoNodes).
+	// CodeNoNodes: no live node can take a placement (meta.ErrNoNodes).
 	CodeNoNodes Code = 3
 	// CodeUnsupportedOp: the op is unknown or not a request (ErrUnknownOp).
 	CodeUnsupportedOp Code = 4
@@ -218,11 +218,11 @@ func ErrorFor(c Code) error {
 	case CodeOK:
 		return nil
 	case CodeBadRequest:
-		return master.ErrBadRequest
+		return meta.ErrBadRequest
 	case CodeUnknownNode:
-		return master.ErrUnknownNode
+		return meta.ErrUnknownNode
 	case CodeNoNodes:
-		return master.ErrNoNodes
+		return meta.ErrNoNodes
 	case CodeUnsupportedOp:
 		return ErrUnknownOp
 	case CodeUnauthorized:
@@ -253,15 +253,15 @@ func CodeOf(err error) Code {
 		err  error
 		code Code
 	}{
-		{master.ErrUnknownNode, CodeUnknownNode},
-		{master.ErrNoNodes, CodeNoNodes},
+		{meta.ErrUnknownNode, CodeUnknownNode},
+		{meta.ErrNoNodes, CodeNoNodes},
 		{ErrFrameTooLarge, CodeTooLarge},
 		{ErrUnknownOp, CodeUnsupportedOp},
 		{ErrUnauthorized, CodeUnauthorized},
 		{ErrVersion, CodeVersionMismatch},
 		{ErrUnavailable, CodeUnavailable},
 		{ErrInternal, CodeInternal},
-		{master.ErrBadRequest, CodeBadRequest},
+		{meta.ErrBadRequest, CodeBadRequest},
 		{ErrMalformed, CodeBadRequest},
 		{ErrBatchTooLong, CodeBadRequest},
 		{ErrTooLong, CodeBadRequest},

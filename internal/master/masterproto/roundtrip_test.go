@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // exported returns m with the scratch fields of result types cleared, for
@@ -121,16 +121,16 @@ func TestEncodeRejects(t *testing.T) {
 		s    sample
 		want error
 	}{
-		{"long node id", sample{msg: &Register{Info: master.NodeInfo{ID: master.NodeID(long), Addr: "h:1"}}}, ErrTooLong},
-		{"long addr", sample{msg: &Register{Info: master.NodeInfo{ID: "n", Addr: strings.Repeat("a", 256)}}}, ErrTooLong},
-		{"bad tier", sample{msg: &Register{Info: master.NodeInfo{ID: "n", Addr: "h:1"}, Inventory: master.Inventory{{Tier: 9}}}}, master.ErrBadRequest},
+		{"long node id", sample{msg: &Register{Info: meta.NodeInfo{ID: meta.NodeID(long), Addr: "h:1"}}}, ErrTooLong},
+		{"long addr", sample{msg: &Register{Info: meta.NodeInfo{ID: "n", Addr: strings.Repeat("a", 256)}}}, ErrTooLong},
+		{"bad tier", sample{msg: &Register{Info: meta.NodeInfo{ID: "n", Addr: "h:1"}, Inventory: meta.Inventory{{Tier: 9}}}}, meta.ErrBadRequest},
 		{"bad tenant", sample{msg: &Lookup{Tenant: "a/b"}}, block.ErrBadTenant},
 		{"bad tenant in delta", sample{msg: &Heartbeat{Node: "n", SSDHits: []block.Key{{Tenant: "é"}}}}, block.ErrBadTenant},
-		{"bad task kind", sample{msg: &master.HeartbeatReply{Tasks: []master.Task{{Kind: 9}}}}, master.ErrBadRequest},
-		{"ends disagree", sample{msg: &LookupResult{Hit: 1, Ends: []int{2}, Replicas: []Replica{{Tier: master.TierRAM}}}}, master.ErrBadRequest},
-		{"uneven placement", sample{msg: &Placement{PerBlock: 2, Nodes: []Target{{}}}}, master.ErrBadRequest},
+		{"bad task kind", sample{msg: &meta.HeartbeatReply{Tasks: []meta.Task{{Kind: 9}}}}, meta.ErrBadRequest},
+		{"ends disagree", sample{msg: &LookupResult{Hit: 1, Ends: []int{2}, Replicas: []Replica{{Tier: meta.TierRAM}}}}, meta.ErrBadRequest},
+		{"uneven placement", sample{msg: &Placement{PerBlock: 2, Nodes: []Target{{}}}}, meta.ErrBadRequest},
 		{"long token", sample{msg: &Hello{Token: make([]byte, MaxTokenLen+1)}}, ErrTooLong},
-		{"replicas field", sample{msg: &Place{Replicas: 1 << 16}}, master.ErrBadRequest},
+		{"replicas field", sample{msg: &Place{Replicas: 1 << 16}}, meta.ErrBadRequest},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -151,9 +151,9 @@ func TestErrorMapping(t *testing.T) {
 		code Code
 	}{
 		{nil, CodeOK},
-		{master.ErrUnknownNode, CodeUnknownNode},
-		{master.ErrNoNodes, CodeNoNodes},
-		{master.ErrBadRequest, CodeBadRequest},
+		{meta.ErrUnknownNode, CodeUnknownNode},
+		{meta.ErrNoNodes, CodeNoNodes},
+		{meta.ErrBadRequest, CodeBadRequest},
 		{ErrMalformed, CodeBadRequest},
 		{ErrUnknownOp, CodeUnsupportedOp},
 		{ErrUnauthorized, CodeUnauthorized},

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // sample is a message to encode, with its op and request id.
@@ -21,17 +21,17 @@ var t0 = time.Unix(0, 1_700_000_000_123_456_789)
 
 // samples covers every op, request and response.
 func samples() []sample {
-	inv := master.Inventory{
-		{Key: block.Key{Tenant: "a", ID: 1}, Tier: master.TierRAM, Size: 4096, Sum: 0xdeadbeef},
-		{Key: block.Key{Tenant: "b", ID: 2}, Tier: master.TierSSD, Size: 0, Sum: 0},
-		{Key: block.Key{Tenant: "a", ID: 1}, Tier: master.TierSSD, Size: 1 << 40, Sum: 7},
+	inv := meta.Inventory{
+		{Key: block.Key{Tenant: "a", ID: 1}, Tier: meta.TierRAM, Size: 4096, Sum: 0xdeadbeef},
+		{Key: block.Key{Tenant: "b", ID: 2}, Tier: meta.TierSSD, Size: 0, Sum: 0},
+		{Key: block.Key{Tenant: "a", ID: 1}, Tier: meta.TierSSD, Size: 1 << 40, Sum: 7},
 	}
 	lr := &LookupResult{
 		Hit: 2,
 		Replicas: []Replica{
-			{Node: "n1", Addr: "127.0.0.1:7480", Tier: master.TierRAM, Size: 65536, Sum: 11},
-			{Node: "n2", Addr: "127.0.0.1:7481", Tier: master.TierSSD, Size: 65536, Sum: 11},
-			{Node: "n2", Addr: "127.0.0.1:7481", Tier: master.TierRAM, Size: 100, Sum: 12},
+			{Node: "n1", Addr: "127.0.0.1:7480", Tier: meta.TierRAM, Size: 65536, Sum: 11},
+			{Node: "n2", Addr: "127.0.0.1:7481", Tier: meta.TierSSD, Size: 65536, Sum: 11},
+			{Node: "n2", Addr: "127.0.0.1:7481", Tier: meta.TierRAM, Size: 100, Sum: 12},
 		},
 		Ends: []int{2, 3},
 	}
@@ -41,29 +41,29 @@ func samples() []sample {
 		{"hello_reply", OpHelloResponse, 1, &HelloReply{Version: Version, MaxFrame: 1 << 20, MaxBatch: 64, MaxItems: 1024}},
 		{"hello_refused", OpHelloResponse, 1, &HelloReply{Version: Version, Code: CodeUnauthorized, Message: "bad token"}},
 		{"register", OpRegister, 3, &Register{
-			Info:      master.NodeInfo{ID: "node-1", Addr: "127.0.0.1:7480", RAMBytes: 1 << 30, SSDBytes: 1 << 34, BlockSize: 65536},
-			Usage:     master.NodeUsage{RAMUsed: 4096, SSDUsed: 1<<40 + 0},
+			Info:      meta.NodeInfo{ID: "node-1", Addr: "127.0.0.1:7480", RAMBytes: 1 << 30, SSDBytes: 1 << 34, BlockSize: 65536},
+			Usage:     meta.NodeUsage{RAMUsed: 4096, SSDUsed: 1<<40 + 0},
 			Inventory: inv,
 		}},
-		{"register_empty", OpRegister, 4, &Register{Info: master.NodeInfo{ID: "n", Addr: "h:1"}}},
-		{"register_reply", OpRegisterResponse, 3, &master.RegisterReply{Session: 99, HeartbeatInterval: time.Second, NodeTTL: 3 * time.Second}},
+		{"register_empty", OpRegister, 4, &Register{Info: meta.NodeInfo{ID: "n", Addr: "h:1"}}},
+		{"register_reply", OpRegisterResponse, 3, &meta.RegisterReply{Session: 99, HeartbeatInterval: time.Second, NodeTTL: 3 * time.Second}},
 		{"heartbeat", OpHeartbeat, 5, &Heartbeat{
-			Node: "node-1", Session: 99, Usage: master.NodeUsage{RAMUsed: 1, SSDUsed: 2},
-			Delta: master.Delta{
+			Node: "node-1", Session: 99, Usage: meta.NodeUsage{RAMUsed: 1, SSDUsed: 2},
+			Delta: meta.Delta{
 				Added:   inv[:2],
-				Removed: []master.ItemKey{{Key: block.Key{Tenant: "c", ID: 5}, Tier: master.TierRAM}},
-				Moved:   []master.Move{{Key: block.Key{Tenant: "a", ID: 6}, From: master.TierRAM, To: master.TierSSD}},
+				Removed: []meta.ItemKey{{Key: block.Key{Tenant: "c", ID: 5}, Tier: meta.TierRAM}},
+				Moved:   []meta.Move{{Key: block.Key{Tenant: "a", ID: 6}, From: meta.TierRAM, To: meta.TierSSD}},
 			},
 			SSDHits: []block.Key{{Tenant: "d", ID: 7}, {Tenant: "a", ID: 8}},
-			Done:    []master.TaskResult{{ID: 10, OK: true, Bytes: 65536}, {ID: 11}},
+			Done:    []meta.TaskResult{{ID: 10, OK: true, Bytes: 65536}, {ID: 11}},
 		}},
 		{"heartbeat_empty", OpHeartbeat, 6, &Heartbeat{Node: "n", Session: 1}},
-		{"heartbeat_reply", OpHeartbeatResponse, 5, &master.HeartbeatReply{
+		{"heartbeat_reply", OpHeartbeatResponse, 5, &meta.HeartbeatReply{
 			HeartbeatInterval: time.Second,
-			Tasks: []master.Task{
-				{ID: 1, Kind: master.TaskDemote, Key: block.Key{Tenant: "x", ID: 1}},
-				{ID: 2, Kind: master.TaskDrop, Key: block.Key{Tenant: "", ID: 2}},
-				{ID: 3, Kind: master.TaskPromote, Key: block.Key{Tenant: "x", ID: 3}},
+			Tasks: []meta.Task{
+				{ID: 1, Kind: meta.TaskDemote, Key: block.Key{Tenant: "x", ID: 1}},
+				{ID: 2, Kind: meta.TaskDrop, Key: block.Key{Tenant: "", ID: 2}},
+				{ID: 3, Kind: meta.TaskPromote, Key: block.Key{Tenant: "x", ID: 3}},
 			},
 		}},
 		{"lookup", OpLookup, 7, &Lookup{Tenant: "t1", IDs: []uint64{1, 2, 3}, Lease: true}},
@@ -72,22 +72,22 @@ func samples() []sample {
 		{"lookup_miss", OpLookupResponse, 8, &LookupResult{}},
 		{"exists", OpExists, 9, &Exists{Tenant: "t1", IDs: []uint64{5, 6}}},
 		{"exists_result", OpExistsResponse, 9, []bool{true, false, true}},
-		{"place", OpPlace, 10, &Place{Tenant: "t1", IDs: []uint64{1, 2}, Replicas: 2, Hint: "n1", Strategy: master.LeastUsed}},
+		{"place", OpPlace, 10, &Place{Tenant: "t1", IDs: []uint64{1, 2}, Replicas: 2, Hint: "n1", Strategy: meta.LeastUsed}},
 		{"placement", OpPlaceResponse, 10, &Placement{PerBlock: 2, Degraded: true, Nodes: []Target{
 			{"n1", "127.0.0.1:7480"}, {"n2", "127.0.0.1:7481"}, {"n2", "127.0.0.1:7481"}, {"n1", "127.0.0.1:7480"},
 		}}},
 		{"nodes", OpNodes, 11, nil},
-		{"nodes_result", OpNodesResponse, 11, []master.NodeStatus{{
-			Info:    master.NodeInfo{ID: "n1", Addr: "127.0.0.1:7480", RAMBytes: 100, SSDBytes: 200, BlockSize: 10},
+		{"nodes_result", OpNodesResponse, 11, []meta.NodeStatus{{
+			Info:    meta.NodeInfo{ID: "n1", Addr: "127.0.0.1:7480", RAMBytes: 100, SSDBytes: 200, BlockSize: 10},
 			Session: 5, Alive: true, LastHeartbeat: t0, HeartbeatAge: 250 * time.Millisecond,
-			Reported: master.NodeUsage{RAMUsed: 1, SSDUsed: 2}, Indexed: master.NodeUsage{RAMUsed: 3, SSDUsed: 4},
+			Reported: meta.NodeUsage{RAMUsed: 1, SSDUsed: 2}, Indexed: meta.NodeUsage{RAMUsed: 3, SSDUsed: 4},
 			RAMReplicas: 5, SSDReplicas: 6, Evicting: 7, PromotionsQueued: 8, TasksInFlight: 9,
-		}, {Info: master.NodeInfo{ID: "n2", Addr: "h:2"}}}},
+		}, {Info: meta.NodeInfo{ID: "n2", Addr: "h:2"}}}},
 		{"query", OpQuery, 12, block.Key{Tenant: "t1", ID: 0xabc}},
 		{"query_result", OpQueryResponse, 12, []ReplicaStatus{
-			{ReplicaStatus: master.ReplicaStatus{Replica: master.Replica{Node: "n1", Tier: master.TierRAM, Size: 10, Sum: 3},
+			{ReplicaStatus: meta.ReplicaStatus{Replica: meta.Replica{Node: "n1", Tier: meta.TierRAM, Size: 10, Sum: 3},
 				NodeAlive: true, Evicting: true, LeaseUntil: t0}, Addr: "127.0.0.1:7480"},
-			{ReplicaStatus: master.ReplicaStatus{Replica: master.Replica{Node: "n2", Tier: master.TierSSD}}},
+			{ReplicaStatus: meta.ReplicaStatus{Replica: meta.Replica{Node: "n2", Tier: meta.TierSSD}}},
 		}},
 		{"error", OpError, 13, &RemoteError{Code: CodeUnknownNode, Message: "re-register"}},
 	}
@@ -102,11 +102,11 @@ func encode(dst []byte, s sample) ([]byte, error) {
 		return AppendHelloReply(dst, s.reqID, m)
 	case *Register:
 		return AppendRegister(dst, s.reqID, m)
-	case *master.RegisterReply:
+	case *meta.RegisterReply:
 		return AppendRegisterReply(dst, s.reqID, m)
 	case *Heartbeat:
 		return AppendHeartbeat(dst, s.reqID, m)
-	case *master.HeartbeatReply:
+	case *meta.HeartbeatReply:
 		return AppendHeartbeatReply(dst, s.reqID, m)
 	case *Lookup:
 		return AppendLookup(dst, s.reqID, m)
@@ -122,7 +122,7 @@ func encode(dst []byte, s sample) ([]byte, error) {
 		return AppendPlacement(dst, s.reqID, m)
 	case nil:
 		return AppendNodes(dst, s.reqID), nil
-	case []master.NodeStatus:
+	case []meta.NodeStatus:
 		return AppendNodesResult(dst, s.reqID, m)
 	case block.Key:
 		return AppendQuery(dst, s.reqID, m)
@@ -149,13 +149,13 @@ func decode(h Header, body []byte, lim Limits) (any, error) {
 		var m Register
 		return &m, DecodeRegister(h, body, lim, &m)
 	case OpRegisterResponse:
-		var m master.RegisterReply
+		var m meta.RegisterReply
 		return &m, DecodeRegisterReply(h, body, &m)
 	case OpHeartbeat:
 		var m Heartbeat
 		return &m, DecodeHeartbeat(h, body, lim, &m)
 	case OpHeartbeatResponse:
-		var m master.HeartbeatReply
+		var m meta.HeartbeatReply
 		return &m, DecodeHeartbeatReply(h, body, lim, &m)
 	case OpLookup:
 		var m Lookup

@@ -15,7 +15,7 @@ import (
 
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/auth"
-	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // adminReadHeaderTimeout bounds reading an admin request's headers: 10 s,
@@ -177,7 +177,7 @@ func ParseKeyID(s string) (uint64, error) {
 		v, err = strconv.ParseUint(s, 10, 64)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("key %q: want a decimal or 0x-hex 64-bit id: %w", s, master.ErrBadRequest)
+		return 0, fmt.Errorf("key %q: want a decimal or 0x-hex 64-bit id: %w", s, meta.ErrBadRequest)
 	}
 	return v, nil
 }

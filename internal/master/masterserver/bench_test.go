@@ -10,6 +10,7 @@ import (
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/master/masterclient"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // lookupFixture registers three nodes holding keys 0..n-1 of tenant "t"
@@ -18,14 +19,14 @@ import (
 func lookupFixture(tb testing.TB, s *Server, n int, lease bool) []byte {
 	tb.Helper()
 	for i := range 3 {
-		var inv master.Inventory
+		var inv meta.Inventory
 		for id := range uint64(n) {
 			if int(id)%3 != i {
-				inv = append(inv, master.Item{Key: keyT(id), Tier: master.Tier(1 + i%2), Size: 65536, Sum: uint32(id)})
+				inv = append(inv, meta.Item{Key: keyT(id), Tier: meta.Tier(1 + i%2), Size: 65536, Sum: uint32(id)})
 			}
 		}
-		info := master.NodeInfo{ID: master.NodeID(fmt.Sprintf("node-%d", i)), Addr: fmt.Sprintf("127.0.0.1:%d", 7480+i), RAMBytes: 1 << 40, SSDBytes: 1 << 40}
-		if _, err := s.m.Register(info, inv, master.NodeUsage{}); err != nil {
+		info := meta.NodeInfo{ID: meta.NodeID(fmt.Sprintf("node-%d", i)), Addr: fmt.Sprintf("127.0.0.1:%d", 7480+i), RAMBytes: 1 << 40, SSDBytes: 1 << 40}
+		if _, err := s.m.Register(info, inv, meta.NodeUsage{}); err != nil {
 			tb.Fatal(err)
 		}
 		s.setAddr(info.ID, info.Addr)

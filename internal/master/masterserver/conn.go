@@ -9,8 +9,8 @@ import (
 
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/auth"
-	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // conn is one client connection's state: decode and encode buffers reused
@@ -25,12 +25,12 @@ type conn struct {
 	remote string
 
 	lookup   masterproto.Lookup
-	mres     master.LookupResult
+	mres     meta.LookupResult
 	pres     masterproto.LookupResult
 	exists   masterproto.Exists
 	bools    []bool
 	place    masterproto.Place
-	mplace   master.Placement
+	mplace   meta.Placement
 	pplace   masterproto.Placement
 	register masterproto.Register
 	hb       masterproto.Heartbeat
@@ -303,7 +303,7 @@ func (c *conn) handlePlace(h masterproto.Header, body []byte) error {
 const addrCacheLen = 64
 
 // addr returns a node's address through the connection's cache.
-func (c *conn) addr(id master.NodeID) string {
+func (c *conn) addr(id meta.NodeID) string {
 	if g := c.s.addrGen.Load(); g != c.addrGen {
 		c.addrCache, c.addrGen = c.addrCache[:0], g
 	}

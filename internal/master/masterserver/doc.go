@@ -44,7 +44,7 @@
 // # Admin HTTP
 //
 // ServeAdmin serves Handler on its own mux (never http.DefaultServeMux):
-// /metrics (the server's own Prometheus registry: master.NewCollector, the
+// /metrics (the server's own Prometheus registry: NewCollector, the
 // Go collector and kvpool_masterserver_* request counters), /health,
 // /nodes (JSON) and /query_key?tenant=&key= (key as decimal or 0x-hex).
 // On a listener beyond loopback every admin request must carry the cluster

@@ -13,27 +13,28 @@ import (
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/master/masterclient"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // fakeNode is a node as the master sees it: an identity and a client.
 type fakeNode struct {
-	info    master.NodeInfo
+	info    meta.NodeInfo
 	c       *masterclient.Client
-	session master.Session
+	session meta.Session
 }
 
-func (n *fakeNode) register(t *testing.T, inv master.Inventory) {
+func (n *fakeNode) register(t *testing.T, inv meta.Inventory) {
 	t.Helper()
-	r, err := n.c.Register(ctxT(t), n.info, inv, master.NodeUsage{})
+	r, err := n.c.Register(ctxT(t), n.info, inv, meta.NodeUsage{})
 	if err != nil {
 		t.Fatalf("register %s: %v", n.info.ID, err)
 	}
 	n.session = r.Session
 }
 
-func (n *fakeNode) heartbeat(t *testing.T, d master.Delta) master.HeartbeatReply {
+func (n *fakeNode) heartbeat(t *testing.T, d meta.Delta) meta.HeartbeatReply {
 	t.Helper()
-	r, err := n.c.Heartbeat(ctxT(t), n.info.ID, n.session, d, master.NodeUsage{}, nil, nil)
+	r, err := n.c.Heartbeat(ctxT(t), n.info.ID, n.session, d, meta.NodeUsage{}, nil, nil)
 	if err != nil {
 		t.Fatalf("heartbeat %s: %v", n.info.ID, err)
 	}
@@ -44,7 +45,7 @@ func newNodes(t *testing.T, addr string, n int) []*fakeNode {
 	out := make([]*fakeNode, n)
 	for i := range out {
 		out[i] = &fakeNode{
-			info: master.NodeInfo{ID: master.NodeID(fmt.Sprintf("n%d", i+1)), Addr: fmt.Sprintf("127.0.0.1:%d", 7481+i), RAMBytes: 1 << 30, SSDBytes: 1 << 32},
+			info: meta.NodeInfo{ID: meta.NodeID(fmt.Sprintf("n%d", i+1)), Addr: fmt.Sprintf("127.0.0.1:%d", 7481+i), RAMBytes: 1 << 30, SSDBytes: 1 << 32},
 			c:    dial(t, addr, masterclient.Options{Conns: 1}),
 		}
 	}
@@ -74,9 +75,9 @@ func TestEndToEnd(t *testing.T) {
 	ts := start(t, newMaster(t, master.Options{}), Options{}, nil)
 	nodes := newNodes(t, ts.addr, 3)
 	n1, n2, n3 := nodes[0], nodes[1], nodes[2]
-	n1.register(t, slices.Concat(items("t", master.TierRAM, 100, 1, 2, 3, 4)))
-	n2.register(t, slices.Concat(items("t", master.TierSSD, 100, 1, 2)))
-	n3.register(t, slices.Concat(items("t", master.TierRAM, 100, 3), items("u", master.TierRAM, 100, 9)))
+	n1.register(t, slices.Concat(items("t", meta.TierRAM, 100, 1, 2, 3, 4)))
+	n2.register(t, slices.Concat(items("t", meta.TierSSD, 100, 1, 2)))
+	n3.register(t, slices.Concat(items("t", meta.TierRAM, 100, 3), items("u", meta.TierRAM, 100, 9)))
 	reader := dial(t, ts.addr, masterclient.Options{})
 	ctx := ctxT(t)
 	var res masterclient.LookupResult
@@ -98,13 +99,13 @@ func TestEndToEnd(t *testing.T) {
 	}{
 		{"registered", nil, []uint64{1, 2, 3, 4, 5},
 			"4: [n1/ram@" + a1 + " n2/ssd@" + a2 + "] [n1/ram@" + a1 + " n2/ssd@" + a2 + "] [n1/ram@" + a1 + " n3/ram@" + a3 + "] [n1/ram@" + a1 + "]", ""},
-		{"added by delta", func() { n3.heartbeat(t, master.Delta{Added: items("t", master.TierRAM, 100, 5)}) }, []uint64{4, 5},
+		{"added by delta", func() { n3.heartbeat(t, meta.Delta{Added: items("t", meta.TierRAM, 100, 5)}) }, []uint64{4, 5},
 			"2: [n1/ram@" + a1 + "] [n3/ram@" + a3 + "]", ""},
 		{"removed by delta", func() {
-			n1.heartbeat(t, master.Delta{Removed: []master.ItemKey{{Key: block.Key{Tenant: "t", ID: 4}, Tier: master.TierRAM}}})
+			n1.heartbeat(t, meta.Delta{Removed: []meta.ItemKey{{Key: block.Key{Tenant: "t", ID: 4}, Tier: meta.TierRAM}}})
 		}, []uint64{3, 4, 5}, "1: [n1/ram@" + a1 + " n3/ram@" + a3 + "]", ""},
 		{"moved by delta", func() {
-			n1.heartbeat(t, master.Delta{Moved: []master.Move{{Key: block.Key{Tenant: "t", ID: 3}, From: master.TierRAM, To: master.TierSSD}}})
+			n1.heartbeat(t, meta.Delta{Moved: []meta.Move{{Key: block.Key{Tenant: "t", ID: 3}, From: meta.TierRAM, To: meta.TierSSD}}})
 		}, []uint64{3}, "1: [n3/ram@" + a3 + " n1/ssd@" + a1 + "]", ""},
 		{"other tenant", nil, []uint64{9, 1}, "1: [n3/ram@" + a3 + "]", "u"},
 		{"miss", nil, []uint64{42, 1}, "0:", ""},
@@ -152,16 +153,16 @@ func TestEndToEnd(t *testing.T) {
 
 	// Place: local-first with the hint, with addresses.
 	var pl masterclient.Placement
-	if err := reader.Place(ctx, "t", []uint64{100, 101}, 2, "n2", master.StrategyDefault, &pl); err != nil {
+	if err := reader.Place(ctx, "t", []uint64{100, 101}, 2, "n2", meta.StrategyDefault, &pl); err != nil {
 		t.Fatal(err)
 	}
 	if pl.PerBlock != 2 || pl.Degraded || len(pl.Nodes) != 4 || pl.Block(0)[0] != (masterclient.Target{Node: "n2", Addr: a2}) {
 		t.Errorf("placement %+v", pl)
 	}
-	if err := reader.Place(ctx, "t", []uint64{1}, 5, "", master.Hash, &pl); err != nil || !pl.Degraded || pl.PerBlock != 3 {
+	if err := reader.Place(ctx, "t", []uint64{1}, 5, "", meta.Hash, &pl); err != nil || !pl.Degraded || pl.PerBlock != 3 {
 		t.Errorf("degraded placement %+v, %v", pl, err)
 	}
-	if err := reader.Place(ctx, "t", []uint64{1}, 0, "", master.Hash, &pl); !errors.Is(err, master.ErrBadRequest) {
+	if err := reader.Place(ctx, "t", []uint64{1}, 0, "", meta.Hash, &pl); !errors.Is(err, meta.ErrBadRequest) {
 		t.Errorf("place with 0 replicas: %v, want ErrBadRequest", err)
 	}
 
@@ -179,10 +180,10 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// Bad requests come back as errors wrapping the master's sentinels.
-	if err := reader.Lookup(ctx, "bad/tenant", []uint64{1}, false, &res); !errors.Is(err, master.ErrBadRequest) {
+	if err := reader.Lookup(ctx, "bad/tenant", []uint64{1}, false, &res); !errors.Is(err, meta.ErrBadRequest) {
 		t.Errorf("bad tenant: %v", err)
 	}
-	if _, err := n1.c.Heartbeat(ctx, "n1", n1.session+1, master.Delta{}, master.NodeUsage{}, nil, nil); !errors.Is(err, master.ErrUnknownNode) {
+	if _, err := n1.c.Heartbeat(ctx, "n1", n1.session+1, meta.Delta{}, meta.NodeUsage{}, nil, nil); !errors.Is(err, meta.ErrUnknownNode) {
 		t.Errorf("stale session: %v, want ErrUnknownNode", err)
 	}
 
@@ -228,12 +229,12 @@ func TestTTLExpiry(t *testing.T) {
 	}
 	nodes := newNodes(t, ts.addr, 2)
 	for _, n := range nodes {
-		n.register(t, items("t", master.TierRAM, 10, 1))
+		n.register(t, items("t", meta.TierRAM, 10, 1))
 	}
 	// n2 keeps heartbeating, n1 goes silent: the maintenance loop drops
 	// n1 (no Lookup runs meanwhile, so nothing else expires it).
 	waitFor(t, "n1 dropped", 10*time.Second, func() bool {
-		nodes[1].heartbeat(t, master.Delta{})
+		nodes[1].heartbeat(t, meta.Delta{})
 		return len(m.Nodes()) == 1
 	})
 	if st := m.Stats(); st.NodesDropped != 1 || st.RAMReplicas != 1 {
@@ -243,7 +244,7 @@ func TestTTLExpiry(t *testing.T) {
 	if err := nodes[1].c.Lookup(ctxT(t), "t", []uint64{1}, false, &res); err != nil || layout(&res) != "1: [n2/ram@127.0.0.1:7482]" {
 		t.Fatalf("lookup after expiry: %s %v", layout(&res), err)
 	}
-	if _, err := nodes[0].c.Heartbeat(ctxT(t), "n1", nodes[0].session, master.Delta{}, master.NodeUsage{}, nil, nil); !errors.Is(err, master.ErrUnknownNode) {
+	if _, err := nodes[0].c.Heartbeat(ctxT(t), "n1", nodes[0].session, meta.Delta{}, meta.NodeUsage{}, nil, nil); !errors.Is(err, meta.ErrUnknownNode) {
 		t.Fatalf("heartbeat of a dropped node: %v, want ErrUnknownNode", err)
 	}
 }
@@ -254,7 +255,7 @@ func TestTTLExpiryThroughLookup(t *testing.T) {
 	m := newMaster(t, master.Options{NodeTTL: 200 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond})
 	ts := start(t, m, Options{MaintenanceInterval: time.Hour}, nil) // only Lookup expires
 	nodes := newNodes(t, ts.addr, 1)
-	nodes[0].register(t, items("t", master.TierRAM, 10, 1, 2))
+	nodes[0].register(t, items("t", meta.TierRAM, 10, 1, 2))
 	var res masterclient.LookupResult
 	c := dial(t, ts.addr, masterclient.Options{})
 	waitFor(t, "replicas gone from lookups", 10*time.Second, func() bool {
@@ -273,8 +274,8 @@ func TestMasterRestart(t *testing.T) {
 	ts := start(t, newMaster(t, master.Options{}), Options{}, nil)
 	addr := ts.addr
 	nodes := newNodes(t, addr, 2)
-	nodes[0].register(t, items("t", master.TierRAM, 10, 1, 2))
-	nodes[1].register(t, items("t", master.TierSSD, 10, 1))
+	nodes[0].register(t, items("t", meta.TierRAM, 10, 1, 2))
+	nodes[1].register(t, items("t", meta.TierSSD, 10, 1))
 	reader := dial(t, addr, masterclient.Options{Conns: 2})
 	var res masterclient.LookupResult
 	if err := reader.Lookup(ctxT(t), "t", []uint64{1, 2}, false, &res); err != nil || res.Hit != 2 {
@@ -302,19 +303,19 @@ func TestMasterRestart(t *testing.T) {
 	for _, n := range nodes {
 		var herr error
 		waitFor(t, "heartbeat answered by the new master", 10*time.Second, func() bool {
-			_, herr = n.c.Heartbeat(ctxT(t), n.info.ID, n.session, master.Delta{}, master.NodeUsage{}, nil, nil)
+			_, herr = n.c.Heartbeat(ctxT(t), n.info.ID, n.session, meta.Delta{}, meta.NodeUsage{}, nil, nil)
 			return !isUnavailable(herr)
 		})
-		if !errors.Is(herr, master.ErrUnknownNode) {
+		if !errors.Is(herr, meta.ErrUnknownNode) {
 			t.Fatalf("heartbeat to the new master: %v, want ErrUnknownNode", herr)
 		}
 	}
 	if err := reader.Lookup(ctxT(t), "t", []uint64{1}, false, &res); err != nil || res.Hit != 0 {
 		t.Fatalf("new master before re-registration: %s %v", layout(&res), err)
 	}
-	nodes[0].register(t, items("t", master.TierRAM, 10, 1, 2))
-	nodes[1].register(t, items("t", master.TierSSD, 10, 1))
-	nodes[0].heartbeat(t, master.Delta{})
+	nodes[0].register(t, items("t", meta.TierRAM, 10, 1, 2))
+	nodes[1].register(t, items("t", meta.TierSSD, 10, 1))
+	nodes[0].heartbeat(t, meta.Delta{})
 	if err := reader.Lookup(ctxT(t), "t", []uint64{1, 2}, false, &res); err != nil ||
 		layout(&res) != "2: [n1/ram@127.0.0.1:7481 n2/ssd@127.0.0.1:7482] [n1/ram@127.0.0.1:7481]" {
 		t.Fatalf("after re-registration: %s %v", layout(&res), err)

@@ -14,6 +14,7 @@ import (
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/master/masterclient"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // Serve, ServeAdmin and the clients start goroutines; all must be joined.
@@ -93,11 +94,11 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-func items(tenant string, tier master.Tier, size int64, ids ...uint64) []master.Item {
-	out := make([]master.Item, len(ids))
+func items(tenant string, tier meta.Tier, size int64, ids ...uint64) []meta.Item {
+	out := make([]meta.Item, len(ids))
 	for i, id := range ids {
 		k := block.Key{Tenant: tenant, ID: id}
-		out[i] = master.Item{Key: k, Tier: tier, Size: size, Sum: uint32(id * 7)}
+		out[i] = meta.Item{Key: k, Tier: tier, Size: size, Sum: uint32(id * 7)}
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // rawConn is a hand-driven protocol connection with a deadline on every
@@ -140,7 +141,7 @@ func TestMalformedFrames(t *testing.T) {
 			{"lookup with trailing byte", frame(masterproto.OpLookup, 6, append(bytes.Clone(okLookup[masterproto.HeaderLen:]), 0)), masterproto.CodeBadRequest},
 			{"batch over limit", frame(masterproto.OpLookup, 7, append([]byte{0, 1, 't', 9, 0, 0, 0}, make([]byte, 72)...)), masterproto.CodeBadRequest},
 			{"bad tenant", frame(masterproto.OpExists, 8, []byte{1, '/', 0, 0, 0, 0}), masterproto.CodeBadRequest},
-			{"register with bad addr", mustEncode(masterproto.AppendRegister(nil, 9, &masterproto.Register{Info: master.NodeInfo{ID: "n", Addr: "nohostport"}})), masterproto.CodeBadRequest},
+			{"register with bad addr", mustEncode(masterproto.AppendRegister(nil, 9, &masterproto.Register{Info: meta.NodeInfo{ID: "n", Addr: "nohostport"}})), masterproto.CodeBadRequest},
 			{"heartbeat of an unknown node", mustEncode(masterproto.AppendHeartbeat(nil, 10, &masterproto.Heartbeat{Node: "ghost"})), masterproto.CodeUnknownNode},
 			{"place without nodes", mustEncode(masterproto.AppendPlace(nil, 11, &masterproto.Place{Replicas: 1, IDs: []uint64{1}})), masterproto.CodeNoNodes},
 		}

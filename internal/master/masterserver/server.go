@@ -16,6 +16,7 @@ import (
 	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // ErrServerClosed is returned by Serve and ServeAdmin called after Close.
@@ -43,7 +44,7 @@ type Server struct {
 	tenantTokens int
 
 	addrMu  sync.RWMutex
-	addrs   map[master.NodeID]string
+	addrs   map[meta.NodeID]string
 	addrGen atomic.Uint64 // bumped when an address changes
 
 	mu      sync.Mutex
@@ -78,7 +79,7 @@ func New(m *master.Master, opts Options) (*Server, error) {
 		m:       m,
 		opts:    o,
 		log:     o.Logger,
-		addrs:   make(map[master.NodeID]string),
+		addrs:   make(map[meta.NodeID]string),
 		done:    make(chan struct{}),
 		serving: make(map[*serveState]struct{}),
 		reg:     prometheus.NewRegistry(),
@@ -94,7 +95,7 @@ func New(m *master.Master, opts Options) (*Server, error) {
 	s.tenantTokens = len(o.TenantTokens)
 	s.opts.TenantTokens = nil // the table holds their digests; drop the secrets
 	s.metrics = newServerMetrics()
-	s.reg.MustRegister(master.NewCollector(m), collectors.NewGoCollector(), &s.metrics)
+	s.reg.MustRegister(NewCollector(m), collectors.NewGoCollector(), &s.metrics)
 	return s, nil
 }
 
@@ -281,7 +282,7 @@ func (s *Server) Close() error {
 }
 
 // setAddr records a node's data-plane address.
-func (s *Server) setAddr(id master.NodeID, addr string) {
+func (s *Server) setAddr(id meta.NodeID, addr string) {
 	s.addrMu.RLock()
 	cur, ok := s.addrs[id]
 	s.addrMu.RUnlock()
@@ -297,7 +298,7 @@ func (s *Server) setAddr(id master.NodeID, addr string) {
 // addrOf returns a node's data-plane address: the one it registered
 // through this server, else the master's record (a node registered
 // in-process), else "".
-func (s *Server) addrOf(id master.NodeID) string {
+func (s *Server) addrOf(id meta.NodeID) string {
 	s.addrMu.RLock()
 	a, ok := s.addrs[id]
 	s.addrMu.RUnlock()

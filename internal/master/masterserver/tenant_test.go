@@ -16,6 +16,7 @@ import (
 	"github.com/kvpool/kvpool/internal/listen"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/master/masterclient"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 const (
@@ -41,8 +42,8 @@ func tenantOptions() Options {
 func TestTenantTokens(t *testing.T) {
 	m := newMaster(t, master.Options{})
 	ts := start(t, m, tenantOptions(), nil)
-	inv := append(items("alice", master.TierRAM, 100, 1, 2, 3), items("public", master.TierRAM, 100, 1, 2)...)
-	if _, err := m.Register(master.NodeInfo{ID: "n1", Addr: "127.0.0.1:1", RAMBytes: 1 << 30}, inv, master.NodeUsage{}); err != nil {
+	inv := append(items("alice", meta.TierRAM, 100, 1, 2, 3), items("public", meta.TierRAM, 100, 1, 2)...)
+	if _, err := m.Register(meta.NodeInfo{ID: "n1", Addr: "127.0.0.1:1", RAMBytes: 1 << 30}, inv, meta.NodeUsage{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx := ctxT(t)
@@ -61,15 +62,15 @@ func TestTenantTokens(t *testing.T) {
 		{"leased LOOKUP of alice", func() error { return bob.Lookup(ctx, "alice", ids, true, &res) }},
 		{"EXISTS of alice", func() error { _, err := bob.Exists(ctx, "alice", ids, nil); return err }},
 		{"QUERY of alice", func() error { _, err := bob.Query(ctx, block.Key{Tenant: "alice", ID: 1}); return err }},
-		{"PLACE for alice", func() error { return bob.Place(ctx, "alice", ids, 1, "", master.StrategyDefault, &pl) }},
-		{"PLACE in public", func() error { return bob.Place(ctx, "public", ids, 1, "", master.StrategyDefault, &pl) }},
+		{"PLACE for alice", func() error { return bob.Place(ctx, "alice", ids, 1, "", meta.StrategyDefault, &pl) }},
+		{"PLACE in public", func() error { return bob.Place(ctx, "public", ids, 1, "", meta.StrategyDefault, &pl) }},
 		{"LOOKUP of the default tenant", func() error { return bob.Lookup(ctx, "", ids, false, &res) }},
 		{"REGISTER", func() error {
-			_, err := bob.Register(ctx, master.NodeInfo{ID: "evil", Addr: "127.0.0.1:2", RAMBytes: 1 << 30}, nil, master.NodeUsage{})
+			_, err := bob.Register(ctx, meta.NodeInfo{ID: "evil", Addr: "127.0.0.1:2", RAMBytes: 1 << 30}, nil, meta.NodeUsage{})
 			return err
 		}},
 		{"HEARTBEAT", func() error {
-			_, err := bob.Heartbeat(ctx, "n1", 1, master.Delta{}, master.NodeUsage{}, nil, nil)
+			_, err := bob.Heartbeat(ctx, "n1", 1, meta.Delta{}, meta.NodeUsage{}, nil, nil)
 			return err
 		}},
 	}
@@ -94,16 +95,16 @@ func TestTenantTokens(t *testing.T) {
 	if err := alice.Lookup(ctx, "alice", ids, false, &res); err != nil || res.Hit != 3 {
 		t.Errorf("alice: LOOKUP of alice = hit %d, %v; want 3", res.Hit, err)
 	}
-	if err := alice.Place(ctx, "alice", []uint64{9}, 1, "", master.StrategyDefault, &pl); err != nil {
+	if err := alice.Place(ctx, "alice", []uint64{9}, 1, "", meta.StrategyDefault, &pl); err != nil {
 		t.Errorf("alice: PLACE for alice: %v", err)
 	}
 	if err := ops.Lookup(ctx, "alice", ids, false, &res); err != nil || res.Hit != 3 {
 		t.Errorf("cluster token: LOOKUP of alice = hit %d, %v; want 3", res.Hit, err)
 	}
-	if err := ops.Place(ctx, "public", []uint64{9}, 1, "", master.StrategyDefault, &pl); err != nil {
+	if err := ops.Place(ctx, "public", []uint64{9}, 1, "", meta.StrategyDefault, &pl); err != nil {
 		t.Errorf("cluster token: PLACE in public: %v", err)
 	}
-	if _, err := ops.Heartbeat(ctx, "n1", 1, master.Delta{}, master.NodeUsage{}, nil, nil); errors.Is(err, masterclient.ErrUnauthorized) {
+	if _, err := ops.Heartbeat(ctx, "n1", 1, meta.Delta{}, meta.NodeUsage{}, nil, nil); errors.Is(err, masterclient.ErrUnauthorized) {
 		t.Errorf("cluster token: HEARTBEAT refused: %v", err)
 	}
 

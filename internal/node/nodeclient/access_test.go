@@ -26,7 +26,7 @@ func TestMAccess(t *testing.T) {
 	ctx := ctxT(t)
 	n.b.Store(block.Key{Tenant: "t1", ID: 10}, payload(8, 1))
 	ids := []uint64{10, 11, 12, 13, 14}
-	hints := []wire.Hint{{Touch: true}, {Parent: 10, Depth: 1}, {Parent: 11, Depth: 2, Touch: true}, {Parent: 12, Depth: 3}, {Parent: 13, Depth: 4}}
+	hints := []wire.Hint{{Touch: true}, {Hint: block.Hint{Depth: 1, Parent: 10}}, {Hint: block.Hint{Depth: 2, Parent: 11}, Touch: true}, {Hint: block.Hint{Depth: 3, Parent: 12}}, {Hint: block.Hint{Depth: 4, Parent: 13}}}
 	payloads := [][]byte{nil, payload(100, 2), nil, payload(0, 0), payload(64<<10, 3)}
 	errs, err := c.MAccess(ctx, ids, hints, payloads)
 	if err != nil {
@@ -78,7 +78,7 @@ func TestMAccessFallback(t *testing.T) {
 	ctx := ctxT(t)
 	for round := range 2 { // the second call skips the ACCESS attempt
 		ids := []uint64{uint64(10 * round), uint64(10*round + 1)}
-		errs, err := c.MAccess(ctx, ids, []wire.Hint{{Touch: true}, {Parent: ids[0], Depth: 1}}, [][]byte{nil, payload(10, 1)})
+		errs, err := c.MAccess(ctx, ids, []wire.Hint{{Touch: true}, {Hint: block.Hint{Depth: 1, Parent: ids[0]}}}, [][]byte{nil, payload(10, 1)})
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}

@@ -60,9 +60,9 @@ func TestReviewAccessOnReadOnlySharedNamespace(t *testing.T) {
 				hints    []wire.Hint
 				payloads [][]byte
 			}{
-				{"hinted put", []uint64{2}, []wire.Hint{{Depth: 1, Parent: 1}}, [][]byte{[]byte("bob was here")}},
+				{"hinted put", []uint64{2}, []wire.Hint{{Hint: block.Hint{Depth: 1, Parent: 1}}}, [][]byte{[]byte("bob was here")}},
 				{"touch", []uint64{1}, []wire.Hint{{Touch: true}}, [][]byte{nil}},
-				{"touch then put", []uint64{1, 3}, []wire.Hint{{Touch: true}, {Depth: 1, Parent: 1}}, [][]byte{nil, []byte("x")}},
+				{"touch then put", []uint64{1, 3}, []wire.Hint{{Touch: true}, {Hint: block.Hint{Depth: 1, Parent: 1}}}, [][]byte{nil, []byte("x")}},
 			}
 			for _, c := range cases {
 				errs, err := bob.MAccess(ctx, c.ids, c.hints, c.payloads)
@@ -78,7 +78,7 @@ func TestReviewAccessOnReadOnlySharedNamespace(t *testing.T) {
 				t.Fatalf("bob: Get(public 1) = %q, %v after the refusals", got, err)
 			}
 			carol := mustDial(t, addr, "public", carolToken)
-			errs, err := carol.MAccess(ctx, []uint64{1, 4}, []wire.Hint{{Touch: true}, {Depth: 1, Parent: 1}}, [][]byte{nil, []byte("carol")})
+			errs, err := carol.MAccess(ctx, []uint64{1, 4}, []wire.Hint{{Touch: true}, {Hint: block.Hint{Depth: 1, Parent: 1}}}, [][]byte{nil, []byte("carol")})
 			if err != nil || errs[1] != nil {
 				t.Fatalf("carol (a writer): ACCESS in public = %v, %v", errs, err)
 			}
@@ -111,7 +111,7 @@ func TestReviewTouchIsNoCrossTenantOracle(t *testing.T) {
 				hints := make([]wire.Hint, len(ids))
 				blocks := make([]wire.Block, len(ids))
 				for i, id := range ids {
-					hints[i], blocks[i] = wire.Hint{Touch: true, Depth: uint32(i), Parent: id - 1}, wire.Block{ID: id}
+					hints[i], blocks[i] = wire.Hint{Touch: true, Hint: block.Hint{Depth: i, Parent: id - 1}}, wire.Block{ID: id}
 				}
 				bob.send(accessFrame(t, reqID, hints, blocks))
 				f := bob.frame()
@@ -161,7 +161,7 @@ func TestReviewAccessPutChecksum(t *testing.T) {
 				reqID := uint64(100 + i)
 				good := putBlock("bob", 6, p)
 				bobRaw.send(accessFrame(t, reqID,
-					[]wire.Hint{{Depth: 0}, {Depth: 1, Parent: 6}},
+					[]wire.Hint{{Hint: block.Hint{Depth: 0}}, {Hint: block.Hint{Depth: 1, Parent: 6}}},
 					[]wire.Block{good, {ID: 5, Checksum: b.sum, Payload: p}}))
 				f := bobRaw.frame()
 				if f.Header.Op != wire.OpAccessResponse || len(f.Statuses) != 2 {
@@ -223,13 +223,13 @@ func TestReviewAccessHostileFrames(t *testing.T) {
 			}
 			// Extreme hints: served, and the block is the one sent.
 			for i, h := range []wire.Hint{
-				{Depth: math.MaxUint32, Parent: math.MaxUint64},
-				{Depth: 1, Parent: 8}, // its own ID
-				{Depth: 0, Parent: math.MaxUint64},
+				{Hint: block.Hint{Depth: math.MaxUint32, Parent: math.MaxUint64}},
+				{Hint: block.Hint{Depth: 1, Parent: 8}}, // its own ID
+				{Hint: block.Hint{Depth: 0, Parent: math.MaxUint64}},
 			} {
 				id := uint64(8)
 				q := append([]byte("extreme "), byte(i))
-				errs, err := bob.MAccess(ctx, []uint64{id, id}, []wire.Hint{h, {Touch: true, Depth: h.Depth, Parent: h.Parent}}, [][]byte{q, nil})
+				errs, err := bob.MAccess(ctx, []uint64{id, id}, []wire.Hint{h, {Hint: h.Hint, Touch: true}}, [][]byte{q, nil})
 				if err != nil || errs[0] != nil || errs[1] != nil {
 					t.Fatalf("hint %+v: put and touch = %v, %v", h, errs, err)
 				}

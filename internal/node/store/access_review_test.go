@@ -48,7 +48,7 @@ func TestReviewPutHintedBadChecksumNeverStored(t *testing.T) {
 		{"over a good copy", good, func(k block.Key, p []byte) uint32 { return block.Checksum(k, p) + 1 }},
 	} {
 		p := []byte("forged block")
-		_, err := s.PutHinted(ctx, c.k, p, c.sum(c.k, p), ram.Hint{Depth: 1, Parent: 1})
+		_, err := s.PutHinted(ctx, c.k, p, c.sum(c.k, p), block.Hint{Depth: 1, Parent: 1})
 		if !errors.Is(err, tier.ErrCorrupt) {
 			t.Errorf("%s: PutHinted = %v; want tier.ErrCorrupt", c.name, err)
 		}
@@ -94,12 +94,12 @@ func TestReviewTouchRacingDemotion(t *testing.T) {
 				switch g.IntN(8) {
 				case 0, 1, 2:
 					p := reviewPayload(k)
-					if _, err := s.PutHinted(ctx, k, p, block.Checksum(k, p), ram.Hint{Depth: g.IntN(3), Parent: uint64(g.IntN(ids))}); err != nil && !errors.Is(err, tier.ErrFull) {
+					if _, err := s.PutHinted(ctx, k, p, block.Checksum(k, p), block.Hint{Depth: g.IntN(3), Parent: uint64(g.IntN(ids))}); err != nil && !errors.Is(err, tier.ErrFull) {
 						errs <- fmt.Errorf("PutHinted %v: %w", k, err)
 						return
 					}
 				case 3, 4:
-					s.Touch(k, ram.Hint{Depth: g.IntN(3), Parent: uint64(g.IntN(ids))})
+					s.Touch(k, block.Hint{Depth: g.IntN(3), Parent: uint64(g.IntN(ids))})
 				case 5:
 					if err := s.Delete(ctx, k); err != nil && !errors.Is(err, tier.ErrNotFound) {
 						errs <- fmt.Errorf("Delete %v: %w", k, err)

@@ -33,8 +33,8 @@ func TestHintsReachRAMPolicy(t *testing.T) {
 			touched := 0
 			for i, keys := range reqs {
 				for j, id := range keys {
-					h := ram.Hint{Depth: j}
-					a := policy.Access{Key: ram.PolicyKey(key(id)), Depth: j, NextUse: policy.NoNextUse}
+					h := block.Hint{Depth: j}
+					a := policy.Access{Key: ram.PolicyKey(key(id)), Hint: block.Hint{Depth: j}, NextUse: policy.NoNextUse}
 					if j > 0 {
 						h.Parent = keys[j-1]
 						a.Parent = ram.PolicyKey(key(keys[j-1]))
@@ -65,7 +65,7 @@ func TestHintsReachRAMPolicy(t *testing.T) {
 // changes nothing, and fails on a closed store.
 func TestTouchAbsent(t *testing.T) {
 	s := mustOpen(t, testOpts(16, 4, nil, 0))
-	if s.Touch(key(1), ram.Hint{}) {
+	if s.Touch(key(1), block.Hint{}) {
 		t.Fatal("Touch of an absent block reported it resident")
 	}
 	if s.Contains(key(1)) {
@@ -77,11 +77,11 @@ func TestTouchAbsent(t *testing.T) {
 		}
 	}
 	put(1)
-	if !s.Touch(key(1), ram.Hint{Depth: 1, Parent: 9}) {
+	if !s.Touch(key(1), block.Hint{Depth: 1, Parent: 9}) {
 		t.Fatal("Touch of a resident block reported it absent")
 	}
 	closeChecked(t, s)
-	if s.Touch(key(1), ram.Hint{}) {
+	if s.Touch(key(1), block.Hint{}) {
 		t.Fatal("Touch on a closed store reported a resident block")
 	}
 }

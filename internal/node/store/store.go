@@ -271,14 +271,14 @@ func (s *Store) begin(what string, k block.Key) error {
 // SSD when RAM refused it (see the package comment). The caller keeps
 // ownership of payload.
 func (s *Store) Put(ctx context.Context, k block.Key, payload []byte, sum uint32) (Location, error) {
-	return s.PutHinted(ctx, k, payload, sum, ram.Hint{})
+	return s.PutHinted(ctx, k, payload, sum, block.Hint{})
 }
 
 // PutHinted is Put with the access's chain position, which the RAM tier's
-// eviction policy receives (see ram.Hint): a replayer storing a request's
+// eviction policy receives (see block.Hint): a replayer storing a request's
 // blocks first to last gives each block's depth and parent, as the
 // simulator's cache accesses do.
-func (s *Store) PutHinted(ctx context.Context, k block.Key, payload []byte, sum uint32, h ram.Hint) (Location, error) {
+func (s *Store) PutHinted(ctx context.Context, k block.Key, payload []byte, sum uint32, h block.Hint) (Location, error) {
 	if err := s.begin("put", k); err != nil {
 		return 0, err
 	}
@@ -294,7 +294,7 @@ func (s *Store) PutHinted(ctx context.Context, k block.Key, payload []byte, sum 
 }
 
 // put is Put after the quota charge.
-func (s *Store) put(ctx context.Context, k block.Key, payload []byte, sum uint32, h ram.Hint) (Location, error) {
+func (s *Store) put(ctx context.Context, k block.Key, payload []byte, sum uint32, h block.Hint) (Location, error) {
 	gen, err := s.ram.Insert(ctx, k, payload, sum, ram.InsertOptions{Hint: h})
 	switch {
 	case err == nil:
@@ -580,7 +580,7 @@ func (s *Store) Acquire(ctx context.Context, k block.Key) (Ref, error) {
 // policy (ram.RAM.Touch), moving no data, and reports whether RAM held k.
 // An SSD copy is neither touched nor promoted: the access a replayer
 // reports this way is of a block in the node's memory.
-func (s *Store) Touch(k block.Key, h ram.Hint) bool {
+func (s *Store) Touch(k block.Key, h block.Hint) bool {
 	if err := s.begin("touch", k); err != nil {
 		return false
 	}

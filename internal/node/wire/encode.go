@@ -36,10 +36,10 @@ func AppendBlockHeader(dst []byte, bh BlockHeader) []byte {
 }
 
 // AppendHint appends the hint of an ACCESS entry; its block entry must
-// follow it.
+// follow it. A Depth below 0 is sent as 0 and one above 2^32-1 as 2^32-1.
 func AppendHint(dst []byte, h Hint) []byte {
 	dst = le.AppendUint64(dst, h.Parent)
-	dst = le.AppendUint32(dst, h.Depth)
+	dst = le.AppendUint32(dst, uint32(max(0, min(int64(h.Depth), math.MaxUint32))))
 	var flags byte
 	if h.Touch {
 		flags = hintTouch

@@ -87,10 +87,10 @@ func sampleFrames(lim Limits) []sample {
 	perAccess := min(mp, (lim.MaxFrame-HeaderLen-countLen)/fb-BlockHeaderLen-HintLen)
 	accessFull, accessHints := blocks(fb, perAccess), make([]Hint, fb)
 	for i := range accessHints {
-		accessHints[i] = Hint{Parent: uint64(i), Depth: uint32(i)}
+		accessHints[i] = Hint{Hint: block.Hint{Depth: i, Parent: uint64(i)}}
 	}
 	touchPut := []Block{{ID: 5, Code: CodeOK}, okBlock(6, 3), okBlock(7, 0), {ID: 8, Code: CodeOK}}
-	touchPutHints := []Hint{{Touch: true}, {Parent: 5, Depth: 1}, {Parent: 6, Depth: 2}, {Parent: 7, Depth: 1<<32 - 1, Touch: true}}
+	touchPutHints := []Hint{{Touch: true}, {Hint: block.Hint{Depth: 1, Parent: 5}}, {Hint: block.Hint{Depth: 2, Parent: 6}}, {Hint: block.Hint{Depth: 1<<32 - 1, Parent: 7}, Touch: true}}
 	if len(touchPut) > fb {
 		touchPut, touchPutHints = touchPut[:fb], touchPutHints[:fb]
 	}

@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/tier"
 )
 
@@ -231,16 +232,13 @@ type Block struct {
 }
 
 // Hint is the part of an ACCESS entry before its block entry: the
-// block's place in its request's prefix chain, which the node's eviction
-// policy receives as the simulator's policies do (policy.Access.Depth and
-// Parent), and whether the access is a touch.
+// block's place in its request's prefix chain (block.Hint: Depth and
+// Parent, the key ID of the block before this one), which the node's
+// eviction policy receives as the simulator's policies do, and whether
+// the access is a touch. On the wire the depth is an unsigned 32-bit
+// number: AppendHint clamps a Depth outside [0, 2^32-1] into it.
 type Hint struct {
-	// Parent is the key ID of the block before this one in the chain;
-	// meaningful only when Depth > 0.
-	Parent uint64
-	// Depth is the block's position in its request's key list (0 =
-	// first).
-	Depth uint32
+	block.Hint
 	// Touch marks an access to a block the node already holds: the entry
 	// carries no payload (length 0, checksum 0), and the node records the
 	// access if it holds the block (CodeOK) or changes nothing

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kvpool/kvpool/block"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden/*.hex and the FuzzDecode seed corpus")
@@ -33,7 +35,7 @@ func goldenFrames() []sample {
 			Tiers: sampleTiers()[:1]}},
 		{"error", Frame{Header: Header{Op: OpError, ReqID: 7}, Code: CodeUnsupportedOp, Message: "op 0x08"}},
 		{"access", Frame{Header: Header{Op: OpAccess, ReqID: 8},
-			Hints:  []Hint{{Touch: true}, {Parent: 0x11, Depth: 1}},
+			Hints:  []Hint{{Touch: true}, {Hint: block.Hint{Depth: 1, Parent: 0x11}}},
 			Blocks: []Block{{ID: 0x11, Code: CodeOK}, okBlock(0x12, 4)}}},
 		{"access_response", Frame{Header: Header{Op: OpAccessResponse, ReqID: 9},
 			Statuses: []Status{{ID: 0x11, Code: CodeNotFound}, {ID: 0x12, Code: CodeOK}}}},

@@ -545,7 +545,7 @@ func (r *Reader) NextAccess() (Hint, BlockHeader, error) {
 	if err := r.body(b, "hint"); err != nil {
 		return Hint{}, BlockHeader{}, err
 	}
-	h := Hint{Parent: le.Uint64(b), Depth: le.Uint32(b[8:]), Touch: b[12]&hintTouch != 0}
+	h := Hint{Hint: block.Hint{Depth: int(le.Uint32(b[8:])), Parent: le.Uint64(b)}, Touch: b[12]&hintTouch != 0}
 	i := r.nblocks - r.blocksLeft
 	switch {
 	case b[12]&^hintTouch != 0:

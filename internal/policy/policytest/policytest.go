@@ -18,6 +18,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/policy"
 )
 
@@ -102,7 +103,7 @@ func head(v []policy.Key) []policy.Key {
 
 // key spreads small indices over the key space, so policies see keys that
 // are neither dense nor small (0 included).
-func key(i int) policy.Key { return policy.Key(i) * 0x9e3779b97f4a7c15 }
+func key(i int) policy.Key { return policy.Key(i) * block.Golden64 }
 
 func testEmpty(t *testing.T, newEviction func(int) policy.Eviction) {
 	for _, c := range append([]int{0}, capacities()...) {
@@ -150,7 +151,7 @@ func newModel(t *testing.T, p policy.Eviction, capacity int, seed uint64) *model
 
 func (m *model) access(k policy.Key) policy.Access {
 	m.now++
-	a := policy.Access{Key: k, Time: m.now, Depth: m.rng.intn(4), NextUse: policy.NoNextUse}
+	a := policy.Access{Key: k, Time: m.now, Hint: block.Hint{Depth: m.rng.intn(4)}, NextUse: policy.NoNextUse}
 	if a.Depth > 0 {
 		a.Parent = key(m.rng.intn(m.keys))
 	}
@@ -522,11 +523,8 @@ func RunAdmission(t *testing.T, newAdmission func(capacity int) policy.Admission
 type rng uint64
 
 func (r *rng) next() uint64 {
-	*r += 0x9e3779b97f4a7c15
-	z := uint64(*r)
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
+	*r += rng(block.Golden64)
+	return block.Mix64(uint64(*r))
 }
 
 func (r *rng) intn(n int) int { return int(r.next() % uint64(n)) }

@@ -55,7 +55,7 @@ func TestReviewCollidingPolicyKeysNeverMixBlocks(t *testing.T) {
 				if got, _, err := r.Get(ctx, second, nil); !errors.Is(err, tier.ErrNotFound) {
 					t.Fatalf("Get(%v) = %q, %v; want not found", second, got, err)
 				}
-				if r.Touch(second, Hint{Depth: 1, Parent: first.ID}) {
+				if r.Touch(second, block.Hint{Depth: 1, Parent: first.ID}) {
 					t.Fatalf("Touch(%v) reported it resident", second)
 				}
 				// Touching the second (absent) key changed nothing of the first.
@@ -85,16 +85,16 @@ func TestReviewExtremeHints(t *testing.T) {
 	victim := block.Key{Tenant: "alice", ID: 77}
 	hints := []struct {
 		name string
-		h    func(k block.Key) Hint
+		h    func(k block.Key) block.Hint
 	}{
-		{"max depth, max parent", func(block.Key) Hint { return Hint{Depth: math.MaxUint32, Parent: math.MaxUint64} }},
-		{"max int depth", func(block.Key) Hint { return Hint{Depth: math.MaxInt, Parent: 1} }},
-		{"negative depth", func(block.Key) Hint { return Hint{Depth: -1, Parent: 1} }},
-		{"parent is itself", func(k block.Key) Hint { return Hint{Depth: 3, Parent: k.ID} }},
-		{"parent collides with another tenant's block", func(block.Key) Hint {
-			return Hint{Depth: 1, Parent: PublicCollision(victim, "bob")}
+		{"max depth, max parent", func(block.Key) block.Hint { return block.Hint{Depth: math.MaxUint32, Parent: math.MaxUint64} }},
+		{"max int depth", func(block.Key) block.Hint { return block.Hint{Depth: math.MaxInt, Parent: 1} }},
+		{"negative depth", func(block.Key) block.Hint { return block.Hint{Depth: -1, Parent: 1} }},
+		{"parent is itself", func(k block.Key) block.Hint { return block.Hint{Depth: 3, Parent: k.ID} }},
+		{"parent collides with another tenant's block", func(block.Key) block.Hint {
+			return block.Hint{Depth: 1, Parent: PublicCollision(victim, "bob")}
 		}},
-		{"parent never seen, depth 0", func(block.Key) Hint { return Hint{Depth: 0, Parent: 42} }},
+		{"parent never seen, depth 0", func(block.Key) block.Hint { return block.Hint{Depth: 0, Parent: 42} }},
 	}
 	for _, pol := range []string{"lru", "kvchain", "s3fifo", "arc", "fifo", "lfu", "mooncake"} {
 		for _, hh := range hints {
@@ -168,7 +168,7 @@ func TestReviewTouchRacingEviction(t *testing.T) {
 								return
 							}
 						case 1:
-							r.Touch(k, Hint{Depth: g.IntN(4), Parent: uint64(g.IntN(ids))})
+							r.Touch(k, block.Hint{Depth: g.IntN(4), Parent: uint64(g.IntN(ids))})
 						default:
 							got, _, err := r.Get(ctx, k, buf)
 							buf = got

@@ -59,8 +59,8 @@ func TestHintsMatchSimulator(t *testing.T) {
 			for i, keys := range reqs {
 				for j, id := range keys {
 					k := key(id)
-					h := Hint{Depth: j}
-					a := policy.Access{Key: PolicyKey(k), Depth: j, NextUse: policy.NoNextUse}
+					h := block.Hint{Depth: j}
+					a := policy.Access{Key: PolicyKey(k), Hint: block.Hint{Depth: j}, NextUse: policy.NoNextUse}
 					if j > 0 {
 						h.Parent = keys[j-1]
 						a.Parent = PolicyKey(key(keys[j-1]))
@@ -133,7 +133,7 @@ func TestTouch(t *testing.T) {
 			r := mustOpen(t, o)
 			put(t, r, key(1), []byte{1})
 			put(t, r, key(2), []byte{2})
-			if got := r.Touch(key(tt.touch), Hint{}); got != tt.want {
+			if got := r.Touch(key(tt.touch), block.Hint{}); got != tt.want {
 				t.Fatalf("Touch(%d) = %v, want %v", tt.touch, got, tt.want)
 			}
 			if r.Contains(key(9)) {
@@ -152,7 +152,7 @@ func TestTouch(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if r.Touch(key(1), Hint{}) {
+	if r.Touch(key(1), block.Hint{}) {
 		t.Fatal("Touch on a closed tier reported a resident block")
 	}
 }

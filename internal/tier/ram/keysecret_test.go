@@ -62,11 +62,11 @@ func TestHugeHintDepthIsClamped(t *testing.T) {
 	k := block.Key{Tenant: "bob", ID: 1}
 	p := []byte("x")
 	for _, d := range []int{1 << 31, -5, MaxHintDepth + 1} {
-		if _, err := r.Insert(ctx, k, p, block.Checksum(k, p), InsertOptions{Hint: Hint{Depth: d, Parent: 9}}); err != nil {
+		if _, err := r.Insert(ctx, k, p, block.Checksum(k, p), InsertOptions{Hint: block.Hint{Depth: d, Parent: 9}}); err != nil {
 			t.Fatalf("depth %d: %v", d, err)
 		}
 		r.mu.Lock()
-		a := r.accessLocked(1, "bob", Hint{Depth: d, Parent: 9})
+		a := r.accessLocked(1, "bob", block.Hint{Depth: d, Parent: 9})
 		r.mu.Unlock()
 		if a.Depth < 0 || a.Depth > MaxHintDepth {
 			t.Errorf("hint depth %d reaches the policy as %d; want it in [0, %d]", d, a.Depth, MaxHintDepth)

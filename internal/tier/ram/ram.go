@@ -9,8 +9,8 @@
 // block's key (a 64-bit hash of tenant and ID, PolicyKey), so history a
 // policy keeps about a key (ghosts, frequency sketches) follows the block,
 // not the slot it happened to occupy; and, when the caller knows them, the
-// block's position in its request's prefix chain (Hint: Access.Depth and
-// Parent), which chain-aware policies (kvchain) need. A Put of a resident
+// block's position in its request's prefix chain (a block.Hint, which
+// policy.Access carries), which chain-aware policies (kvchain) need. A Put of a resident
 // key is a hit for the eviction policy, as an access of a resident key is
 // in the simulator; Touch records an access without moving data. A pinned slot
 // — one being read by Get, View or Acquire — is never evicted or
@@ -87,21 +87,8 @@ type Evicted struct {
 	Clean bool
 }
 
-// Hint is what a caller knows about an access beyond its key: the block's
-// place in its request's prefix chain, which the simulator gives its
-// policies as policy.Access.Depth and Parent. The zero Hint (depth 0, no
-// parent) is what a plain Put or a read reports.
-type Hint struct {
-	// Depth is the block's position in its request's key list (0 =
-	// first).
-	Depth int
-	// Parent is the ID, in the same tenant, of the block before it in the
-	// chain; meaningful only when Depth > 0.
-	Parent uint64
-}
-
-// MaxHintDepth is the largest Hint.Depth a policy is shown; deeper hints
-// are clamped to it. Hints come from clients (the wire carries a u32), so
+// MaxHintDepth is the largest block.Hint Depth a policy is shown; deeper
+// hints are clamped to it. Hints come from clients (the wire carries a u32), so
 // no policy may size anything by a raw depth; 1<<16 blocks is a 32M-token
 // prompt of 512-token blocks, beyond any model's context.
 const MaxHintDepth = 1 << 16
@@ -109,7 +96,7 @@ const MaxHintDepth = 1 << 16
 // InsertOptions modify an Insert. The zero value is a plain Put.
 type InsertOptions struct {
 	// Hint is the access's chain position, for the eviction policy.
-	Hint Hint
+	Hint block.Hint
 	// IfAbsent stores the block only if the key is not resident; otherwise
 	// Insert returns ErrExists and changes nothing.
 	IfAbsent bool
@@ -263,7 +250,7 @@ func PolicyKey(k block.Key) policy.Key {
 // mutually distrusting tenants sets Options.KeySecret (and what tests of
 // that use).
 func PublicCollision(from block.Key, to string) uint64 {
-	return from.ID ^ tenantKey(nil, from.Tenant)*0x9e3779b97f4a7c15 ^ tenantKey(nil, to)*0x9e3779b97f4a7c15
+	return from.ID ^ tenantKey(nil, from.Tenant)*block.Golden64 ^ tenantKey(nil, to)*block.Golden64
 }
 
 // PolicyKey is the key the eviction and admission policies see for k: a
@@ -293,12 +280,7 @@ func (r *RAM) policyKeyLocked(k block.Key) policy.Key {
 // without a secret, else the first 8 bytes of HMAC-SHA256(secret, tenant).
 func tenantKey(secret []byte, tenant string) uint64 {
 	if len(secret) == 0 {
-		h := uint64(14695981039346656037)
-		for i := 0; i < len(tenant); i++ {
-			h ^= uint64(tenant[i])
-			h *= 1099511628211
-		}
-		return h
+		return block.FNV1a(tenant)
 	}
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte(tenant))
@@ -308,10 +290,7 @@ func tenantKey(secret []byte, tenant string) uint64 {
 // mixKey combines an ID and a tenant part with SplitMix64's finaliser (a
 // bijection, so IDs of one tenant never collide).
 func mixKey(id, tenant uint64) policy.Key {
-	z := id ^ tenant*0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
+	return block.Mix64(id ^ tenant*block.Golden64)
 }
 
 // slot returns the first n bytes of slot s.
@@ -380,9 +359,9 @@ func (r *RAM) freeLocked(s int32) {
 
 // accessLocked returns the policy access to the block with policy key pk
 // in tenant t described by h, advancing the clock.
-func (r *RAM) accessLocked(pk policy.Key, t string, h Hint) policy.Access {
+func (r *RAM) accessLocked(pk policy.Key, t string, h block.Hint) policy.Access {
 	r.clock++
-	a := policy.Access{Key: pk, Depth: max(0, min(h.Depth, MaxHintDepth)), Time: r.clock, NextUse: policy.NoNextUse}
+	a := policy.Access{Key: pk, Hint: block.Hint{Depth: max(0, min(h.Depth, MaxHintDepth))}, Time: r.clock, NextUse: policy.NoNextUse}
 	if h.Depth > 0 {
 		a.Parent = r.policyKeyLocked(block.Key{Tenant: t, ID: h.Parent})
 	}
@@ -392,7 +371,7 @@ func (r *RAM) accessLocked(pk policy.Key, t string, h Hint) policy.Access {
 // touchLocked records a read of slot s with the eviction policy.
 func (r *RAM) touchLocked(s int32) {
 	if m := &r.slots[s]; m.state == slotLive {
-		r.pol.Hit(r.accessLocked(m.pk, r.tenants[m.tenant], Hint{}))
+		r.pol.Hit(r.accessLocked(m.pk, r.tenants[m.tenant], block.Hint{}))
 	}
 }
 
@@ -415,7 +394,7 @@ func (r *RAM) polRemoveLocked(s int32) {
 // node's memory) tells the tier so, as the simulator's access does. It
 // reports whether k was resident; an absent k changes nothing. It is not a
 // read: it counts no hit or miss.
-func (r *RAM) Touch(k block.Key, h Hint) bool {
+func (r *RAM) Touch(k block.Key, h block.Hint) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -702,7 +681,7 @@ func (r *RAM) victimLocked() (int32, bool) {
 	}
 	for _, s := range r.skip {
 		m := &r.slots[s]
-		r.polInsertLocked(s, r.accessLocked(m.pk, r.tenants[m.tenant], Hint{}))
+		r.polInsertLocked(s, r.accessLocked(m.pk, r.tenants[m.tenant], block.Hint{}))
 	}
 	r.skip = r.skip[:0]
 	return v, found

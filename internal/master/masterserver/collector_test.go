@@ -1,4 +1,4 @@
-package master
+package masterserver
 
 import (
 	"slices"
@@ -6,20 +6,47 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/meta"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestCollector(t *testing.T) {
-	m, _ := newTest(t, Options{NodeTTL: time.Hour})
+	// A frozen clock: the leases below must still be active at the scrape
+	// however slow the machine.
+	m := newMaster(t, master.Options{NodeTTL: time.Hour, Clock: frozenClock{time.Unix(1e9, 0)}})
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(NewCollector(m)); err != nil {
 		t.Fatal(err)
 	}
-	s := register(t, m, info("a", 1000, 10000), inv(ram("t", ids(1, 8)...), ssd("t", 11, 12, 13)))
-	r := heartbeat(t, m, "a", s, Delta{}, keys("t", 11, 11, 12, 12, 13, 13), nil) // admits 11; 12 passes the watermark
-	heartbeat(t, m, "a", s, Delta{Added: ram("t", 11)}, nil, []TaskResult{{ID: r.Tasks[0].ID, OK: true, Bytes: 100}})
-	lookup(t, m, "t", true, 1, 2, 3)
+	ni := meta.NodeInfo{ID: "a", Addr: "a:7000", RAMBytes: 1000, SSDBytes: 10000, BlockSize: 100}
+	inv := slices.Concat(items("t", meta.TierRAM, 100, 1, 2, 3, 4, 5, 6, 7, 8), items("t", meta.TierSSD, 100, 11, 12, 13))
+	reg1, err := m.Register(ni, inv, meta.NodeUsage{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits []block.Key
+	for _, id := range []uint64{11, 11, 12, 12, 13, 13} {
+		hits = append(hits, block.Key{Tenant: "t", ID: id})
+	}
+	r, err := m.Heartbeat("a", reg1.Session, meta.Delta{}, meta.NodeUsage{}, hits, nil) // admits 11; 12 passes the watermark
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Tasks) != 1 || r.Tasks[0].Kind != meta.TaskPromote {
+		t.Fatalf("heartbeat tasks %+v, want one promotion", r.Tasks)
+	}
+	done := []meta.TaskResult{{ID: r.Tasks[0].ID, OK: true, Bytes: 100}}
+	if _, err := m.Heartbeat("a", reg1.Session, meta.Delta{Added: items("t", meta.TierRAM, 100, 11)}, meta.NodeUsage{}, nil, done); err != nil {
+		t.Fatal(err)
+	}
+	var lr meta.LookupResult
+	if err := m.Lookup("t", []uint64{1, 2, 3}, true, &lr); err != nil {
+		t.Fatal(err)
+	}
 
 	want := `
 # HELP master_promotion_admitted_total SSD-to-RAM promotions admitted.
@@ -117,3 +144,8 @@ func gathered(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	t.Fatalf("metric %s not gathered", name)
 	return 0
 }
+
+// frozenClock is a master.Clock that never moves.
+type frozenClock struct{ t time.Time }
+
+func (c frozenClock) Now() time.Time { return c.t }

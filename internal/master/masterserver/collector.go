@@ -1,17 +1,20 @@
-package master
+package masterserver
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/kvpool/kvpool/internal/master"
+	"github.com/prometheus/client_golang/prometheus"
+)
 
-// Collector exports a Master's Stats as Prometheus metrics: the promotion
+// Collector exports a master.Master's Stats as Prometheus metrics: the promotion
 // counters under Mooncake's names (master_promotion_*), everything else
 // under kvpool_master_*. Register it on a registry the caller owns:
 //
-//	reg.MustRegister(master.NewCollector(m))
+//	reg.MustRegister(masterserver.NewCollector(m))
 //
 // A scrape takes one Stats snapshot (which scans the index to count active
 // leases). Collector is safe for concurrent use.
 type Collector struct {
-	m     *Master
+	m     *master.Master
 	descs []metricDesc
 }
 
@@ -20,83 +23,83 @@ var _ prometheus.Collector = (*Collector)(nil)
 type metricDesc struct {
 	desc  *prometheus.Desc
 	kind  prometheus.ValueType
-	value func(*Stats) float64
+	value func(*master.Stats) float64
 }
 
 // NewCollector returns a collector of m's metrics.
-func NewCollector(m *Master) *Collector {
+func NewCollector(m *master.Master) *Collector {
 	c := &Collector{m: m}
-	add := func(name, help string, kind prometheus.ValueType, value func(*Stats) float64) {
+	add := func(name, help string, kind prometheus.ValueType, value func(*master.Stats) float64) {
 		c.descs = append(c.descs, metricDesc{prometheus.NewDesc(name, help, nil, nil), kind, value})
 	}
 	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
 	f := func(v int64) float64 { return float64(v) }
 
 	add("master_promotion_in_flight", "SSD-to-RAM promotions admitted and not yet completed, failed or expired.", gauge,
-		func(s *Stats) float64 { return f(s.Promotion.InFlight) })
+		func(s *master.Stats) float64 { return f(s.Promotion.InFlight) })
 	add("master_promotion_admitted_total", "SSD-to-RAM promotions admitted.", counter,
-		func(s *Stats) float64 { return f(s.Promotion.Admitted) })
+		func(s *master.Stats) float64 { return f(s.Promotion.Admitted) })
 	add("master_promotion_completed_total", "SSD-to-RAM promotions the node reported completed.", counter,
-		func(s *Stats) float64 { return f(s.Promotion.Completed) })
+		func(s *master.Stats) float64 { return f(s.Promotion.Completed) })
 	add("master_promotion_completed_bytes_total", "Bytes moved by completed SSD-to-RAM promotions.", counter,
-		func(s *Stats) float64 { return f(s.Promotion.CompletedBytes) })
+		func(s *master.Stats) float64 { return f(s.Promotion.CompletedBytes) })
 	add("master_promotion_rejected_frequency_total", "SSD-hit reports of blocks below the promotion threshold.", counter,
-		func(s *Stats) float64 { return f(s.Promotion.RejectedFrequency) })
+		func(s *master.Stats) float64 { return f(s.Promotion.RejectedFrequency) })
 	add("master_promotion_rejected_watermark_total", "Promotions refused because the node's RAM was at its watermark.", counter,
-		func(s *Stats) float64 { return f(s.Promotion.RejectedWatermark) })
+		func(s *master.Stats) float64 { return f(s.Promotion.RejectedWatermark) })
 	add("master_promotion_rejected_cap_total", "Promotions refused because the node's promotion queue was full.", counter,
-		func(s *Stats) float64 { return f(s.Promotion.RejectedCap) })
+		func(s *master.Stats) float64 { return f(s.Promotion.RejectedCap) })
 	add("master_promotion_failed_total", "SSD-to-RAM promotions the node reported failed.", counter,
-		func(s *Stats) float64 { return f(s.Promotion.Failed) })
+		func(s *master.Stats) float64 { return f(s.Promotion.Failed) })
 	add("master_promotion_expired_total", "SSD-to-RAM promotions not acknowledged in time or dropped with their node.", counter,
-		func(s *Stats) float64 { return f(s.Promotion.Expired) })
+		func(s *master.Stats) float64 { return f(s.Promotion.Expired) })
 
 	add("kvpool_master_nodes_live", "Registered nodes within their heartbeat TTL.", gauge,
-		func(s *Stats) float64 { return f(s.NodesLive) })
+		func(s *master.Stats) float64 { return f(s.NodesLive) })
 	add("kvpool_master_nodes_dropped_total", "Nodes dropped for missing their heartbeat TTL.", counter,
-		func(s *Stats) float64 { return f(s.NodesDropped) })
+		func(s *master.Stats) float64 { return f(s.NodesDropped) })
 	add("kvpool_master_ram_replicas", "RAM replicas in the index.", gauge,
-		func(s *Stats) float64 { return f(s.RAMReplicas) })
+		func(s *master.Stats) float64 { return f(s.RAMReplicas) })
 	add("kvpool_master_ssd_replicas", "SSD replicas in the index.", gauge,
-		func(s *Stats) float64 { return f(s.SSDReplicas) })
+		func(s *master.Stats) float64 { return f(s.SSDReplicas) })
 	add("kvpool_master_pool_ram_bytes", "RAM capacity of the live nodes.", gauge,
-		func(s *Stats) float64 { return f(s.PoolRAMBytes) })
+		func(s *master.Stats) float64 { return f(s.PoolRAMBytes) })
 	add("kvpool_master_pool_ram_used_bytes", "Slot-rounded RAM used by indexed replicas not under an eviction order.", gauge,
-		func(s *Stats) float64 { return f(s.PoolRAMUsed) })
+		func(s *master.Stats) float64 { return f(s.PoolRAMUsed) })
 	add("kvpool_master_lookups_total", "Lookup calls.", counter,
-		func(s *Stats) float64 { return f(s.Lookups) })
+		func(s *master.Stats) float64 { return f(s.Lookups) })
 	add("kvpool_master_lookup_keys_total", "Keys asked for by Lookup calls.", counter,
-		func(s *Stats) float64 { return f(s.LookupKeys) })
+		func(s *master.Stats) float64 { return f(s.LookupKeys) })
 	add("kvpool_master_lookup_hit_keys_total", "Keys of the cached prefixes Lookup calls found.", counter,
-		func(s *Stats) float64 { return f(s.LookupHitKeys) })
+		func(s *master.Stats) float64 { return f(s.LookupHitKeys) })
 	add("kvpool_master_leases_active", "Replicas whose read lease is running.", gauge,
-		func(s *Stats) float64 { return f(s.LeasesActive) })
+		func(s *master.Stats) float64 { return f(s.LeasesActive) })
 	add("kvpool_master_leases_granted_total", "Replica read leases granted or extended.", counter,
-		func(s *Stats) float64 { return f(s.LeasesGranted) })
+		func(s *master.Stats) float64 { return f(s.LeasesGranted) })
 	add("kvpool_master_evict_attempts_total", "Eviction victims proposed by the policy.", counter,
-		func(s *Stats) float64 { return f(s.EvictAttempts) })
+		func(s *master.Stats) float64 { return f(s.EvictAttempts) })
 	add("kvpool_master_evict_freed_total", "Eviction victims ordered out.", counter,
-		func(s *Stats) float64 { return f(s.EvictFreed) })
+		func(s *master.Stats) float64 { return f(s.EvictFreed) })
 	add("kvpool_master_evict_freed_bytes_total", "RAM bytes of the eviction victims ordered out.", counter,
-		func(s *Stats) float64 { return f(s.EvictFreedBytes) })
+		func(s *master.Stats) float64 { return f(s.EvictFreedBytes) })
 	add("kvpool_master_evict_skipped_leased_total", "Eviction victims skipped for an active read lease.", counter,
-		func(s *Stats) float64 { return f(s.EvictSkippedLeased) })
+		func(s *master.Stats) float64 { return f(s.EvictSkippedLeased) })
 	add("kvpool_master_evict_confirmed_total", "Eviction orders confirmed by the node's inventory delta.", counter,
-		func(s *Stats) float64 { return f(s.EvictConfirmed) })
+		func(s *master.Stats) float64 { return f(s.EvictConfirmed) })
 	add("kvpool_master_evict_failed_total", "Eviction orders the node reported failed or did not confirm.", counter,
-		func(s *Stats) float64 { return f(s.EvictFailed) })
+		func(s *master.Stats) float64 { return f(s.EvictFailed) })
 	add("kvpool_master_evict_expired_total", "Eviction orders not acknowledged in time or withdrawn with their node.", counter,
-		func(s *Stats) float64 { return f(s.EvictExpired) })
+		func(s *master.Stats) float64 { return f(s.EvictExpired) })
 	add("kvpool_master_promotion_ignored_total", "SSD-hit reports of blocks already in RAM or already being promoted.", counter,
-		func(s *Stats) float64 { return f(s.Promotion.Ignored) })
+		func(s *master.Stats) float64 { return f(s.Promotion.Ignored) })
 	add("kvpool_master_promotion_queued", "Admitted promotions not yet handed out to their node.", gauge,
-		func(s *Stats) float64 { return f(s.Promotion.Queued) })
+		func(s *master.Stats) float64 { return f(s.Promotion.Queued) })
 	add("kvpool_master_heartbeats_total", "Heartbeats accepted.", counter,
-		func(s *Stats) float64 { return f(s.Heartbeats) })
+		func(s *master.Stats) float64 { return f(s.Heartbeats) })
 	add("kvpool_master_registers_total", "Registrations accepted.", counter,
-		func(s *Stats) float64 { return f(s.Registers) })
+		func(s *master.Stats) float64 { return f(s.Registers) })
 	add("kvpool_master_delta_unknown_total", "Inventory delta entries naming a replica the index did not hold.", counter,
-		func(s *Stats) float64 { return f(s.DeltaUnknown) })
+		func(s *master.Stats) float64 { return f(s.DeltaUnknown) })
 	return c
 }
 

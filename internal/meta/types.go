@@ -1,19 +1,21 @@
-package master
+package meta
 
 import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/kvpool/kvpool/block"
 )
 
-// Errors returned by the master, checked with errors.Is.
+// Errors returned by the master and by the validation of these types,
+// checked with errors.Is.
 var (
 	// ErrUnknownNode: the node is not registered, was dropped (silent for
 	// the TTL), or re-registered under a newer session. The node must call
-	// Register again with its full inventory.
+	// master.Master.Register again with its full inventory.
 	ErrUnknownNode = errors.New("unknown node or session: re-register")
 	// ErrNoNodes: no live node can take a placement.
 	ErrNoNodes = errors.New("no live nodes")
@@ -34,17 +36,17 @@ type NodeID string
 // MaxNodeIDLen is the longest NodeID accepted (bytes).
 const MaxNodeIDLen = 128
 
-// Session identifies one registration of a node. Register hands out a new
-// session every time; a heartbeat carrying any other session is refused with
-// ErrUnknownNode.
+// Session identifies one registration of a node. The master's Register
+// hands out a new session every time; a heartbeat carrying any other
+// session is refused with ErrUnknownNode.
 type Session uint64
 
 // Tier is a storage tier of a node.
 type Tier uint8
 
 // The tiers. The zero Tier is invalid, so a forgotten field is an error
-// rather than a silent RAM replica. Lookup sorts RAM before SSD: the order
-// of these constants.
+// rather than a silent RAM replica. The master's Lookup sorts RAM before
+// SSD: the order of these constants.
 const (
 	TierRAM Tier = 1
 	TierSSD Tier = 2
@@ -61,8 +63,8 @@ func (t Tier) String() string {
 	return fmt.Sprintf("tier(%d)", uint8(t))
 }
 
-// valid reports whether t is one of the tiers.
-func (t Tier) valid() bool { return t == TierRAM || t == TierSSD }
+// Valid reports whether t is one of the tiers.
+func (t Tier) Valid() bool { return t == TierRAM || t == TierSSD }
 
 // MaxItemSize bounds Item.Size and NodeInfo.BlockSize (1 TiB): far above
 // any block (a model-unit block is 160 MiB), and small enough that sums over
@@ -174,7 +176,7 @@ type Delta struct {
 	// and checksum), keeping its lease and recency.
 	Added []Item
 	// Removed replicas; one the index does not hold is ignored (and counted
-	// in Stats.DeltaUnknown).
+	// in the master's Stats.DeltaUnknown).
 	Removed []ItemKey
 	// Moved replicas; one the index does not hold is ignored (and counted),
 	// and a move onto a tier that already holds the block merges the two.
@@ -244,8 +246,8 @@ type RegisterReply struct {
 }
 
 // HeartbeatReply carries the node's pending tasks: every queued eviction
-// order (oldest first), then at most Promotion.MaxPerHeartbeat promotions
-// (oldest first).
+// order (oldest first), then at most the master's
+// Options.Promotion.MaxPerHeartbeat promotions (oldest first).
 type HeartbeatReply struct {
 	Tasks []Task
 	// HeartbeatInterval repeats the configured interval.
@@ -257,7 +259,7 @@ type NodeStatus struct {
 	Info    NodeInfo
 	Session Session
 	// Alive is false for a node that has missed its TTL but has not been
-	// dropped by Expire yet.
+	// dropped by the master's Expire yet.
 	Alive bool
 	// LastHeartbeat is when the master last heard from the node
 	// (registration counts), and HeartbeatAge how long ago that was.
@@ -276,9 +278,9 @@ type NodeStatus struct {
 	PromotionsQueued, TasksInFlight int
 }
 
-// LookupResult receives a Lookup. Its slices are reused from call to call,
-// so a caller that keeps one LookupResult per goroutine allocates nothing in
-// steady state.
+// LookupResult receives the master's Lookup. Its slices are reused from
+// call to call, so a caller that keeps one LookupResult per goroutine
+// allocates nothing in steady state.
 type LookupResult struct {
 	// Hit is the length of the prefix found: ids[:Hit] are present on live
 	// nodes, ids[Hit] (if any) is not.
@@ -289,8 +291,6 @@ type LookupResult struct {
 	// Ends[i] is where block i's replicas end in Replicas (they start at
 	// Ends[i-1], or 0).
 	Ends []int
-
-	handles []uint64 // scratch: policy handles to touch
 }
 
 // Block returns the replicas of prefix block i (0 <= i < Hit).
@@ -302,15 +302,18 @@ func (r *LookupResult) Block(i int) []Replica {
 	return r.Replicas[start:r.Ends[i]]
 }
 
-// reset empties r keeping its storage.
-func (r *LookupResult) reset() {
+// Reset empties r keeping its storage.
+func (r *LookupResult) Reset() {
 	r.Hit = 0
 	r.Replicas = r.Replicas[:0]
 	r.Ends = r.Ends[:0]
-	r.handles = r.handles[:0]
 }
 
-// Placement receives a Place: the nodes chosen for each new block.
+// MaxReplicas bounds the replicas a placement (master.Master.Place) may
+// ask for per block.
+const MaxReplicas = 64
+
+// Placement receives the master's Place: the nodes chosen for each new block.
 type Placement struct {
 	// PerBlock is the number of distinct nodes chosen per block: the
 	// replicas asked for, or fewer when fewer nodes are live (Degraded).
@@ -326,4 +329,52 @@ type Placement struct {
 // Block returns the nodes chosen for block i.
 func (p *Placement) Block(i int) []NodeID {
 	return p.Nodes[i*p.PerBlock : (i+1)*p.PerBlock]
+}
+
+// Strategy chooses the nodes for new blocks (see master.Master.Place).
+type Strategy uint8
+
+// The placement strategies.
+const (
+	// StrategyDefault means the master's configured default
+	// (master.Options.Placement).
+	StrategyDefault Strategy = iota
+	// LocalFirst puts the first copy on the hint node when it has room (the
+	// copy keeps it at or under the master's HighWatermark), the others on the least
+	// used nodes. It is the default: a prefill worker stores what it
+	// computed on its own node, the cheapest place to read it back from.
+	LocalFirst
+	// LeastUsed picks the nodes with the lowest RAM usage fraction, ties
+	// broken by node ID.
+	LeastUsed
+	// Hash picks nodes by rendezvous (highest-random-weight) hashing of
+	// the block key over the live nodes: a node leaving moves only the
+	// blocks that had it among their choices.
+	Hash
+)
+
+var strategyNames = [...]string{StrategyDefault: "default", LocalFirst: "local-first", LeastUsed: "least-used", Hash: "hash"}
+
+// String returns the strategy's name as ParseStrategy reads it.
+func (s Strategy) String() string {
+	if int(s) < len(strategyNames) {
+		return strategyNames[s]
+	}
+	return fmt.Sprintf("strategy(%d)", uint8(s))
+}
+
+// ParseStrategy reads "local-first", "least-used" or "hash" ("" and
+// "default" are StrategyDefault).
+func ParseStrategy(s string) (Strategy, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "default":
+		return StrategyDefault, nil
+	case "local-first":
+		return LocalFirst, nil
+	case "least-used":
+		return LeastUsed, nil
+	case "hash":
+		return Hash, nil
+	}
+	return 0, fmt.Errorf("meta: unknown placement strategy %q (valid: local-first, least-used, hash)", s)
 }
