@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/wire"
 )
 
@@ -15,11 +16,10 @@ import (
 type Access struct {
 	// ID is the block's key ID.
 	ID uint64
-	// Depth is the block's position in its request's key list (0 =
-	// first); Parent is the ID of the block before it, ignored at depth 0.
+	// Hint is the block's place in its request's prefix chain: its depth
+	// (0 = first) and the ID of the block before it (ignored at depth 0).
 	// Chain-aware policies (kvchain) rank blocks by them.
-	Depth  int
-	Parent uint64
+	block.Hint
 	// Payload is the block's bytes, stored on the node. Empty makes the
 	// access a touch: the node records a use of the copy it holds in RAM
 	// and changes nothing when it holds none (AccessNotHeld).
@@ -35,7 +35,7 @@ func (a Access) Touch() bool { return len(a.Payload) == 0 }
 func Chain(ids []uint64, payloads [][]byte) []Access {
 	out := make([]Access, len(ids))
 	for i, id := range ids {
-		out[i] = Access{ID: id, Depth: i}
+		out[i] = Access{ID: id, Hint: block.Hint{Depth: i}}
 		if i > 0 {
 			out[i].Parent = ids[i-1]
 		}
@@ -150,7 +150,7 @@ func (c *Client) Access(ctx context.Context, accesses []Access, ao AccessOptions
 				len(accesses), node, i, a.ID, a.Depth, ^uint32(0))
 		}
 		ids[i], payloads[i] = a.ID, a.Payload
-		hints[i] = wire.Hint{Depth: uint32(a.Depth), Touch: a.Touch()}
+		hints[i] = wire.Hint{Hint: block.Hint{Depth: a.Depth}, Touch: a.Touch()}
 		if a.Depth > 0 {
 			hints[i].Parent = a.Parent
 		}

@@ -19,7 +19,7 @@ func TestAccessHints(t *testing.T) {
 	if _, err := cl.Access(ctx, client.Chain(ids, [][]byte{payload(5, 64), payload(6, 64), payload(7, 64)}), client.AccessOptions{Node: "n1"}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := cl.Access(ctx, []client.Access{{ID: 6, Depth: 1, Parent: 5}, {ID: 9, Depth: 2, Parent: 6}}, client.AccessOptions{Node: "n1"})
+	res, err := cl.Access(ctx, []client.Access{{ID: 6, Hint: block.Hint{Depth: 1, Parent: 5}}, {ID: 9, Hint: block.Hint{Depth: 2, Parent: 6}}}, client.AccessOptions{Node: "n1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestAccessHints(t *testing.T) {
 	got := c.nodes[1].backend.Accesses()
 	type entry struct {
 		id           uint64
-		depth        uint32
+		depth        int
 		parent       uint64
 		touch, found bool
 	}
@@ -59,7 +59,7 @@ func TestAccessFetchBadInput(t *testing.T) {
 	if _, err := cl.Access(ctx, client.Chain([]uint64{1}, nil), client.AccessOptions{}); err == nil {
 		t.Error("Access with no node and no LocalNode succeeded")
 	}
-	if _, err := cl.Access(ctx, []client.Access{{ID: 1, Depth: -1}}, client.AccessOptions{Node: "n0"}); err == nil {
+	if _, err := cl.Access(ctx, []client.Access{{ID: 1, Hint: block.Hint{Depth: -1}}}, client.AccessOptions{Node: "n0"}); err == nil {
 		t.Error("Access with a negative depth succeeded")
 	}
 	if _, err := cl.Fetch(ctx, client.Location{}, []uint64{1}, client.FetchOptions{}); err == nil {
