@@ -23,7 +23,9 @@
 // the rest of its running one) and fixes its plan ("fetch or recompute":
 // reuse the local RAM prefix, the local RAM+SSD prefix, or in global mode
 // the global prefix, whichever has the lowest estimated transfer +
-// prefill). The planner reads the live cluster through a small view (the
+// prefill); with Reject it also turns the request away when its
+// estimated TTFT exceeds the SLO, as the simulator's admission control
+// does. The planner reads the live cluster through a small view (the
 // replayer's transfers in progress per link, the modelled link
 // capacities, the workers' queues), so a live run and a simulated one
 // can differ only in what really happens, never in what they decide. In

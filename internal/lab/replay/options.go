@@ -101,6 +101,11 @@ type Options struct {
 	Verify VerifyMode
 	// SLOSeconds is the TTFT SLO in model seconds (sim.DefaultSLOSeconds).
 	SLOSeconds float64
+	// Reject turns on the simulator's admission control (sim.Options
+	// Reject): a request whose estimated TTFT at arrival exceeds
+	// SLOSeconds is turned away (its record has Rejected set) and never
+	// runs.
+	Reject bool
 	// RAMBlocks, SSDBlocks and Policy describe the nodes' caches for the
 	// summary (the cluster is configured with them; see NodeArgs and
 	// RAMBytes). Zero means sim's defaults.

@@ -154,7 +154,8 @@ func (r *runner) connect(ctx context.Context) error {
 	P := len(live)
 	r.nodeIdx = make(map[string]int, P)
 	r.active = make([]int, 3*P)
-	r.plan = sim.NewPlanner(sim.PlanOptions{Mode: r.o.Mode, Routing: r.o.Routing, Instances: P, Profile: r.o.Profile, NoPrefetch: r.o.NoPrefetch})
+	r.plan = sim.NewPlanner(sim.PlanOptions{Mode: r.o.Mode, Routing: r.o.Routing, Instances: P, Profile: r.o.Profile,
+		NoPrefetch: r.o.NoPrefetch, Reject: r.o.Reject, SLOSeconds: r.o.SLOSeconds})
 	for i, n := range live {
 		r.nodeIdx[n.ID] = i
 		r.workers = append(r.workers, &worker{i: i, node: n, queue: make(chan *job, len(r.reqs)), store: make(chan *job, len(r.reqs))})
@@ -306,12 +307,14 @@ func (r *runner) arrive(ctx context.Context, k int, lag time.Duration, xfers *sy
 	r.mu.Lock()
 	v := liveView{r}
 	chosen, err := r.plan.Route(v, hs, req, t, &j.plan)
-	if err == nil && !r.plan.Admit(v, chosen, &j.plan, t) {
-		err = fmt.Errorf("replay: request %d refused by admission control, which a live replay does not model", r.order[k])
-	}
 	if err != nil {
 		r.mu.Unlock()
-		r.fail(err)
+		r.fail(fmt.Errorf("replay: route request %d: %w", r.order[k], err))
+		return nil
+	}
+	if !r.plan.Admit(v, chosen, &j.plan, t) {
+		r.mu.Unlock()
+		r.reject(j)
 		return nil
 	}
 	j.worker = chosen
@@ -329,6 +332,15 @@ func (r *runner) arrive(ctx context.Context, k int, lag time.Duration, xfers *sy
 		go func() { defer xfers.Done(); r.transfer(ctx, j) }()
 	}
 	return j
+}
+
+// reject records j as turned away by admission control at its arrival.
+func (r *runner) reject(j *job) {
+	rec := sim.Record{ID: r.order[j.k], Arrival: j.arrival, Instance: -1, InputTokens: j.req.InputLength, Blocks: len(j.req.HashIDs), Rejected: true}
+	r.recMu.Lock()
+	r.records[j.k], r.live[j.k], r.done[j.k] = rec, LiveRecord{ID: rec.ID, Lag: j.lag.Seconds()}, true
+	r.recMu.Unlock()
+	r.completed.Add(1)
 }
 
 // queueEst estimates the wait of a request arriving now at w (model s).

@@ -243,6 +243,31 @@ func testTrace(t *testing.T, n int) []trace.Request {
 	return reqs
 }
 
+// TestReject checks that a live replay admits with the simulator's rule:
+// under an SLO no request can meet, the planner turns every one away at
+// arrival, live as in the simulator, and none runs or stores anything.
+func TestReject(t *testing.T) {
+	reqs := testTrace(t, 20)
+	o := Options{PayloadBytes: 16 << 10, RAMBlocks: 100, Reject: true, SLOSeconds: 1e-9}
+	o.Master = startRig(t, 2, o)
+	res, err := Run(context.Background(), reqs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Summary
+	if s.Completed != len(reqs) || s.Rejected != len(reqs) || s.Served != 0 || !s.Reject || s.LiveBytesStored != 0 {
+		t.Fatalf("completed %d, rejected %d, served %d (reject %v), stored %d B; want all %d rejected, nothing stored",
+			s.Completed, s.Rejected, s.Served, s.Reject, s.LiveBytesStored, len(reqs))
+	}
+	sr, err := sim.Run(context.Background(), reqs, sim.Options{Instances: 2, RAMBlocks: o.RAMBlocks, Reject: true, SLOSeconds: o.SLOSeconds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sr.Summary.Rejected != s.Rejected {
+		t.Errorf("sim rejected %d, live %d", sr.Summary.Rejected, s.Rejected)
+	}
+}
+
 // TestLiveAgainstSim replays a generated trace on an in-process cluster
 // of two nodes in local and global mode and compares with the simulator.
 func TestLiveAgainstSim(t *testing.T) {
