@@ -46,3 +46,13 @@ func Mix64(z uint64) uint64 {
 // ID. A caller hashing many IDs of one tenant may compute FNV1a(k.Tenant)
 // once and apply Mix64 itself; the result is the same.
 func (k Key) Hash() uint64 { return Mix64(k.ID ^ FNV1a(k.Tenant)) }
+
+// PolicyKey returns k's public policy key, Mix64(k.ID ^
+// FNV1a(k.Tenant)*Golden64): the key a node's RAM tier opened without a key
+// secret gives its eviction and admission policies, and the key the lab
+// labels simulated accesses with so that the simulator's policies see what
+// the nodes' policies see. Within one tenant it is a bijection of the ID.
+// Anyone can compute it, and so construct another tenant's collisions; a
+// RAM tier serving mutually distrusting tenants keys its policies with a
+// secret instead.
+func PolicyKey(k Key) uint64 { return Mix64(k.ID ^ FNV1a(k.Tenant)*Golden64) }

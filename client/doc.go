@@ -20,6 +20,12 @@
 //   - Prefetch copies the cached prefix of a request into one node's RAM
 //     ahead of use.
 //   - Exists says which blocks are present, with no side effects.
+//   - Access tells one node what a request used, in order, with each
+//     block's chain position (depth and parent) for that node's eviction
+//     policy: a touch of each block reused from its memory, a put of each
+//     block computed or fetched.
+//   - Fetch gets blocks from one replica the caller chose (say, by its own
+//     planner), with no lease and no fallback.
 //
 // # Failures and retries
 //

@@ -16,29 +16,39 @@
 // # One request
 //
 // At arrival the dispatcher looks the request's keys up on the master (no
-// lease), routes it (rr, least-loaded or cache-aware, the simulator's
-// estimates: a worker's queue estimate is the estimated service of its
-// waiting requests plus the rest of its running one) and fixes its plan
-// exactly as sim does ("fetch or recompute": reuse the local RAM prefix,
-// the local RAM+SSD prefix, or in global mode the global prefix, whichever
-// has the lowest estimated transfer + prefill). In local mode replicas on
-// other nodes are ignored. With prefetch the plan's loads start at once:
-// one MGET per source node, in parallel, paced by the source's egress and
-// SSD pacers; every block is checked by the node client (key, checksum)
-// and, with VerifyFull, regenerated (package payload) and compared byte
-// for byte. Blocks already in the worker node's RAM are reused without
-// being read (in the model they are in the prefill node's own memory).
-// At the head of the queue the worker waits for the transfer, then
-// "prefills" the tokens after the reused prefix for PrefillSeconds/S
-// (sleep, or a busy CPU kernel). The reused prefix ends at the first
-// planned block that did not arrive. The request's TTFT ends here. Then,
-// off the critical path, the worker's store goroutine reports the
-// request's accesses to its node in one ACCESS (package wire), first
-// block to last as the simulator accesses its cache when a prefill
-// completes: a touch of each planned local RAM block and a put of every
-// other block (so fetched blocks replicate), each with its depth and
-// parent, so the node's eviction policy sees the simulator's access
-// sequence. Recompute mode looks up, loads and stores nothing.
+// lease) and hands the replicas to the simulator's planner (sim.Planner,
+// the very code the simulator calls), which routes the request (rr,
+// least-loaded or cache-aware, with the simulator's estimates: a worker's
+// queue estimate is the estimated service of its waiting requests plus
+// the rest of its running one) and fixes its plan ("fetch or recompute":
+// reuse the local RAM prefix, the local RAM+SSD prefix, or in global mode
+// the global prefix, whichever has the lowest estimated transfer +
+// prefill); with Reject it also turns the request away when its
+// estimated TTFT exceeds the SLO, as the simulator's admission control
+// does. The planner reads the live cluster through a small view (the
+// replayer's transfers in progress per link, the modelled link
+// capacities, the workers' queues), so a live run and a simulated one
+// can differ only in what really happens, never in what they decide. In
+// local mode replicas on other nodes are ignored. With prefetch the
+// plan's loads start at once: one client Fetch per source node, in
+// parallel, paced by the source's egress and SSD pacers; every block is
+// checked by the client (key, checksum) and, with VerifyFull, regenerated
+// (package payload) and compared byte for byte. Blocks already in the
+// worker node's RAM are reused without being read (in the model they are
+// in the prefill node's own memory). At the head of the queue the worker
+// waits for the transfer, then "prefills" the tokens after the reused
+// prefix for PrefillSeconds/S (sleep, or a busy CPU kernel). The reused
+// prefix ends at the first planned block that did not arrive. The
+// request's TTFT ends here. Then, off the critical path, the worker's
+// store goroutine reports the request's accesses to its node in one
+// client Access, first block to last as the simulator accesses its cache
+// when a prefill completes: a touch of each planned local RAM block and a
+// put of every other block (so fetched blocks replicate), each with its
+// depth and parent, so the node's eviction policy sees the simulator's
+// access sequence. Recompute mode looks up, loads and stores nothing.
+//
+// The replayer moves data only through the public client package, as an
+// integrator would (package lab states the rule and checks it).
 //
 // # The nodes' caches
 //
@@ -63,10 +73,12 @@
 // (its touch then finds it absent, and it is put again). The accesses of
 // a request reach the node when its store goroutine sends them, which can
 // interleave differently with other requests' than the simulator's
-// completion order. A remote read (MGET) also counts as an access on the
+// completion order. A remote read (a Fetch) also counts as an access on the
 // source node, which the simulator's transfer does not. The destination's
 // ingress pacer paces the stores rather than the loads (a load travels
-// from the source node to this process).
+// from the source node to this process). A replica on a node that joined
+// after the replay started is not one of its workers': the planned prefix
+// ends at the first block with no replica on a worker.
 //
 // # Cancellation
 //

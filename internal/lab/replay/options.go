@@ -54,7 +54,8 @@ const (
 	DefaultTenant = "replay"
 	// DefaultProgressEvery refreshes the progress line four times a second.
 	DefaultProgressEvery = 250 * time.Millisecond
-	// DefaultIOTimeout bounds one MGET or MPUT of a request in live time:
+	// DefaultIOTimeout bounds one call of a request to a node (a client
+	// Fetch or Access; the client's RequestTimeout) in live time:
 	// 30 s, far beyond any paced transfer of one request at the default
 	// scale (a 128k-token prefix is 250 blocks, 16 MiB at 64 KiB), so it
 	// only fires on a stuck node.
@@ -100,12 +101,17 @@ type Options struct {
 	Verify VerifyMode
 	// SLOSeconds is the TTFT SLO in model seconds (sim.DefaultSLOSeconds).
 	SLOSeconds float64
+	// Reject turns on the simulator's admission control (sim.Options
+	// Reject): a request whose estimated TTFT at arrival exceeds
+	// SLOSeconds is turned away (its record has Rejected set) and never
+	// runs.
+	Reject bool
 	// RAMBlocks, SSDBlocks and Policy describe the nodes' caches for the
 	// summary (the cluster is configured with them; see NodeArgs and
 	// RAMBytes). Zero means sim's defaults.
 	RAMBlocks, SSDBlocks int
 	Policy               string
-	// IOTimeout bounds one MGET or MPUT in live time (DefaultIOTimeout).
+	// IOTimeout bounds one Fetch or Access in live time (DefaultIOTimeout).
 	IOTimeout time.Duration
 	// Progress, when not nil, receives a one-line progress display
 	// refreshed every ProgressEvery (DefaultProgressEvery).

@@ -11,13 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/client"
 	"github.com/kvpool/kvpool/internal/lab/sim"
-	"github.com/kvpool/kvpool/internal/node/nodeclient"
-	"github.com/kvpool/kvpool/internal/node/wire"
 	"github.com/kvpool/kvpool/internal/payload"
-	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -29,12 +25,15 @@ type job struct {
 	arrival float64
 	lag     time.Duration
 	worker  int
-	plan    plan
+	plan    sim.Plan
+	// links are the links of plan's transfers, active while they run.
+	links []int
 	// estService is the estimated service time at the worker (model s).
 	estService float64
 	// transfer state: started and done are live offsets from the start;
 	// loaded[f] tells whether plan.fetch[f] arrived verified, from[f]
-	// whether it came from a RAM copy.
+	// whether it came from a RAM copy (loaded[f] and fromRAM[f] are
+	// about plan.Fetches[f]).
 	xferStarted, xferDone time.Duration
 	xferEst               float64
 	loaded                []bool
@@ -59,21 +58,18 @@ type worker struct {
 // runner is one replay's state.
 type runner struct {
 	o     Options
-	est   estimator
+	plan  *sim.Planner
 	reqs  []trace.Request
 	order []int
 	arr   []float64 // scheduled arrival by sorted index (model s)
 	start time.Time
 
 	cl      *client.Client
-	pools   []*nodeclient.Pool
 	workers []*worker
 	nodeIdx map[string]int
 
-	mu     sync.Mutex // guards active, rr and the plan scratch
-	active []int
-	rr     int
-	cand   plan
+	mu     sync.Mutex // guards active and plan (the planner's state)
+	active []int      // transfers in progress per link (sim.EgressLink, ...)
 
 	recMu   sync.Mutex
 	records []sim.Record // by sorted index
@@ -113,7 +109,7 @@ func Run(ctx context.Context, reqs []trace.Request, opts Options) (*Result, erro
 			return nil, fmt.Errorf("replay: request %d: %d hash_ids for %d input tokens, want %d", i, len(r.HashIDs), r.InputLength, want)
 		}
 	}
-	r := &runner{o: o, est: newEstimator(o), reqs: reqs}
+	r := &runner{o: o, reqs: reqs}
 	r.order = make([]int, len(reqs))
 	for i := range r.order {
 		r.order[i] = i
@@ -134,7 +130,7 @@ func Run(ctx context.Context, reqs []trace.Request, opts Options) (*Result, erro
 
 // connect dials the master and every node.
 func (r *runner) connect(ctx context.Context) error {
-	cl, err := client.New(ctx, client.Options{Master: r.o.Master, Tenant: r.o.Tenant, Token: r.o.Token})
+	cl, err := client.New(ctx, client.Options{Master: r.o.Master, Tenant: r.o.Tenant, Token: r.o.Token, RequestTimeout: r.o.IOTimeout})
 	if err != nil {
 		return fmt.Errorf("replay: connect to master %s: %w", r.o.Master, err)
 	}
@@ -158,33 +154,82 @@ func (r *runner) connect(ctx context.Context) error {
 	P := len(live)
 	r.nodeIdx = make(map[string]int, P)
 	r.active = make([]int, 3*P)
+	r.plan = sim.NewPlanner(sim.PlanOptions{Mode: r.o.Mode, Routing: r.o.Routing, Instances: P, Profile: r.o.Profile,
+		NoPrefetch: r.o.NoPrefetch, Reject: r.o.Reject, SLOSeconds: r.o.SLOSeconds})
 	for i, n := range live {
 		r.nodeIdx[n.ID] = i
-		p, err := nodeclient.NewPool(n.Addr, nodeclient.PoolOptions{Dial: nodeclient.DialOptions{Tenant: r.o.Tenant, Token: []byte(r.o.Token)}})
-		if err != nil {
-			r.close()
-			return fmt.Errorf("replay: connection pool for node %s at %s: %w", n.ID, n.Addr, err)
-		}
-		r.pools = append(r.pools, p)
 		r.workers = append(r.workers, &worker{i: i, node: n, queue: make(chan *job, len(r.reqs)), store: make(chan *job, len(r.reqs))})
 	}
 	return nil
 }
 
 func (r *runner) close() {
-	for _, p := range r.pools {
-		p.Close()
-	}
 	if r.cl != nil {
 		r.cl.Close()
 	}
 }
 
-func (r *runner) nodeOf(id string) int {
-	if i, ok := r.nodeIdx[id]; ok {
-		return i
+// liveView is the planner's sim.Cluster for a live run: the transfers this
+// replayer has in progress per link, the modelled link capacities, and
+// the workers' queue estimates. Use it with runner.mu held.
+type liveView struct{ r *runner }
+
+var _ sim.Cluster = liveView{}
+
+// Active returns the transfers in progress on link l.
+func (v liveView) Active(l int) int { return v.r.active[l] }
+
+// Capacity returns link l's modelled bandwidth (model bytes per second).
+func (v liveView) Capacity(l int) float64 {
+	if l >= sim.SSDLink(len(v.r.workers), 0) {
+		return v.r.o.SSDGBps * 1e9
 	}
-	return -1
+	return v.r.o.NICGbps * 1e9 / 8
+}
+
+// QueueEst returns worker i's queue estimate for a request arriving at t.
+func (v liveView) QueueEst(i int, t float64) float64 { return v.r.workers[i].queueEst(t) }
+
+// holders converts a lookup's replicas to the planner's: worker index and
+// tier, up to the first block with no replica on a worker of this replay
+// (as the simulator's lookup stops at the first block held nowhere).
+func (r *runner) holders(reps [][]client.Location) [][]sim.Holder {
+	out := make([][]sim.Holder, 0, len(reps))
+	for _, locs := range reps {
+		var hs []sim.Holder
+		for _, l := range locs {
+			i, ok := r.nodeIdx[l.Node]
+			if !ok || (l.Tier != client.TierRAM && l.Tier != client.TierSSD) {
+				continue
+			}
+			h := sim.Holder{Inst: int32(i), Tier: sim.TierRAM}
+			if l.Tier == client.TierSSD {
+				h.Tier = sim.TierSSD
+			}
+			hs = append(hs, h)
+		}
+		if len(hs) == 0 {
+			break
+		}
+		out = append(out, hs)
+	}
+	return out
+}
+
+// lookup returns the holders of req's leading cached blocks (none in
+// recompute mode); a failed lookup is remembered and plans from nothing.
+func (r *runner) lookup(ctx context.Context, k int) [][]sim.Holder {
+	if r.o.Mode == sim.ModeRecompute {
+		return nil
+	}
+	pre, err := r.cl.Lookup(ctx, r.reqs[r.order[k]].HashIDs)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.fail(fmt.Errorf("replay: lookup of request %d: %w", r.order[k], err))
+		}
+		return nil
+	}
+	return r.holders(pre.Replicas)
 }
 
 // now returns the model time since the start.
@@ -257,57 +302,24 @@ func (r *runner) run(ctx context.Context) bool {
 func (r *runner) arrive(ctx context.Context, k int, lag time.Duration, xfers *sync.WaitGroup) *job {
 	req := &r.reqs[r.order[k]]
 	j := &job{k: k, req: req, arrival: r.arr[k], lag: lag, xfer: make(chan struct{})}
-	var reps [][]client.Location
-	if r.o.Mode != sim.ModeRecompute {
-		pre, err := r.cl.Lookup(ctx, req.HashIDs)
-		if err != nil {
-			if ctx.Err() == nil {
-				r.fail(fmt.Errorf("replay: lookup of request %d: %w", r.order[k], err))
-			}
-			reps = nil
-		} else {
-			reps = pre.Replicas
-		}
-	}
+	hs := r.lookup(ctx, k)
 	t := r.now()
 	r.mu.Lock()
-	v := &view{reps: reps, nodeOf: r.nodeOf, active: r.active, P: len(r.workers)}
-	P := len(r.workers)
-	chosen := -1
-	switch r.o.Routing {
-	case sim.RoutingRoundRobin:
-		chosen = r.rr % P
-		r.rr++
-		r.est.makePlan(v, chosen, req, &j.plan, &r.cand)
-	case sim.RoutingLeastLoaded:
-		best := 0.0
-		for i := range P {
-			if q := r.workers[i].queueEst(t); chosen < 0 || q < best {
-				chosen, best = i, q
-			}
-		}
-		r.est.makePlan(v, chosen, req, &j.plan, &r.cand)
-	default: // cache-aware
-		best := 0.0
-		var p, scratch plan
-		for i := range P {
-			r.est.makePlan(v, i, req, &p, &scratch)
-			q := r.workers[i].queueEst(t)
-			est := max(q, p.transfer) + p.prefill
-			if r.o.NoPrefetch {
-				est = q + p.transfer + p.prefill
-			}
-			if chosen < 0 || est < best {
-				chosen, best = i, est
-				j.plan.copyFrom(&p)
-			}
-		}
+	v := liveView{r}
+	chosen, err := r.plan.Route(v, hs, req, t, &j.plan)
+	if err != nil {
+		r.mu.Unlock()
+		r.fail(fmt.Errorf("replay: route request %d: %w", r.order[k], err))
+		return nil
+	}
+	if !r.plan.Admit(v, chosen, &j.plan, t) {
+		r.mu.Unlock()
+		r.reject(j)
+		return nil
 	}
 	j.worker = chosen
-	j.estService = j.plan.prefill
-	if r.o.NoPrefetch {
-		j.estService += j.plan.transfer
-	} else {
+	j.estService = r.plan.EstService(&j.plan)
+	if !r.o.NoPrefetch {
 		r.commitLocked(j)
 	}
 	r.mu.Unlock()
@@ -322,6 +334,15 @@ func (r *runner) arrive(ctx context.Context, k int, lag time.Duration, xfers *sy
 	return j
 }
 
+// reject records j as turned away by admission control at its arrival.
+func (r *runner) reject(j *job) {
+	rec := sim.Record{ID: r.order[j.k], Arrival: j.arrival, Instance: -1, InputTokens: j.req.InputLength, Blocks: len(j.req.HashIDs), Rejected: true}
+	r.recMu.Lock()
+	r.records[j.k], r.live[j.k], r.done[j.k] = rec, LiveRecord{ID: rec.ID, Lag: j.lag.Seconds()}, true
+	r.recMu.Unlock()
+	r.completed.Add(1)
+}
+
 // queueEst estimates the wait of a request arriving now at w (model s).
 func (w *worker) queueEst(t float64) float64 {
 	w.mu.Lock()
@@ -333,122 +354,104 @@ func (w *worker) queueEst(t float64) float64 {
 	return q
 }
 
-// links returns the links a fetch of item it into worker i crosses.
-func (r *runner) links(it fetchItem, i int) []int {
-	P := len(r.workers)
-	var ls []int
-	if it.tier == client.TierSSD {
-		ls = append(ls, 2*P+it.src)
-	}
-	if it.src != i {
-		ls = append(ls, it.src, P+i)
-	}
-	return ls
-}
-
-// commitLocked fixes j's plan: counts skips and marks its flows active.
-// r.mu is held.
+// commitLocked fixes j's plan: counts skips and marks its transfers'
+// links active. r.mu is held.
 func (r *runner) commitLocked(j *job) {
-	if j.plan.skippedRemote {
+	if j.plan.SkippedRemote {
 		r.fetchesSkipped.Add(1)
 	}
-	if j.plan.skippedSSD {
+	if j.plan.SkippedSSD {
 		r.ssdSkipped.Add(1)
 	}
-	j.xferEst = j.plan.transfer
+	j.xferEst = j.plan.Transfer
 	j.xferStarted = time.Since(r.start)
-	for _, l := range r.flowLinks(j) {
+	j.links = j.plan.AppendLinks(j.links[:0])
+	for _, l := range j.links {
 		r.active[l]++
 	}
 }
 
-// flowLinks lists the links of j's flows (one flow per source and tier),
-// with repetition for links crossed by several flows.
-func (r *runner) flowLinks(j *job) []int {
-	seen := map[[2]int]bool{}
-	var out []int
-	for _, it := range j.plan.fetch {
-		key := [2]int{it.src, int(it.tier)}
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		out = append(out, r.links(it, j.worker)...)
-	}
-	return out
-}
-
-// transfer loads j's planned blocks: one MGET per source node, in
-// parallel, each block verified by the node client (key and checksum)
-// and, with VerifyFull, against its regenerated payload.
+// transfer loads j's planned blocks: one client Fetch per source node,
+// in parallel, each block verified by the client (key and checksum) and,
+// with VerifyFull, against its regenerated payload.
 func (r *runner) transfer(ctx context.Context, j *job) {
 	defer close(j.xfer)
-	fetch := j.plan.fetch
+	fetch := j.plan.Fetches
 	j.loaded = make([]bool, len(fetch))
 	j.fromRAM = make([]bool, len(fetch))
 	groups := map[int][]int{}
 	var srcs []int
 	for f, it := range fetch {
-		if it.src < 0 {
+		src := int(it.From.Inst)
+		if src < 0 {
 			continue
 		}
-		if groups[it.src] == nil {
-			srcs = append(srcs, it.src)
+		if groups[src] == nil {
+			srcs = append(srcs, src)
 		}
-		groups[it.src] = append(groups[it.src], f)
+		groups[src] = append(groups[src], f)
 	}
 	var wg sync.WaitGroup
 	for _, src := range srcs {
-		fs := groups[src]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ids := make([]uint64, len(fs))
-			dsts := make([][]byte, len(fs))
-			for x, f := range fs {
-				ids[x] = j.req.HashIDs[fetch[f].j]
-				dsts[x] = make([]byte, r.o.PayloadBytes)
-			}
-			cctx, cancel := context.WithTimeout(ctx, r.o.IOTimeout)
-			res, err := r.pools[src].MGet(cctx, ids, dsts)
-			cancel()
-			if err != nil {
-				r.fetchFailed.Add(int64(len(fs)))
-				if ctx.Err() == nil {
-					r.fail(fmt.Errorf("replay: fetch %d blocks of request %d from node %s: %w", len(fs), r.order[j.k], r.workers[src].node.ID, err))
-				}
-				return
-			}
-			for x, f := range fs {
-				switch {
-				case res[x].Err == nil:
-				case errors.Is(res[x].Err, tier.ErrCorrupt):
-					r.corrupt.Add(1)
-					continue
-				default:
-					r.fetchFailed.Add(1)
-					continue
-				}
-				r.liveBytesFetched.Add(int64(len(res[x].Payload)))
-				if r.o.Verify == VerifyFull {
-					if err := payload.Check(res[x].Payload, r.o.PayloadBytes, r.o.Tenant, ids[x]); err != nil {
-						r.wrong.Add(1)
-						r.fail(fmt.Errorf("replay: request %d from node %s: %w", r.order[j.k], r.workers[src].node.ID, err))
-						continue
-					}
-				}
-				j.loaded[f] = true
-				j.fromRAM[f] = fetch[f].tier == client.TierRAM
-			}
+			r.fetchFrom(ctx, j, src, groups[src])
 		}()
 	}
 	wg.Wait()
 	j.xferDone = time.Since(r.start)
 	r.mu.Lock()
-	for _, l := range r.flowLinks(j) {
+	for _, l := range j.links {
 		r.active[l]--
 	}
 	r.mu.Unlock()
+}
+
+// fetchFrom loads j's planned fetches fs, all from worker src's node, and
+// marks those that arrived verified.
+func (r *runner) fetchFrom(ctx context.Context, j *job, src int, fs []int) {
+	fetch := j.plan.Fetches
+	node := r.workers[src].node
+	from := client.Location{Node: node.ID, Addr: node.Addr, Tier: client.TierRAM}
+	if fetch[fs[0]].From.Tier == sim.TierSSD {
+		from.Tier = client.TierSSD
+	}
+	ids := make([]uint64, len(fs))
+	dsts := make([][]byte, len(fs))
+	for x, f := range fs {
+		ids[x] = j.req.HashIDs[fetch[f].Block]
+		dsts[x] = make([]byte, r.o.PayloadBytes)
+	}
+	res, err := r.cl.Fetch(ctx, from, ids, client.FetchOptions{Dst: dsts})
+	if err != nil {
+		r.fetchFailed.Add(int64(len(fs)))
+		if ctx.Err() == nil {
+			r.fail(fmt.Errorf("replay: fetch %d blocks of request %d from node %s: %w", len(fs), r.order[j.k], node.ID, err))
+		}
+		return
+	}
+	for x, f := range fs {
+		switch res.Status[x] {
+		case client.Loaded:
+		case client.Corrupt:
+			r.corrupt.Add(1)
+			continue
+		default:
+			r.fetchFailed.Add(1)
+			continue
+		}
+		r.liveBytesFetched.Add(int64(len(res.Blocks[x])))
+		if r.o.Verify == VerifyFull {
+			if err := payload.Check(res.Blocks[x], r.o.PayloadBytes, r.o.Tenant, ids[x]); err != nil {
+				r.wrong.Add(1)
+				r.fail(fmt.Errorf("replay: request %d from node %s: %w", r.order[j.k], node.ID, err))
+				continue
+			}
+		}
+		j.loaded[f] = true
+		j.fromRAM[f] = fetch[f].From.Tier == sim.TierRAM
+	}
 }
 
 // serve is worker w's loop: FIFO, one prefill at a time.
@@ -468,7 +471,7 @@ func (r *runner) serve(ctx context.Context, w *worker) {
 			r.replan(ctx, w, j)
 		}
 		w.mu.Lock()
-		w.curEstEnd = max(t, j.xferStarted.Seconds()*r.o.Speed+j.xferEst) + j.plan.prefill
+		w.curEstEnd = max(t, j.xferStarted.Seconds()*r.o.Speed+j.xferEst) + j.plan.Prefill
 		w.mu.Unlock()
 		if r.o.NoPrefetch {
 			r.transfer(ctx, j)
@@ -495,7 +498,7 @@ func (r *runner) serve(ctx context.Context, w *worker) {
 		arrLive := time.Duration(j.arrival / S * float64(time.Second))
 		rec.Prefill = d
 		rec.Queue = (head - arrLive).Seconds() * S
-		if j.xferDone > j.xferStarted && len(j.plan.fetch) > 0 {
+		if j.xferDone > j.xferStarted && len(j.plan.Fetches) > 0 {
 			rec.Transfer = (j.xferDone - j.xferStarted).Seconds() * S
 		}
 		rec.TTFT = (end - arrLive).Seconds() * S
@@ -515,17 +518,9 @@ func (r *runner) serve(ctx context.Context, w *worker) {
 
 // replan makes j's plan at the head of the queue (no prefetch).
 func (r *runner) replan(ctx context.Context, w *worker, j *job) {
-	var reps [][]client.Location
-	if r.o.Mode != sim.ModeRecompute {
-		if pre, err := r.cl.Lookup(ctx, j.req.HashIDs); err == nil {
-			reps = pre.Replicas
-		} else if ctx.Err() == nil {
-			r.fail(fmt.Errorf("replay: lookup of request %d: %w", r.order[j.k], err))
-		}
-	}
+	hs := r.lookup(ctx, j.k)
 	r.mu.Lock()
-	v := &view{reps: reps, nodeOf: r.nodeOf, active: r.active, P: len(r.workers)}
-	r.est.makePlan(v, w.i, j.req, &j.plan, &r.cand)
+	r.plan.Plan(liveView{r}, hs, w.i, j.req, &j.plan)
 	r.commitLocked(j)
 	r.mu.Unlock()
 }
@@ -536,23 +531,23 @@ func (r *runner) replan(ctx context.Context, w *worker, j *job) {
 func (r *runner) outcome(j *job) (sim.Record, int) {
 	req := j.req
 	rec := sim.Record{ID: r.order[j.k], Arrival: j.arrival, Instance: j.worker, InputTokens: req.InputLength, Blocks: len(req.HashIDs)}
-	fetched := make(map[int]int, len(j.plan.fetch))
-	for f, it := range j.plan.fetch {
-		fetched[it.j] = f
+	fetched := make(map[int]int, len(j.plan.Fetches))
+	for f, it := range j.plan.Fetches {
+		fetched[it.Block] = f
 	}
 	bb := r.o.Profile.BlockBytes()
 	reused := 0
-	for b := range j.plan.prefix {
+	for b := range j.plan.Prefix {
 		src := sim.LocalRAM
 		if f, ok := fetched[b]; ok {
 			if j.loaded == nil || !j.loaded[f] {
 				break
 			}
-			it := j.plan.fetch[f]
+			local := int(j.plan.Fetches[f].From.Inst) == j.worker
 			switch {
-			case it.src == j.worker && j.fromRAM[f]:
+			case local && j.fromRAM[f]:
 				src = sim.LocalRAM
-			case it.src == j.worker:
+			case local:
 				src = sim.LocalSSD
 			case j.fromRAM[f]:
 				src = sim.RemoteRAM
@@ -567,14 +562,14 @@ func (r *runner) outcome(j *job) (sim.Record, int) {
 	}
 	// Bytes moved are those of the plan's flows that arrived (model units,
 	// whole blocks, as the simulator counts them).
-	for f, it := range j.plan.fetch {
+	for f, it := range j.plan.Fetches {
 		if j.loaded == nil || !j.loaded[f] {
 			continue
 		}
-		if it.src != j.worker {
+		if int(it.From.Inst) != j.worker {
 			rec.BytesNet += bb
 		}
-		if it.tier == client.TierSSD {
+		if it.From.Tier == sim.TierSSD {
 			rec.BytesSSDRead += bb
 		}
 	}
@@ -618,93 +613,83 @@ func burn(ctx context.Context, d time.Duration) bool {
 }
 
 // storer is worker w's store path: after a prefill, the request's
-// accesses go to the worker's node in one ACCESS, first block to last as
-// the simulator accesses its cache when a prefill completes: a touch of
-// each planned local RAM block (reused without being read) and a put of
-// every other block, each with its chain position (depth and parent), so
-// the node's eviction policy sees what the simulator's sees. A touched
-// block the node no longer holds is put after the others, as the
-// simulator's access re-inserts a block evicted since its plan. Off the
-// critical path, as in the simulator.
+// accesses go to the worker's node in one client Access, first block to
+// last as the simulator accesses its cache when a prefill completes: a
+// touch of each planned local RAM block (reused without being read) and
+// a put of every other block, each with its chain position (depth and
+// parent), so the node's eviction policy sees what the simulator's sees.
+// A touched block the node no longer holds is put after the others, as
+// the simulator's access re-inserts a block evicted since its plan. Off
+// the critical path, as in the simulator.
 func (r *runner) storer(ctx context.Context, w *worker) {
 	for j := range w.store {
 		if ctx.Err() != nil {
 			continue
 		}
 		local := make(map[int]bool)
-		for b := range j.plan.prefix {
+		for b := range j.plan.Prefix {
 			local[b] = true
 		}
-		for _, it := range j.plan.fetch {
-			delete(local, it.j)
+		for _, it := range j.plan.Fetches {
+			delete(local, it.Block)
 		}
 		keys := j.req.HashIDs
-		hints := make([]wire.Hint, len(keys))
 		pls := make([][]byte, len(keys))
 		for b, id := range keys {
-			hints[b] = wire.Hint{Hint: block.Hint{Depth: b}, Touch: local[b]}
-			if b > 0 {
-				hints[b].Parent = keys[b-1]
-			}
 			if !local[b] {
 				pls[b] = payload.New(r.o.PayloadBytes, r.o.Tenant, id)
 			}
 		}
-		errs, ok := r.access(ctx, w, j, keys, hints, pls)
+		acc := client.Chain(keys, pls)
+		res, ok := r.access(ctx, w, j, acc)
 		if !ok {
 			continue
 		}
 		// Touched blocks the node had evicted since the plan: put them.
-		var again []int
-		for b, e := range errs {
-			if hints[b].Touch && errors.Is(e, tier.ErrNotFound) {
-				again = append(again, b)
+		var again []client.Access
+		for b, st := range res.Status {
+			if st == client.AccessNotHeld {
+				a := acc[b]
+				a.Payload = payload.New(r.o.PayloadBytes, r.o.Tenant, a.ID)
+				again = append(again, a)
 			}
 		}
-		if len(again) == 0 {
-			continue
+		if len(again) > 0 {
+			r.access(ctx, w, j, again)
 		}
-		ids, hs, ps := make([]uint64, len(again)), make([]wire.Hint, len(again)), make([][]byte, len(again))
-		for x, b := range again {
-			ids[x], hs[x] = keys[b], hints[b]
-			hs[x].Touch = false
-			ps[x] = payload.New(r.o.PayloadBytes, r.o.Tenant, keys[b])
-		}
-		r.access(ctx, w, j, ids, hs, ps)
 	}
 }
 
-// access sends one ACCESS of job j to worker w's node and counts the
+// access sends one Access of job j to worker w's node and counts the
 // outcome of its puts; ok is false when the call failed as a whole.
-func (r *runner) access(ctx context.Context, w *worker, j *job, ids []uint64, hints []wire.Hint, pls [][]byte) (errs []error, ok bool) {
-	cctx, cancel := context.WithTimeout(ctx, r.o.IOTimeout)
-	errs, err := r.pools[w.i].MAccess(cctx, ids, hints, pls)
-	cancel()
-	puts := 0
-	for _, h := range hints {
-		if !h.Touch {
-			puts++
-		}
-	}
+func (r *runner) access(ctx context.Context, w *worker, j *job, acc []client.Access) (res client.AccessResult, ok bool) {
+	res, err := r.cl.Access(ctx, acc, client.AccessOptions{Node: w.node.ID})
 	if err != nil {
+		puts := 0
+		for _, a := range acc {
+			if !a.Touch() {
+				puts++
+			}
+		}
 		r.putFailed.Add(int64(puts))
 		if ctx.Err() == nil {
 			r.fail(fmt.Errorf("replay: store %d blocks of request %d on node %s: %w", puts, r.order[j.k], w.node.ID, err))
 		}
-		return nil, false
+		return res, false
 	}
-	for x, e := range errs {
+	for x, st := range res.Status {
 		switch {
-		case hints[x].Touch:
-			if e != nil && !errors.Is(e, tier.ErrNotFound) && !errors.Is(e, wire.ErrUnknownOp) {
-				r.fail(fmt.Errorf("replay: touch block %016x of request %d on node %s: %w", ids[x], r.order[j.k], w.node.ID, e))
-			}
-		case e != nil:
-			r.putFailed.Add(1)
-			r.fail(fmt.Errorf("replay: store block %016x of request %d on node %s: %w", ids[x], r.order[j.k], w.node.ID, e))
-		default:
+		case st == client.AccessStored:
 			r.liveBytesStored.Add(int64(r.o.PayloadBytes))
+		case st != client.AccessFailed:
+			// A touch recorded, of a block no longer held, or by a node
+			// that takes no touches.
+		case acc[x].Touch():
+			r.fail(fmt.Errorf("replay: touch block %016x of request %d on node %s: %w", acc[x].ID, r.order[j.k], w.node.ID, res.Errs[x]))
+		default:
+			r.putFailed.Add(1)
+			r.fail(fmt.Errorf("replay: store block %016x of request %d on node %s: %w", acc[x].ID, r.order[j.k], w.node.ID, res.Errs[x]))
 		}
 	}
-	return errs, true
+	return res, true
 }

@@ -74,10 +74,14 @@ func req(n int) trace.Request {
 	return r
 }
 
+// TestMakePlan checks the replayer's side of planning: a lookup's
+// replicas become the planner's holders (worker index and tier, up to the
+// first block with no replica on a known worker), and the simulator's
+// planner, reading the live view, plans from them.
 func TestMakePlan(t *testing.T) {
-	ids := map[string]int{"a": 0, "b": 1}
 	ram := func(n string) client.Location { return client.Location{Node: n, Tier: client.TierRAM} }
 	ssd := func(n string) client.Location { return client.Location{Node: n, Tier: client.TierSSD} }
+	from := func(i int32, tier sim.Tier) sim.Holder { return sim.Holder{Inst: i, Tier: tier} }
 	tests := []struct {
 		name       string
 		mode       sim.Mode
@@ -86,44 +90,41 @@ func TestMakePlan(t *testing.T) {
 		worker     int
 		wantPrefix int
 		wantRAM    int
-		wantFetch  []fetchItem
+		wantFetch  []sim.Fetch
 	}{
 		{"recompute ignores the cache", sim.ModeRecompute, 100, [][]client.Location{{ram("a")}}, 0, 0, 0, nil},
 		{"local RAM prefix reused without reads", sim.ModeGlobal, 100, [][]client.Location{{ram("a")}, {ram("a")}}, 0, 2, 2, nil},
 		{"remote block fetched in global mode", sim.ModeGlobal, 100, [][]client.Location{{ram("a")}, {ram("b")}}, 0, 2, 1,
-			[]fetchItem{{j: 1, src: 1, tier: client.TierRAM}}},
+			[]sim.Fetch{{Block: 1, From: from(1, sim.TierRAM)}}},
 		{"remote block ignored in local mode", sim.ModeLocal, 100, [][]client.Location{{ram("a")}, {ram("b")}}, 0, 1, 1, nil},
 		{"local SSD read", sim.ModeLocal, 100, [][]client.Location{{ssd("a")}}, 0, 1, 0,
-			[]fetchItem{{j: 0, src: 0, tier: client.TierSSD}}},
+			[]sim.Fetch{{Block: 0, From: from(0, sim.TierSSD)}}},
 		{"local SSD before remote RAM", sim.ModeGlobal, 100, [][]client.Location{{ram("a"), ssd("b")}}, 1, 1, 0,
-			[]fetchItem{{j: 0, src: 1, tier: client.TierSSD}}},
+			[]sim.Fetch{{Block: 0, From: from(1, sim.TierSSD)}}},
 		{"remote RAM before remote SSD", sim.ModeGlobal, 100, [][]client.Location{{ssd("b"), ram("b")}}, 0, 1, 0,
-			[]fetchItem{{j: 0, src: 1, tier: client.TierRAM}}},
+			[]sim.Fetch{{Block: 0, From: from(1, sim.TierRAM)}}},
+		{"unknown node ends the prefix", sim.ModeGlobal, 100, [][]client.Location{{ram("a")}, {ram("z")}, {ram("a")}}, 0, 1, 1, nil},
 		{"slow network: recompute instead", sim.ModeGlobal, 0.001, [][]client.Location{{ram("b")}, {ram("b")}}, 0, 0, 0, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := Options{Master: "m", Mode: tt.mode, NICGbps: tt.nic}.WithDefaults()
-			e := newEstimator(o)
-			v := &view{reps: tt.reps, nodeOf: func(s string) int {
-				if i, ok := ids[s]; ok {
-					return i
-				}
-				return -1
-			}, active: make([]int, 6), P: 2}
-			r := req(8192)
-			var p, scratch plan
-			e.makePlan(v, tt.worker, &r, &p, &scratch)
-			if p.prefix != tt.wantPrefix || p.localRAM != tt.wantRAM || len(p.fetch) != len(tt.wantFetch) {
-				t.Fatalf("plan prefix %d, local RAM %d, fetch %v; want %d, %d, %v", p.prefix, p.localRAM, p.fetch, tt.wantPrefix, tt.wantRAM, tt.wantFetch)
+			r := &runner{o: o, nodeIdx: map[string]int{"a": 0, "b": 1}, active: make([]int, 6),
+				workers: []*worker{{i: 0}, {i: 1}},
+				plan:    sim.NewPlanner(sim.PlanOptions{Mode: o.Mode, Routing: o.Routing, Instances: 2, Profile: o.Profile})}
+			rq := req(8192)
+			var p sim.Plan
+			r.plan.Plan(liveView{r}, r.holders(tt.reps), tt.worker, &rq, &p)
+			if p.Prefix != tt.wantPrefix || p.HitBlocks[sim.LocalRAM] != tt.wantRAM || len(p.Fetches) != len(tt.wantFetch) {
+				t.Fatalf("plan prefix %d, local RAM %d, fetch %v; want %d, %d, %v", p.Prefix, p.HitBlocks[sim.LocalRAM], p.Fetches, tt.wantPrefix, tt.wantRAM, tt.wantFetch)
 			}
-			for i := range p.fetch {
-				if p.fetch[i] != tt.wantFetch[i] {
-					t.Fatalf("fetch %v, want %v", p.fetch, tt.wantFetch)
+			for i := range p.Fetches {
+				if p.Fetches[i] != tt.wantFetch[i] {
+					t.Fatalf("fetch %v, want %v", p.Fetches, tt.wantFetch)
 				}
 			}
-			if want := o.Profile.PrefillSeconds(8192, tt.wantPrefix*trace.BlockTokens); math.Abs(p.prefill-want) > 1e-12 {
-				t.Errorf("prefill %g, want %g", p.prefill, want)
+			if want := o.Profile.PrefillSeconds(8192, tt.wantPrefix*trace.BlockTokens); math.Abs(p.Prefill-want) > 1e-12 {
+				t.Errorf("prefill %g, want %g", p.Prefill, want)
 			}
 		})
 	}
@@ -134,9 +135,12 @@ func TestOutcome(t *testing.T) {
 	r := &runner{o: o, order: []int{7}}
 	rq := req(4*trace.BlockTokens - 100) // 4 blocks, the last one partial
 	bb := o.Profile.BlockBytes()
+	f := func(block int, src int32, tier sim.Tier) sim.Fetch {
+		return sim.Fetch{Block: block, From: sim.Holder{Inst: src, Tier: tier}}
+	}
 	tests := []struct {
 		name      string
-		plan      plan
+		plan      sim.Plan
 		loaded    []bool
 		fromRAM   []bool
 		wantHits  [4]int
@@ -144,10 +148,10 @@ func TestOutcome(t *testing.T) {
 		wantSSD   int64
 		wantReuse int
 	}{
-		{"all local RAM", plan{prefix: 2, localRAM: 2}, nil, nil, [4]int{1024, 0, 0, 0}, 0, 0, 1024},
-		{"remote RAM and remote SSD", plan{prefix: 4, localRAM: 1, fetch: []fetchItem{{1, 1, client.TierRAM}, {2, 1, client.TierRAM}, {3, 2, client.TierSSD}}},
+		{"all local RAM", sim.Plan{Prefix: 2}, nil, nil, [4]int{1024, 0, 0, 0}, 0, 0, 1024},
+		{"remote RAM and remote SSD", sim.Plan{Prefix: 4, Fetches: []sim.Fetch{f(1, 1, sim.TierRAM), f(2, 1, sim.TierRAM), f(3, 2, sim.TierSSD)}},
 			[]bool{true, true, true}, []bool{true, true, false}, [4]int{512, 0, 1024, 412}, 3 * bb, bb, 4*512 - 100},
-		{"failed load cuts the prefix", plan{prefix: 3, fetch: []fetchItem{{0, 0, client.TierSSD}, {1, 1, client.TierRAM}, {2, 1, client.TierRAM}}},
+		{"failed load cuts the prefix", sim.Plan{Prefix: 3, Fetches: []sim.Fetch{f(0, 0, sim.TierSSD), f(1, 1, sim.TierRAM), f(2, 1, sim.TierRAM)}},
 			[]bool{true, false, true}, []bool{false, false, true}, [4]int{0, 512, 0, 0}, bb, bb, 512},
 	}
 	for _, tt := range tests {
@@ -237,6 +241,31 @@ func testTrace(t *testing.T, n int) []trace.Request {
 		t.Fatal(err)
 	}
 	return reqs
+}
+
+// TestReject checks that a live replay admits with the simulator's rule:
+// under an SLO no request can meet, the planner turns every one away at
+// arrival, live as in the simulator, and none runs or stores anything.
+func TestReject(t *testing.T) {
+	reqs := testTrace(t, 20)
+	o := Options{PayloadBytes: 16 << 10, RAMBlocks: 100, Reject: true, SLOSeconds: 1e-9}
+	o.Master = startRig(t, 2, o)
+	res, err := Run(context.Background(), reqs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Summary
+	if s.Completed != len(reqs) || s.Rejected != len(reqs) || s.Served != 0 || !s.Reject || s.LiveBytesStored != 0 {
+		t.Fatalf("completed %d, rejected %d, served %d (reject %v), stored %d B; want all %d rejected, nothing stored",
+			s.Completed, s.Rejected, s.Served, s.Reject, s.LiveBytesStored, len(reqs))
+	}
+	sr, err := sim.Run(context.Background(), reqs, sim.Options{Instances: 2, RAMBlocks: o.RAMBlocks, Reject: true, SLOSeconds: o.SLOSeconds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sr.Summary.Rejected != s.Rejected {
+		t.Errorf("sim rejected %d, live %d", sr.Summary.Rejected, s.Rejected)
+	}
 }
 
 // TestLiveAgainstSim replays a generated trace on an in-process cluster

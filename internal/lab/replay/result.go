@@ -67,7 +67,7 @@ type Summary struct {
 
 // Result is the outcome of Run.
 type Result struct {
-	// Records has one entry per completed request, in arrival order
+	// Records has one entry per completed (or rejected) request, in arrival order
 	// (model seconds, sim's format: sim.WriteRecordsCSV writes them).
 	Records []sim.Record
 	// Live has the live-time side of each record, in the same order.
@@ -91,7 +91,7 @@ func (r *runner) result(partial bool) *Result {
 			Mode: o.Mode, Routing: o.Routing, Policy: o.Policy, Profile: o.Profile.Name,
 			Instances: len(r.workers), RAMBlocks: o.RAMBlocks, SSDBlocks: o.SSDBlocks,
 			NICGbps: o.NICGbps, SSDGBps: o.SSDGBps, RateMultiplier: 1,
-			Prefetch: !o.NoPrefetch, SLO: o.SLOSeconds,
+			Prefetch: !o.NoPrefetch, Reject: o.Reject, SLO: o.SLOSeconds,
 			FetchesSkipped: int(r.fetchesSkipped.Load()), SSDReadsSkipped: int(r.ssdSkipped.Load()),
 		},
 		Speed: o.Speed, PayloadBytes: o.PayloadBytes, PrefillMode: o.Prefill, VerifyMode: o.Verify,

@@ -95,6 +95,13 @@
 // the request also reuses every following block then in the instance's
 // RAM (late binding, Summary.LateBoundBlocks).
 //
+// One planner. The plans, routing and admission above are Planner's
+// (plan.go), which reads the cluster through the small Cluster interface:
+// the simulator's state implements it, and so does the live replayer's
+// view of a running cluster (package replay), so a simulated and a live
+// run of one configuration decide alike and differ only in what really
+// happens.
+//
 // Replication (Options.Replication). ReplicateAll keeps every fetched
 // block as a local replica. ReplicateHot keeps one only when at least
 // HotAccesses requests have asked for the key (counted at arrival, as the

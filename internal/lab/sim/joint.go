@@ -97,23 +97,6 @@ func (s *simulator) stored(i, r int) {
 	}
 }
 
-// extendPending lowers plan p's expected prefill on instance i to what the
-// request will find at the head of i's queue: past the planned prefix,
-// every leading block in i's RAM or pending on i (a request queued or
-// running there will store it first, since the queue is FIFO).
-func (s *simulator) extendPending(i int, req *trace.Request, p *plan) {
-	in := &s.inst[i]
-	keys := req.HashIDs
-	ext := p.prefix
-	for ext < len(keys) && (in.ram.Contains(keys[ext]) || in.pending[keys[ext]] > 0) {
-		ext++
-	}
-	if ext == p.prefix {
-		return
-	}
-	p.estPrefill = s.prof.PrefillSeconds(req.InputLength, min(ext*trace.BlockTokens, req.InputLength))
-}
-
 // lateBind extends sorted request r's reuse, now at the head of instance
 // i's queue, by the leading blocks past its planned prefix that are in i's
 // RAM now; they count as local RAM hits.
@@ -136,7 +119,7 @@ func (s *simulator) lateBind(i, r int) {
 // heldElsewhere reports whether an instance other than i holds k.
 func (s *simulator) heldElsewhere(k policy.Key, i int) bool {
 	for _, h := range s.idx[k] {
-		if h.inst != int32(i) {
+		if h.Inst != int32(i) {
 			return true
 		}
 	}
@@ -149,7 +132,7 @@ func (s *simulator) heldElsewhere(k policy.Key, i int) bool {
 func (s *simulator) fetched(i int, k policy.Key) bool {
 	other := false
 	for _, h := range s.idx[k] {
-		if h.inst == int32(i) {
+		if h.Inst == int32(i) {
 			return false
 		}
 		other = true
@@ -169,14 +152,14 @@ func (s *simulator) hot(i int, k policy.Key) bool {
 // its lease in the store, when i uses the block without keeping a replica.
 func (s *simulator) touchSource(i int, keys []policy.Key, j int, p int64) {
 	for _, h := range s.idx[keys[j]] {
-		if h.inst == int32(i) || h.tier != tierRAM {
+		if h.Inst == int32(i) || h.Tier != tierRAM {
 			continue
 		}
 		a := s.access(keys, j, p)
-		a.Time = s.ramTime(int(h.inst), a.Time)
-		s.inst[h.inst].ram.Access(a)
+		a.Time = s.ramTime(int(h.Inst), a.Time)
+		s.inst[h.Inst].ram.Access(a)
 		if s.redFirst {
-			s.localAccess(int(h.inst), keys[j], a.Time)
+			s.localAccess(int(h.Inst), keys[j], a.Time)
 		}
 		return
 	}
@@ -189,10 +172,10 @@ func (s *simulator) holderAdded(k policy.Key, i int) {
 		return
 	}
 	for _, h := range s.idx[k] {
-		if h.inst == int32(i) || h.tier != tierRAM {
+		if h.Inst == int32(i) || h.Tier != tierRAM {
 			continue
 		}
-		in := &s.inst[h.inst]
+		in := &s.inst[h.Inst]
 		if t, ok := in.last[k]; ok {
 			in.red.push(k, t)
 		}

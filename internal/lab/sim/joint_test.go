@@ -231,9 +231,9 @@ func TestJointDeterministicAndConsistent(t *testing.T) {
 			resident := 0
 			for k, hs := range s.idx {
 				for _, h := range hs {
-					c := s.inst[h.inst].ram
-					if h.tier == tierSSD {
-						c = s.inst[h.inst].ssd
+					c := s.inst[h.Inst].ram
+					if h.Tier == tierSSD {
+						c = s.inst[h.Inst].ssd
 					} else {
 						resident++
 					}

@@ -1,49 +1,153 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 
+	"github.com/kvpool/kvpool/internal/lab/costmodel"
 	"github.com/kvpool/kvpool/internal/lab/netshare"
+	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/trace"
 )
+
+// This file is the planner and router of the simulator and of the live
+// replayer (package replay): both call it, each with its own Cluster, so
+// the two can differ only in what really happens, never in what they
+// decide.
+
+// Tier is where on an instance a replica is, in the planner's order: RAM
+// before SSD.
+type Tier uint8
+
+// The tiers.
+const (
+	TierRAM Tier = 0
+	TierSSD Tier = 1
+)
+
+const (
+	tierRAM = TierRAM
+	tierSSD = TierSSD
+)
+
+// Holder is one replica of a block: a prefill instance and a tier.
+type Holder struct {
+	Inst int32
+	Tier Tier
+}
+
+// holder is the simulator's name for a Holder.
+type holder = Holder
+
+// Link numbering of a cluster of P instances, as Cluster.Active and
+// Cluster.Capacity take it: the egress of instance i is link i, its
+// ingress P+i, its SSD 2P+i.
+
+// EgressLink returns the link of instance i's egress.
+func EgressLink(P, i int) int { return i }
+
+// IngressLink returns the link of instance i's ingress.
+func IngressLink(P, i int) int { return P + i }
+
+// SSDLink returns the link of instance i's SSD.
+func SSDLink(P, i int) int { return 2*P + i }
+
+// Cluster is what planning and routing read of a cluster at one moment:
+// the transfers in progress on each link, the links' capacities, and the
+// queues. The simulator's state implements it, and so does the live
+// replayer's view of a running cluster. Links are numbered as EgressLink,
+// IngressLink and SSDLink say.
+type Cluster interface {
+	// Active returns the number of transfers in progress on link l.
+	Active(l int) int
+	// Capacity returns link l's bandwidth in model bytes per second.
+	Capacity(l int) float64
+	// QueueEst returns how long a request arriving at model time t at
+	// instance i would wait to reach the head of its queue (model
+	// seconds): the estimated service of the waiting requests plus the
+	// rest of the running one.
+	QueueEst(i int, t float64) float64
+}
+
+// PendingCluster is a Cluster that joint routing can use: it also knows
+// which blocks instance i will hold in RAM when a request routed there
+// now reaches the head of its queue (those in its RAM now, and those a
+// request queued or running there will store first).
+type PendingCluster interface {
+	Cluster
+	WillHold(i int, k policy.Key) bool
+}
+
+// Fetch is one prefix block a plan loads: block Block of the request,
+// from From (the instance itself for a local SSD block).
+type Fetch struct {
+	Block int
+	From  Holder
+}
 
 // flowSpec is one transfer of a plan: the blocks of one (source, tier).
 type flowSpec struct {
 	src    int32
-	tier   uint8
+	tier   Tier
 	remote bool
 	blocks int
 	nlinks int
 	links  [netshare.MaxLinks]int
 }
 
-// plan is how a request would run on one instance: which prefix blocks it
-// reuses from where, the transfers that needs, and the estimated times.
-type plan struct {
-	prefix       int // blocks reused
-	reusedTokens int
-	hitTokens    [numSources]int
-	hitBlocks    [numSources]int
-	flows        []flowSpec
-	transfer     float64 // estimated transfer time at the current shares
-	prefill      float64 // prefill time of the rest (exact)
-	cost         float64 // transfer + prefill
-	// estPrefill is the prefill time routing expects: prefill, or less
+// Plan is how a request would run on one instance: which prefix blocks it
+// reuses from where, the transfers that needs, and the estimated times
+// (model seconds). Planner.Plan and Planner.Route fill it; reuse one Plan
+// across calls to keep its slices.
+type Plan struct {
+	// Prefix is the number of leading blocks reused; ReusedTokens their
+	// tokens.
+	Prefix       int
+	ReusedTokens int
+	// HitTokens and HitBlocks count the reused prefix by source.
+	HitTokens [numSources]int
+	HitBlocks [numSources]int
+	// Fetches lists the prefix blocks to load, in block order: every
+	// prefix block except those in the instance's own RAM.
+	Fetches []Fetch
+	// Transfer is the estimated transfer time at the current link loads,
+	// Prefill the prefill time of the rest (exact), Cost their sum.
+	Transfer, Prefill, Cost float64
+	// EstPrefill is the prefill time routing expects: Prefill, or less
 	// when joint routing expects a longer prefix at the head of the queue.
-	estPrefill float64
+	EstPrefill float64
+	// SkippedRemote and SkippedSSD report that a longer prefix held on
+	// another instance, or on the local SSD, was cheaper to recompute.
+	SkippedRemote, SkippedSSD bool
 
-	skippedRemote, skippedSSD bool
+	flows []flowSpec
 }
 
-func (p *plan) reset(prefix int) {
-	flows := p.flows[:0]
-	*p = plan{prefix: prefix, flows: flows}
+func (p *Plan) reset(prefix int) {
+	flows, fetches := p.flows[:0], p.Fetches[:0]
+	*p = Plan{Prefix: prefix, flows: flows, Fetches: fetches}
 }
 
-func (p *plan) copyFrom(q *plan) {
+func (p *Plan) copyFrom(q *Plan) {
 	flows := append(p.flows[:0], q.flows...)
+	fetches := append(p.Fetches[:0], q.Fetches...)
 	*p = *q
-	p.flows = flows
+	p.flows, p.Fetches = flows, fetches
+}
+
+// Flows returns the number of transfers of the plan: one per (source,
+// tier) of its fetches.
+func (p *Plan) Flows() int { return len(p.flows) }
+
+// AppendLinks appends to dst the links each transfer of the plan crosses,
+// transfer by transfer (a link crossed by k transfers appears k times),
+// and returns it: what to count as active while the plan's transfers run.
+func (p *Plan) AppendLinks(dst []int) []int {
+	for fi := range p.flows {
+		f := &p.flows[fi]
+		dst = append(dst, f.links[:f.nlinks]...)
+	}
+	return dst
 }
 
 // linkLoad aggregates a plan's transfers on one link.
@@ -53,12 +157,55 @@ type linkLoad struct {
 	flows int
 }
 
+// PlanOptions configure a Planner. Mode, Routing, Instances and Profile
+// are required (see Options for their meaning).
+type PlanOptions struct {
+	Mode      Mode
+	Routing   Routing
+	Instances int
+	Profile   costmodel.Profile
+	// NoPrefetch: a request's transfer starts at the head of its queue
+	// (it adds to the queue rather than overlapping it).
+	NoPrefetch bool
+	// Reject turns on admission control: Admit refuses a request whose
+	// estimated TTFT exceeds SLOSeconds.
+	Reject     bool
+	SLOSeconds float64
+}
+
+// Planner makes the plans and the routing and admission decisions of
+// one run. It is not safe for concurrent use: the simulator drives it
+// from its event loop, the live replayer under its lock.
+type Planner struct {
+	o          PlanOptions
+	blockBytes int64
+	cached     bool // mode is local or global
+	global     bool
+	joint      bool
+	rr         int
+
+	// Scratch.
+	cand, perInst Plan
+	agg           []linkLoad
+}
+
+// NewPlanner returns a planner for o.
+func NewPlanner(o PlanOptions) *Planner {
+	return &Planner{
+		o:          o,
+		blockBytes: o.Profile.BlockBytes(),
+		cached:     o.Mode != ModeRecompute,
+		global:     o.Mode == ModeGlobal,
+		joint:      o.Routing == RoutingJoint,
+	}
+}
+
 // localTiers reports whether instance i holds a block with holders hs in
 // RAM and in SSD.
-func localTiers(hs []holder, i int32) (ram, ssd bool) {
+func localTiers(hs []Holder, i int32) (ram, ssd bool) {
 	for _, h := range hs {
-		if h.inst == i {
-			if h.tier == tierRAM {
+		if h.Inst == i {
+			if h.Tier == tierRAM {
 				ram = true
 			} else {
 				ssd = true
@@ -68,23 +215,23 @@ func localTiers(hs []holder, i int32) (ram, ssd bool) {
 	return ram, ssd
 }
 
-// makePlan fills dst with the plan for req on instance i, given s.hsl (the
-// holders of its leading blocks). See the package comment, "Fetch or
-// recompute".
-func (s *simulator) makePlan(i int, req *trace.Request, dst *plan) {
+// Plan fills dst with the plan for req on instance i, given hs (the
+// holders of its leading blocks, up to the first block held nowhere).
+// See the package comment, "Fetch or recompute".
+func (p *Planner) Plan(c Cluster, hs [][]Holder, i int, req *trace.Request, dst *Plan) {
 	n := req.InputLength
-	if !s.cached {
+	if !p.cached {
 		dst.reset(0)
-		dst.prefill = s.prof.PrefillSeconds(n, 0)
-		dst.cost = dst.prefill
-		dst.estPrefill = dst.prefill
+		dst.Prefill = p.o.Profile.PrefillSeconds(n, 0)
+		dst.Cost = dst.Prefill
+		dst.EstPrefill = dst.Prefill
 		return
 	}
 	me := int32(i)
-	ramPrefix, localHit := len(s.hsl), len(s.hsl)
-	for j, hs := range s.hsl {
-		ram, ssd := localTiers(hs, me)
-		if !ram && ramPrefix == len(s.hsl) {
+	ramPrefix, localHit := len(hs), len(hs)
+	for j, h := range hs {
+		ram, ssd := localTiers(h, me)
+		if !ram && ramPrefix == len(hs) {
 			ramPrefix = j
 		}
 		if !ram && !ssd {
@@ -93,72 +240,74 @@ func (s *simulator) makePlan(i int, req *trace.Request, dst *plan) {
 		}
 	}
 	globalHit := localHit
-	if s.opts.Mode == ModeGlobal {
-		globalHit = len(s.hsl)
+	if p.global {
+		globalHit = len(hs)
 	}
 
-	s.evalPlan(i, req, ramPrefix, dst)
+	p.evalPlan(c, hs, i, req, ramPrefix, dst)
 	if localHit > ramPrefix {
-		s.evalPlan(i, req, localHit, &s.cand)
-		if s.cand.cost <= dst.cost {
-			dst.copyFrom(&s.cand)
+		p.evalPlan(c, hs, i, req, localHit, &p.cand)
+		if p.cand.Cost <= dst.Cost {
+			dst.copyFrom(&p.cand)
 		}
 	}
 	if globalHit > localHit {
-		s.evalPlan(i, req, globalHit, &s.cand)
-		if s.cand.cost <= dst.cost {
-			dst.copyFrom(&s.cand)
+		p.evalPlan(c, hs, i, req, globalHit, &p.cand)
+		if p.cand.Cost <= dst.Cost {
+			dst.copyFrom(&p.cand)
 		}
 	}
-	dst.skippedSSD = localHit > ramPrefix && dst.prefix < localHit
-	dst.skippedRemote = globalHit > localHit && dst.prefix < globalHit
+	dst.SkippedSSD = localHit > ramPrefix && dst.Prefix < localHit
+	dst.SkippedRemote = globalHit > localHit && dst.Prefix < globalHit
 }
 
 // evalPlan fills dst with the plan that reuses the first prefix blocks of
 // req on instance i (all of which are held somewhere).
-func (s *simulator) evalPlan(i int, req *trace.Request, prefix int, dst *plan) {
+func (p *Planner) evalPlan(c Cluster, hs [][]Holder, i int, req *trace.Request, prefix int, dst *Plan) {
 	dst.reset(prefix)
 	me := int32(i)
 	for j := range prefix {
-		hs := s.hsl[j]
+		h := hs[j]
 		tok := min(trace.BlockTokens, req.InputLength-j*trace.BlockTokens)
 		var src Source
-		switch ram, ssd := localTiers(hs, me); {
+		switch ram, ssd := localTiers(h, me); {
 		case ram:
 			src = LocalRAM
 		case ssd:
 			src = LocalSSD
-			s.addFlow(dst, i, holder{me, tierSSD}, false)
+			p.addFlow(dst, i, Holder{me, tierSSD}, false)
+			dst.Fetches = append(dst.Fetches, Fetch{Block: j, From: Holder{me, tierSSD}})
 		default:
-			h := s.remoteSource(hs, me)
+			from := p.remoteSource(c, h, me)
 			src = RemoteRAM
-			if h.tier == tierSSD {
+			if from.Tier == tierSSD {
 				src = RemoteSSD
 			}
-			s.addFlow(dst, i, h, true)
+			p.addFlow(dst, i, from, true)
+			dst.Fetches = append(dst.Fetches, Fetch{Block: j, From: from})
 		}
-		dst.hitTokens[src] += tok
-		dst.hitBlocks[src]++
-		dst.reusedTokens += tok
+		dst.HitTokens[src] += tok
+		dst.HitBlocks[src]++
+		dst.ReusedTokens += tok
 	}
-	dst.prefill = s.prof.PrefillSeconds(req.InputLength, dst.reusedTokens)
-	dst.transfer = s.transferEst(dst.flows)
-	dst.cost = dst.transfer + dst.prefill
-	dst.estPrefill = dst.prefill
+	dst.Prefill = p.o.Profile.PrefillSeconds(req.InputLength, dst.ReusedTokens)
+	dst.Transfer = p.transferEst(c, dst.flows)
+	dst.Cost = dst.Transfer + dst.Prefill
+	dst.EstPrefill = dst.Prefill
 }
 
 // remoteSource picks the holder to fetch from among hs, excluding instance
 // me: the fewest active egress transfers, then RAM before SSD, then the
 // lowest index.
-func (s *simulator) remoteSource(hs []holder, me int32) holder {
-	best, bestLoad := holder{inst: -1}, 0
+func (p *Planner) remoteSource(c Cluster, hs []Holder, me int32) Holder {
+	best, bestLoad := Holder{Inst: -1}, 0
 	for _, h := range hs {
-		if h.inst == me {
+		if h.Inst == me {
 			continue
 		}
-		load := s.net.Active(s.egress(int(h.inst)))
-		if best.inst < 0 || load < bestLoad ||
-			(load == bestLoad && (h.tier < best.tier || (h.tier == best.tier && h.inst < best.inst))) {
+		load := c.Active(EgressLink(p.o.Instances, int(h.Inst)))
+		if best.Inst < 0 || load < bestLoad ||
+			(load == bestLoad && (h.Tier < best.Tier || (h.Tier == best.Tier && h.Inst < best.Inst))) {
 			best, bestLoad = h, load
 		}
 	}
@@ -166,21 +315,22 @@ func (s *simulator) remoteSource(hs []holder, me int32) holder {
 }
 
 // addFlow adds one block from h to dst's transfers into instance i.
-func (s *simulator) addFlow(dst *plan, i int, h holder, remote bool) {
+func (p *Planner) addFlow(dst *Plan, i int, h Holder, remote bool) {
 	for fi := range dst.flows {
-		if f := &dst.flows[fi]; f.src == h.inst && f.tier == h.tier && f.remote == remote {
+		if f := &dst.flows[fi]; f.src == h.Inst && f.tier == h.Tier && f.remote == remote {
 			f.blocks++
 			return
 		}
 	}
-	f := flowSpec{src: h.inst, tier: h.tier, remote: remote, blocks: 1}
+	P := p.o.Instances
+	f := flowSpec{src: h.Inst, tier: h.Tier, remote: remote, blocks: 1}
 	add := func(l int) { f.links[f.nlinks] = l; f.nlinks++ }
-	if h.tier == tierSSD {
-		add(s.ssdLink(int(h.inst)))
+	if h.Tier == tierSSD {
+		add(SSDLink(P, int(h.Inst)))
 	}
 	if remote {
-		add(s.egress(int(h.inst)))
-		add(s.ingress(i))
+		add(EgressLink(P, int(h.Inst)))
+		add(IngressLink(P, i))
 	}
 	dst.flows = append(dst.flows, f)
 }
@@ -188,34 +338,124 @@ func (s *simulator) addFlow(dst *plan, i int, h holder, remote bool) {
 // transferEst estimates how long flows would take if started now: on each
 // link, the plan's k flows get k/(active+k) of the capacity, and the plan
 // finishes when its most loaded link does.
-func (s *simulator) transferEst(flows []flowSpec) float64 {
+func (p *Planner) transferEst(c Cluster, flows []flowSpec) float64 {
 	if len(flows) == 0 {
 		return 0
 	}
-	s.agg = s.agg[:0]
+	p.agg = p.agg[:0]
 	for fi := range flows {
 		f := &flows[fi]
-		bytes := float64(f.blocks) * float64(s.blockBytes)
+		bytes := float64(f.blocks) * float64(p.blockBytes)
 	links:
 		for _, l := range f.links[:f.nlinks] {
-			for a := range s.agg {
-				if s.agg[a].link == l {
-					s.agg[a].bytes += bytes
-					s.agg[a].flows++
+			for a := range p.agg {
+				if p.agg[a].link == l {
+					p.agg[a].bytes += bytes
+					p.agg[a].flows++
 					continue links
 				}
 			}
-			s.agg = append(s.agg, linkLoad{link: l, bytes: bytes, flows: 1})
+			p.agg = append(p.agg, linkLoad{link: l, bytes: bytes, flows: 1})
 		}
 	}
 	t := 0.0
-	for _, a := range s.agg {
+	for _, a := range p.agg {
 		k := float64(a.flows)
-		share := s.net.Capacity(a.link) * k / (float64(s.net.Active(a.link)) + k)
+		share := c.Capacity(a.link) * k / (float64(c.Active(a.link)) + k)
 		t = max(t, a.bytes/share)
 	}
 	if math.IsNaN(t) {
 		return math.Inf(1)
 	}
 	return t
+}
+
+// TTFTEst estimates the TTFT of plan pl on instance i for a request
+// arriving at t: its queue and its transfer overlap with prefetch, add up
+// without.
+func (p *Planner) TTFTEst(c Cluster, i int, pl *Plan, t float64) float64 {
+	q := c.QueueEst(i, t)
+	if p.o.NoPrefetch {
+		return q + pl.Transfer + pl.EstPrefill
+	}
+	return max(q, pl.Transfer) + pl.EstPrefill
+}
+
+// Route chooses the instance of req arriving at t by the routing policy
+// and fills dst with its plan there, given hs (the holders of req's
+// leading blocks): rr takes instances in turn; least-loaded the shortest
+// queue estimate; cache-aware (Mooncake's Algorithm 1) and joint the
+// lowest estimated TTFT, joint also counting, through PendingCluster, the
+// blocks pending on each instance. Ties go to the lowest index.
+func (p *Planner) Route(c Cluster, hs [][]Holder, req *trace.Request, t float64, dst *Plan) (int, error) {
+	P := p.o.Instances
+	chosen := -1
+	switch p.o.Routing {
+	case RoutingRoundRobin:
+		chosen = p.rr % P
+		p.rr++
+		p.Plan(c, hs, chosen, req, dst)
+	case RoutingLeastLoaded:
+		bestQ := 0.0
+		for i := range P {
+			if q := c.QueueEst(i, t); chosen < 0 || q < bestQ {
+				chosen, bestQ = i, q
+			}
+		}
+		p.Plan(c, hs, chosen, req, dst)
+	case RoutingCacheAware, RoutingJoint:
+		var pc PendingCluster
+		if p.joint {
+			var ok bool
+			if pc, ok = c.(PendingCluster); !ok {
+				return -1, fmt.Errorf("sim: joint routing of request at %g s: the cluster does not report pending blocks", t)
+			}
+		}
+		bestEst := 0.0
+		for i := range P {
+			p.Plan(c, hs, i, req, &p.perInst)
+			if pc != nil {
+				p.extendPending(pc, i, req, &p.perInst)
+			}
+			if est := p.TTFTEst(c, i, &p.perInst, t); chosen < 0 || est < bestEst {
+				chosen, bestEst = i, est
+				dst.copyFrom(&p.perInst)
+			}
+		}
+	default:
+		return -1, fmt.Errorf("sim: unknown routing %q", p.o.Routing)
+	}
+	return chosen, nil
+}
+
+// extendPending lowers plan pl's expected prefill on instance i to what
+// the request will find at the head of i's queue: past the planned
+// prefix, every leading block c says i will hold then.
+func (p *Planner) extendPending(c PendingCluster, i int, req *trace.Request, pl *Plan) {
+	keys := req.HashIDs
+	ext := pl.Prefix
+	for ext < len(keys) && c.WillHold(i, keys[ext]) {
+		ext++
+	}
+	if ext == pl.Prefix {
+		return
+	}
+	pl.EstPrefill = p.o.Profile.PrefillSeconds(req.InputLength, min(ext*trace.BlockTokens, req.InputLength))
+}
+
+// Admit reports whether a request routed to instance i with plan pl at t
+// is served: always, unless Reject is on and its estimated TTFT exceeds
+// the SLO (Algorithm 1's rejection).
+func (p *Planner) Admit(c Cluster, i int, pl *Plan, t float64) bool {
+	return !p.o.Reject || !(p.TTFTEst(c, i, pl, t) > p.o.SLOSeconds)
+}
+
+// EstService returns the service time a queue estimate counts for a
+// request with plan pl: its expected prefill, plus its transfer when the
+// transfer starts only at the head of the queue (NoPrefetch).
+func (p *Planner) EstService(pl *Plan) float64 {
+	if p.o.NoPrefetch {
+		return pl.EstPrefill + pl.Transfer
+	}
+	return pl.EstPrefill
 }

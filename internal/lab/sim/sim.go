@@ -24,17 +24,6 @@ const timeShift = 20
 // to stop within milliseconds, rarely enough to cost nothing.
 const ctxCheckEvery = 4096
 
-const (
-	tierRAM uint8 = 0
-	tierSSD uint8 = 1
-)
-
-// holder is one replica of a block: an instance and a tier.
-type holder struct {
-	inst int32
-	tier uint8
-}
-
 // blockIndex maps a key to every replica of it. Each change costs
 // O(replicas of that key).
 type blockIndex map[policy.Key][]holder
@@ -168,7 +157,7 @@ type simulator struct {
 	idx    blockIndex
 	events eventHeap
 	seq    uint64
-	rr     int
+	plan   *Planner
 
 	rs      []reqState
 	records []Record // by sorted index
@@ -189,11 +178,9 @@ type simulator struct {
 	lateBlocks               int64
 
 	// Scratch.
-	hsl              [][]holder
-	cand, best       plan
-	done             []int
-	agg              []linkLoad
-	candidatePerInst plan
+	hsl  [][]holder
+	best Plan
+	done []int
 }
 
 // Run simulates reqs (in any order; replayed sorted by timestamp, ties in
@@ -242,6 +229,8 @@ func newSimulator(reqs []trace.Request, opts Options) (*simulator, error) {
 		records:    make([]Record, len(reqs)),
 	}
 
+	s.plan = NewPlanner(PlanOptions{Mode: opts.Mode, Routing: opts.Routing, Instances: P, Profile: opts.Profile,
+		NoPrefetch: opts.NoPrefetch, Reject: opts.Reject, SLOSeconds: opts.SLOSeconds})
 	s.order = make([]int, len(reqs))
 	for i := range s.order {
 		s.order[i] = i
@@ -295,10 +284,32 @@ func newSimulator(reqs []trace.Request, opts Options) (*simulator, error) {
 	return s, nil
 }
 
-// Link numbering: egress of i, ingress of i, SSD of i.
-func (s *simulator) egress(i int) int  { return i }
-func (s *simulator) ingress(i int) int { return s.opts.Instances + i }
-func (s *simulator) ssdLink(i int) int { return 2*s.opts.Instances + i }
+// Link numbering: egress of i, ingress of i, SSD of i (EgressLink,
+// IngressLink, SSDLink).
+func (s *simulator) egress(i int) int  { return EgressLink(s.opts.Instances, i) }
+func (s *simulator) ingress(i int) int { return IngressLink(s.opts.Instances, i) }
+func (s *simulator) ssdLink(i int) int { return SSDLink(s.opts.Instances, i) }
+
+// The simulator is the planner's Cluster: its network and its queues.
+var _ PendingCluster = (*simulator)(nil)
+
+// Active returns the transfers in progress on link l.
+func (s *simulator) Active(l int) int { return s.net.Active(l) }
+
+// Capacity returns link l's bandwidth (model bytes per second).
+func (s *simulator) Capacity(l int) float64 { return s.net.Capacity(l) }
+
+// QueueEst is queueEst.
+func (s *simulator) QueueEst(i int, t float64) float64 { return s.queueEst(i, t) }
+
+// WillHold reports whether instance i will hold k in RAM when a request
+// routed there now reaches the head: k is in its RAM or pending there (a
+// request queued or running there will store it first, since the queue
+// is FIFO).
+func (s *simulator) WillHold(i int, k policy.Key) bool {
+	in := &s.inst[i]
+	return in.ram.Contains(k) || in.pending[k] > 0
+}
 
 // hookEvictions wires instance i's caches to the index and the demotion
 // path.
@@ -470,15 +481,6 @@ func (s *simulator) queueEst(i int, t float64) float64 {
 	return q
 }
 
-// ttftEst estimates the TTFT of plan p on instance i.
-func (s *simulator) ttftEst(i int, p *plan, t float64) float64 {
-	q := s.queueEst(i, t)
-	if s.opts.NoPrefetch {
-		return q + p.transfer + p.estPrefill
-	}
-	return max(q, p.transfer) + p.estPrefill
-}
-
 // arrive routes, plans and enqueues sorted request r at time t.
 func (s *simulator) arrive(r int, t float64) error {
 	req := &s.reqs[s.order[r]]
@@ -486,37 +488,11 @@ func (s *simulator) arrive(r int, t float64) error {
 	*rec = Record{ID: s.order[r], Arrival: t, Instance: -1, InputTokens: req.InputLength, Blocks: len(req.HashIDs)}
 	s.lookup(r)
 	s.asked(req)
-	P := s.opts.Instances
-	chosen := -1
-	switch s.opts.Routing {
-	case RoutingRoundRobin:
-		chosen = s.rr % P
-		s.rr++
-		s.makePlan(chosen, req, &s.best)
-	case RoutingLeastLoaded:
-		bestQ := 0.0
-		for i := range P {
-			if q := s.queueEst(i, t); chosen < 0 || q < bestQ {
-				chosen, bestQ = i, q
-			}
-		}
-		s.makePlan(chosen, req, &s.best)
-	case RoutingCacheAware, RoutingJoint:
-		bestEst := 0.0
-		for i := range P {
-			s.makePlan(i, req, &s.candidatePerInst)
-			if s.joint {
-				s.extendPending(i, req, &s.candidatePerInst)
-			}
-			if est := s.ttftEst(i, &s.candidatePerInst, t); chosen < 0 || est < bestEst {
-				chosen, bestEst = i, est
-				s.best.copyFrom(&s.candidatePerInst)
-			}
-		}
-	default:
-		return fmt.Errorf("sim: unknown routing %q", s.opts.Routing)
+	chosen, err := s.plan.Route(s, s.hsl, req, t, &s.best)
+	if err != nil {
+		return err
 	}
-	if s.opts.Reject && s.ttftEst(chosen, &s.best, t) > s.opts.SLOSeconds {
+	if !s.plan.Admit(s, chosen, &s.best, t) {
 		rec.Rejected = true
 		return nil
 	}
@@ -524,11 +500,11 @@ func (s *simulator) arrive(r int, t float64) error {
 	rs.inst = int32(chosen)
 	rec.Instance = chosen
 	s.routed(chosen, req)
-	rs.estService = s.best.estPrefill
-	if s.opts.NoPrefetch {
-		rs.estService += s.best.transfer
-	} else if err := s.commit(r, &s.best, t); err != nil {
-		return err
+	rs.estService = s.plan.EstService(&s.best)
+	if !s.opts.NoPrefetch {
+		if err := s.commit(r, &s.best, t); err != nil {
+			return err
+		}
 	}
 	in := &s.inst[chosen]
 	in.queue = append(in.queue, int32(r))
@@ -541,23 +517,23 @@ func (s *simulator) arrive(r int, t float64) error {
 
 // commit fixes plan p for sorted request r at time t: records its hits and
 // bytes and starts its transfers.
-func (s *simulator) commit(r int, p *plan, t float64) error {
+func (s *simulator) commit(r int, p *Plan, t float64) error {
 	rec := &s.records[r]
 	rs := &s.rs[r]
-	rec.HitTokens = p.hitTokens
-	rec.HitBlocks = p.hitBlocks
-	rec.BytesNet = int64(p.hitBlocks[RemoteRAM]+p.hitBlocks[RemoteSSD]) * s.blockBytes
-	rec.BytesSSDRead = int64(p.hitBlocks[LocalSSD]+p.hitBlocks[RemoteSSD]) * s.blockBytes
-	if p.skippedRemote {
+	rec.HitTokens = p.HitTokens
+	rec.HitBlocks = p.HitBlocks
+	rec.BytesNet = int64(p.HitBlocks[RemoteRAM]+p.HitBlocks[RemoteSSD]) * s.blockBytes
+	rec.BytesSSDRead = int64(p.HitBlocks[LocalSSD]+p.HitBlocks[RemoteSSD]) * s.blockBytes
+	if p.SkippedRemote {
 		s.fetchesSkipped++
 	}
-	if p.skippedSSD {
+	if p.SkippedSSD {
 		s.ssdSkipped++
 	}
-	rs.reusedTokens = p.reusedTokens
-	rs.reusedBlocks = p.prefix
+	rs.reusedTokens = p.ReusedTokens
+	rs.reusedBlocks = p.Prefix
 	rs.transferStart, rs.transferEnd = t, t
-	rs.transferEst = p.transfer
+	rs.transferEst = p.Transfer
 	rs.pending = int32(len(p.flows))
 	for fi := range p.flows {
 		f := &p.flows[fi]
@@ -593,7 +569,7 @@ func (s *simulator) startNext(i int, t float64) error {
 	in.cur = int32(r)
 	if s.opts.NoPrefetch {
 		s.lookup(r)
-		s.makePlan(i, &s.reqs[s.order[r]], &s.best)
+		s.plan.Plan(s, s.hsl, i, &s.reqs[s.order[r]], &s.best)
 		if err := s.commit(r, &s.best, t); err != nil {
 			return err
 		}

@@ -400,9 +400,9 @@ func TestIndexMatchesCaches(t *testing.T) {
 				}
 				for _, h := range hs {
 					counts[h]++
-					c := s.inst[h.inst].ram
-					if h.tier == tierSSD {
-						c = s.inst[h.inst].ssd
+					c := s.inst[h.Inst].ram
+					if h.Tier == tierSSD {
+						c = s.inst[h.Inst].ssd
 					}
 					if !c.Contains(k) {
 						t.Fatalf("index lists key %d on %+v, which does not hold it", k, h)

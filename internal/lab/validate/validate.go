@@ -12,7 +12,7 @@
 //
 // The simulator runs on the keys the nodes' policies see: a node's RAM
 // tier hands its eviction policy a 64-bit hash of tenant and block ID
-// (ram.PolicyKey), not the trace's hash_id, and a policy that samples
+// (block.PolicyKey), not the trace's hash_id, and a policy that samples
 // or sketches keys by hash (kvchain's set dueling and frequency sketch)
 // lands on a different hit ratio for a different labelling of the same
 // accesses: up to ±1 point for kvchain at 1,000 blocks per node on the
@@ -45,7 +45,7 @@ import (
 	"github.com/kvpool/kvpool/internal/cluster"
 	"github.com/kvpool/kvpool/internal/lab/replay"
 	"github.com/kvpool/kvpool/internal/lab/sim"
-	"github.com/kvpool/kvpool/internal/tier/ram"
+
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -328,7 +328,7 @@ func Live(ctx context.Context, reqs []trace.Request, cfg Config) (*replay.Result
 
 // NodeKeys returns a copy of reqs whose every hash_id is replaced by the
 // key a node's eviction policy sees for that block under tenant
-// (ram.PolicyKey): the same accesses, labelled as the live policies see
+// (block.PolicyKey): the same accesses, labelled as the live policies see
 // them. The mapping is one-to-one within a tenant, so prefixes, hits and
 // every other figure of a label-blind policy are unchanged.
 func NodeKeys(reqs []trace.Request, tenant string) []trace.Request {
@@ -336,7 +336,7 @@ func NodeKeys(reqs []trace.Request, tenant string) []trace.Request {
 	for i, r := range reqs {
 		keys := make([]uint64, len(r.HashIDs))
 		for j, id := range r.HashIDs {
-			keys[j] = ram.PolicyKey(block.Key{Tenant: tenant, ID: id})
+			keys[j] = block.PolicyKey(block.Key{Tenant: tenant, ID: id})
 		}
 		r.HashIDs = keys
 		out[i] = r

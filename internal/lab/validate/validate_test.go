@@ -9,7 +9,7 @@ import (
 	"github.com/kvpool/kvpool/internal/lab/replay"
 	"github.com/kvpool/kvpool/internal/lab/sim"
 	"github.com/kvpool/kvpool/internal/lab/tracegen"
-	"github.com/kvpool/kvpool/internal/tier/ram"
+
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -118,7 +118,7 @@ func TestNodeKeys(t *testing.T) {
 		}
 		for j, id := range reqs[i].HashIDs {
 			k := got[i].HashIDs[j]
-			if want := ram.PolicyKey(block.Key{Tenant: "replay", ID: id}); k != want {
+			if want := block.PolicyKey(block.Key{Tenant: "replay", ID: id}); k != want {
 				t.Fatalf("request %d key %d: %x, want the policy key %x", i, j, k, want)
 			}
 			if prev, ok := seen[k]; ok && prev != id {

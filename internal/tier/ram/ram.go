@@ -239,9 +239,9 @@ func Open(opts Options) (*RAM, error) {
 // ID, the key a RAM opened without Options.KeySecret gives its policies
 // (RAM.PolicyKey). Anyone can compute it, and so construct another
 // tenant's collisions: a RAM serving mutually distrusting tenants sets
-// KeySecret.
+// KeySecret. It is block.PolicyKey.
 func PolicyKey(k block.Key) policy.Key {
-	return mixKey(k.ID, tenantKey(nil, k.Tenant))
+	return block.PolicyKey(k)
 }
 
 // PublicCollision returns the ID in tenant to whose public PolicyKey equals

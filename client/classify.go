@@ -1,0 +1,21 @@
+package client
+
+import (
+	"errors"
+
+	"github.com/kvpool/kvpool/internal/node/wire"
+	"github.com/kvpool/kvpool/internal/tier"
+)
+
+// The classifications of a node's per-block errors that Fetch and Access
+// report as statuses. They are the only place in these calls that names
+// the data plane's sentinels.
+
+// notHeld reports whether err says the node does not hold the block.
+func notHeld(err error) bool { return errors.Is(err, tier.ErrNotFound) }
+
+// corrupt reports whether err says a copy failed verification.
+func corrupt(err error) bool { return errors.Is(err, tier.ErrCorrupt) }
+
+// noTouches reports whether err says the node predates touches (ACCESS).
+func noTouches(err error) bool { return errors.Is(err, wire.ErrUnknownOp) }
