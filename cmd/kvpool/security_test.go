@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/client"
 	"github.com/kvpool/kvpool/internal/cluster"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // secToken is the shared auth token of the security tests' processes (a
@@ -180,8 +180,8 @@ func TestTenantIsolationCluster(t *testing.T) {
 			got, _, gerr := c.Get(ctx, ids[i], nil)
 			ex, eerr := c.Exists(ctx, ids[i:i+1])
 			c.Close()
-			if !errors.Is(gerr, tier.ErrNotFound) {
-				t.Errorf("tenant team-b on %s: Get(%d) = %d bytes, %v; want tier.ErrNotFound", l.Node, ids[i], len(got), gerr)
+			if !errors.Is(gerr, kvpool.ErrNotFound) {
+				t.Errorf("tenant team-b on %s: Get(%d) = %d bytes, %v; want kvpool.ErrNotFound", l.Node, ids[i], len(got), gerr)
 			}
 			if eerr != nil || ex[0] {
 				t.Errorf("tenant team-b on %s: Exists(%d) = %v, %v; want false", l.Node, ids[i], ex, eerr)
@@ -482,8 +482,8 @@ func TestTenantTokensCluster(t *testing.T) {
 			}
 			got, _, gerr := c.Get(ctx, ids[i], nil)
 			c.Close()
-			if !errors.Is(gerr, tier.ErrNotFound) {
-				t.Errorf("bob on %s: Get(%d) = %d bytes, %v; want tier.ErrNotFound", l.Node, ids[i], len(got), gerr)
+			if !errors.Is(gerr, kvpool.ErrNotFound) {
+				t.Errorf("bob on %s: Get(%d) = %d bytes, %v; want kvpool.ErrNotFound", l.Node, ids[i], len(got), gerr)
 			}
 		}
 	}

@@ -5,12 +5,12 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/node/nodeserver/nodeservertest"
 	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // plainBackend hides nodeservertest.Backend's ACCESS methods: a node that
@@ -32,7 +32,7 @@ func TestMAccess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []error{nil, nil, tier.ErrNotFound, nil, nil}
+	want := []error{nil, nil, kvpool.ErrNotFound, nil, nil}
 	for i := range ids {
 		if (want[i] == nil) != (errs[i] == nil) || (want[i] != nil && !errors.Is(errs[i], want[i])) {
 			t.Errorf("entry %d: error %v, want %v", i, errs[i], want[i])

@@ -10,9 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // DefaultTimeout bounds dialling plus the handshake, and every call whose
@@ -91,7 +91,7 @@ func resolveLimits(l wire.Limits) (wire.Limits, error) {
 // Counters are a client's counters.
 type Counters struct {
 	// Corruptions counts blocks received that failed verification against
-	// the key asked for (reported as tier.ErrCorrupt).
+	// the key asked for (reported as kvpool.ErrCorrupt).
 	Corruptions uint64
 	// Dials counts connections established.
 	Dials uint64
@@ -140,7 +140,7 @@ type Conn struct {
 
 // Dial connects to the node at addr (host:port) and performs the handshake.
 // A refused hello is a *wire.RemoteError: errors.Is(err,
-// wire.ErrUnauthorized), wire.ErrVersion, tier.ErrClosed (the node is at
+// wire.ErrUnauthorized), wire.ErrVersion, kvpool.ErrClosed (the node is at
 // its connection limit), and so on.
 func Dial(ctx context.Context, addr string, opts DialOptions) (*Conn, error) {
 	return dial(ctx, addr, opts, &counters{})
@@ -200,7 +200,7 @@ func (c *Conn) handshake(ctx context.Context, o DialOptions) error {
 	c.server = wire.Limits{MaxFrame: int(ack.MaxFrame), MaxBatch: int(ack.MaxBatch), MaxPayload: int(ack.MaxPayload)}
 	if c.server.MaxFrame > o.Limits.MaxFrame {
 		return fmt.Errorf("the node's frames may reach %d bytes, more than DialOptions.Limits.MaxFrame (%d): %w",
-			c.server.MaxFrame, o.Limits.MaxFrame, tier.ErrTooLarge)
+			c.server.MaxFrame, o.Limits.MaxFrame, kvpool.ErrTooLarge)
 	}
 	if c.server.MaxBatch < 1 || c.server.MaxPayload < 1 || c.server.MaxFrame < wire.HeaderLen+4+wire.BlockHeaderLen {
 		return fmt.Errorf("hello-ack advertises unusable limits (frame %d, batch %d, payload %d): %w",
@@ -392,7 +392,7 @@ func (c *Conn) readHeader(reqID uint64, want wire.Op) error {
 
 // readBlock reads the next block entry of a response, expected to be key
 // id, into dst. blockErr is the block's own outcome (a status, or
-// tier.ErrCorrupt when it fails verification); err is a failure of the
+// kvpool.ErrCorrupt when it fails verification); err is a failure of the
 // response as a whole.
 func (c *Conn) readBlock(id uint64, dst []byte) (p []byte, sum uint32, blockErr, err error) {
 	bh, err := c.r.NextBlock()
@@ -410,7 +410,7 @@ func (c *Conn) readBlock(id uint64, dst []byte) (p []byte, sum uint32, blockErr,
 	if bh.ID != id || !block.Verify(k, p, bh.Checksum) {
 		c.ctr.corruptions.Add(1)
 		return nil, 0, fmt.Errorf("block %s: %d bytes received under id %016x with checksum %08x fail verification: %w",
-			k, len(p), bh.ID, bh.Checksum, tier.ErrCorrupt), nil
+			k, len(p), bh.ID, bh.Checksum, kvpool.ErrCorrupt), nil
 	}
 	return p, bh.Checksum, nil, nil
 }
@@ -433,7 +433,7 @@ func (c *Conn) get(id uint64, dst []byte) (p []byte, sum uint32, blockErr, err e
 
 // Get fetches block id, reading its payload into dst when cap(dst) is large
 // enough (otherwise into a new buffer), and returns the payload and its
-// checksum. The block is verified: a mismatch is tier.ErrCorrupt and no
+// checksum. The block is verified: a mismatch is kvpool.ErrCorrupt and no
 // bytes (dst's contents are then unspecified).
 func (c *Conn) Get(ctx context.Context, id uint64, dst []byte) ([]byte, uint32, error) {
 	// begin and end rather than do: no closure, so a Get does not allocate.
@@ -456,8 +456,8 @@ type Result struct {
 	Payload []byte
 	// Sum is its checksum.
 	Sum uint32
-	// Err is the key's outcome: nil, or wrapping tier.ErrNotFound,
-	// tier.ErrCorrupt, tier.ErrTooLarge, ...
+	// Err is the key's outcome: nil, or wrapping kvpool.ErrNotFound,
+	// kvpool.ErrCorrupt, kvpool.ErrTooLarge, ...
 	Err error
 }
 
@@ -537,7 +537,7 @@ func (c *Conn) mgetBatch(ids []uint64, batch []int, dst func(int) []byte, res []
 		if err != nil {
 			return nil, err
 		}
-		if errors.Is(berr, tier.ErrTooLarge) {
+		if errors.Is(berr, kvpool.ErrTooLarge) {
 			retry = append(retry, i)
 			continue
 		}
@@ -562,7 +562,7 @@ func (c *Conn) Put(ctx context.Context, id uint64, payload []byte) error {
 // MPut stores payloads[i] as block ids[i] and returns one error per block
 // (nil when stored). It splits the blocks into batches by the node's
 // limits; a payload larger than the node's MaxPayload is not sent and gets
-// tier.ErrTooLarge. A non-nil error means the call failed as a whole (some
+// kvpool.ErrTooLarge. A non-nil error means the call failed as a whole (some
 // blocks may have been stored).
 func (c *Conn) MPut(ctx context.Context, ids []uint64, payloads [][]byte) ([]error, error) {
 	if len(ids) != len(payloads) {
@@ -579,7 +579,7 @@ func (c *Conn) MPut(ctx context.Context, ids []uint64, payloads [][]byte) ([]err
 // (the ACCESS op): entry i is a touch of block ids[i] when hints[i].Touch
 // (payloads[i] must be empty), else a put of payloads[i]; hints[i] gives
 // the block's chain position to the node's eviction policy. It returns
-// one error per entry: nil, tier.ErrNotFound for a touch of a block the
+// one error per entry: nil, kvpool.ErrNotFound for a touch of a block the
 // node does not hold in memory, or a put's error. Batches are split as
 // MPut splits them, so a long request's entries may arrive in several
 // frames, in order.
@@ -637,7 +637,7 @@ func (c *Conn) mput(ctx context.Context, op wire.Op, ids []uint64, payloads [][]
 	for i, p := range payloads {
 		if len(p) > c.server.MaxPayload {
 			errs[i] = fmt.Errorf("block %s: %d bytes, the node accepts at most %d: %w",
-				block.Key{Tenant: c.tenant, ID: ids[i]}, len(p), c.server.MaxPayload, tier.ErrTooLarge)
+				block.Key{Tenant: c.tenant, ID: ids[i]}, len(p), c.server.MaxPayload, kvpool.ErrTooLarge)
 			continue
 		}
 		send = append(send, i)
@@ -776,7 +776,7 @@ func (c *Conn) Exists(ctx context.Context, ids []uint64) ([]bool, error) {
 	return out, nil
 }
 
-// Delete removes block id; it returns an error wrapping tier.ErrNotFound
+// Delete removes block id; it returns an error wrapping kvpool.ErrNotFound
 // when the node does not hold it.
 func (c *Conn) Delete(ctx context.Context, id uint64) error {
 	err := c.do(ctx, func() error {

@@ -6,11 +6,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // fakeNode accepts one connection, completes the handshake, reads one
@@ -83,13 +83,13 @@ func TestMisbehavingNode(t *testing.T) {
 	}{
 		{"block of another id", false, func(req *wire.Frame) []byte {
 			return must(wire.AppendGetResponse(nil, req.Header.ReqID, okBlock("t", 8, p)))
-		}, tier.ErrCorrupt, false},
+		}, kvpool.ErrCorrupt, false},
 		{"block of another tenant", false, func(req *wire.Frame) []byte {
 			return must(wire.AppendGetResponse(nil, req.Header.ReqID, okBlock("u", 7, p)))
-		}, tier.ErrCorrupt, false},
+		}, kvpool.ErrCorrupt, false},
 		{"MGET block of another id", true, func(req *wire.Frame) []byte {
 			return must(wire.AppendMGetResponse(nil, req.Header.ReqID, []wire.Block{okBlock("t", 8, p)}))
-		}, tier.ErrCorrupt, false},
+		}, kvpool.ErrCorrupt, false},
 		{"ERROR", false, func(req *wire.Frame) []byte {
 			return wire.AppendError(nil, req.Header.ReqID, errors.New("disk on fire"))
 		}, wire.ErrInternal, false},
@@ -142,7 +142,7 @@ func TestMisbehavingNode(t *testing.T) {
 			if conn.Broken() != c.broken {
 				t.Fatalf("broken = %v, want %v (%v)", conn.Broken(), c.broken, err)
 			}
-			if errors.Is(c.want, tier.ErrCorrupt) && conn.Counters().Corruptions != 1 {
+			if errors.Is(c.want, kvpool.ErrCorrupt) && conn.Counters().Corruptions != 1 {
 				t.Fatalf("corruptions %d, want 1", conn.Counters().Corruptions)
 			}
 		})

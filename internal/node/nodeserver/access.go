@@ -20,7 +20,7 @@ type AccessBackend interface {
 	PutHinted(ctx context.Context, k block.Key, payload []byte, sum uint32, h wire.Hint) error
 	// Touch records an access to k's in-memory copy with the eviction
 	// policy, moving no data and taking no read lease. It returns
-	// tier.ErrNotFound, changing nothing, when memory does not hold k.
+	// kvpool.ErrNotFound, changing nothing, when memory does not hold k.
 	Touch(ctx context.Context, k block.Key, h wire.Hint) error
 }
 

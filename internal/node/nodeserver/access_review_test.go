@@ -7,9 +7,9 @@ import (
 	"math"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // Review tests (adversarial review of tenant tokens and the ACCESS op):
@@ -170,7 +170,7 @@ func TestReviewAccessPutChecksum(t *testing.T) {
 				if f.Statuses[0].Code != wire.CodeOK || f.Statuses[1].Code != wire.CodeCorrupt {
 					t.Errorf("%s: statuses %v; want ok, corrupt", b.name, f.Statuses)
 				}
-				if got, _, err := bob.Get(ctx, 5, nil); !errors.Is(err, tier.ErrNotFound) {
+				if got, _, err := bob.Get(ctx, 5, nil); !errors.Is(err, kvpool.ErrNotFound) {
 					t.Errorf("%s: Get(5) = %q, %v; want not found", b.name, got, err)
 				}
 				if got, _, err := bob.Get(ctx, 6, nil); err != nil || !bytes.Equal(got, p) {

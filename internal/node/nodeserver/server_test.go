@@ -21,12 +21,12 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/node/nodeserver/nodeservertest"
 	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -749,9 +749,9 @@ func TestBackendErrorCodes(t *testing.T) {
 		err  error
 		want wire.Code
 	}{
-		{fmt.Errorf("store: slot: %w", tier.ErrFull), wire.CodeFull},
-		{tier.ErrTooLarge, wire.CodeTooLarge},
-		{tier.ErrClosed, wire.CodeUnavailable},
+		{fmt.Errorf("store: slot: %w", kvpool.ErrFull), wire.CodeFull},
+		{kvpool.ErrTooLarge, wire.CodeTooLarge},
+		{kvpool.ErrClosed, wire.CodeUnavailable},
 		{context.Canceled, wire.CodeUnavailable},
 		{errors.New("disk on fire"), wire.CodeInternal},
 	}

@@ -10,13 +10,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/node"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // tenantToken is the auth token of the servers in the tenant tests; 16
@@ -131,8 +131,8 @@ func TestTenantIsolation(t *testing.T) {
 					}
 				}
 				for _, id := range ids[:3] {
-					if got, _, err := c.Get(ctx, id, nil); !errors.Is(err, tier.ErrNotFound) {
-						t.Errorf("tenant %q: Get(%d) = %d bytes, %v; want tier.ErrNotFound", other, id, len(got), err)
+					if got, _, err := c.Get(ctx, id, nil); !errors.Is(err, kvpool.ErrNotFound) {
+						t.Errorf("tenant %q: Get(%d) = %d bytes, %v; want kvpool.ErrNotFound", other, id, len(got), err)
 					}
 				}
 				res, err := c.MGet(ctx, ids, nil)
@@ -140,12 +140,12 @@ func TestTenantIsolation(t *testing.T) {
 					t.Fatalf("tenant %q: mget: %v", other, err)
 				}
 				for i, r := range res {
-					if !errors.Is(r.Err, tier.ErrNotFound) {
-						t.Errorf("tenant %q: MGet block %d = %d bytes, %v; want tier.ErrNotFound", other, ids[i], len(r.Payload), r.Err)
+					if !errors.Is(r.Err, kvpool.ErrNotFound) {
+						t.Errorf("tenant %q: MGet block %d = %d bytes, %v; want kvpool.ErrNotFound", other, ids[i], len(r.Payload), r.Err)
 					}
 				}
-				if err := c.Delete(ctx, ids[0]); !errors.Is(err, tier.ErrNotFound) {
-					t.Errorf("tenant %q: Delete(%d) = %v; want tier.ErrNotFound", other, ids[0], err)
+				if err := c.Delete(ctx, ids[0]); !errors.Is(err, kvpool.ErrNotFound) {
+					t.Errorf("tenant %q: Delete(%d) = %v; want kvpool.ErrNotFound", other, ids[0], err)
 				}
 			}
 
@@ -168,8 +168,8 @@ func TestTenantIsolation(t *testing.T) {
 					got, _, err := c.Get(ctx, id, nil)
 					switch {
 					case tn == tenants[0] && id == ids[0]:
-						if !errors.Is(err, tier.ErrNotFound) {
-							t.Errorf("tenant %q: Get(%d) after its delete = %v; want tier.ErrNotFound", tn, id, err)
+						if !errors.Is(err, kvpool.ErrNotFound) {
+							t.Errorf("tenant %q: Get(%d) after its delete = %v; want kvpool.ErrNotFound", tn, id, err)
 						}
 					case err != nil:
 						t.Errorf("tenant %q: Get(%d): %v", tn, id, err)
@@ -325,12 +325,12 @@ func TestTenantTokens(t *testing.T) {
 				}
 			}
 			for _, id := range ids {
-				if got, _, err := bob.Get(ctx, id, nil); !errors.Is(err, tier.ErrNotFound) {
-					t.Errorf("bob: Get(%d) = %d bytes, %v; want tier.ErrNotFound", id, len(got), err)
+				if got, _, err := bob.Get(ctx, id, nil); !errors.Is(err, kvpool.ErrNotFound) {
+					t.Errorf("bob: Get(%d) = %d bytes, %v; want kvpool.ErrNotFound", id, len(got), err)
 				}
 			}
-			if err := bob.Delete(ctx, ids[0]); !errors.Is(err, tier.ErrNotFound) {
-				t.Errorf("bob: Delete(%d) = %v; want tier.ErrNotFound", ids[0], err)
+			if err := bob.Delete(ctx, ids[0]); !errors.Is(err, kvpool.ErrNotFound) {
+				t.Errorf("bob: Delete(%d) = %v; want kvpool.ErrNotFound", ids[0], err)
 			}
 			if got, _, err := alice.Get(ctx, ids[0], nil); err != nil || !bytes.Equal(got, tenantPayload("alice", ids[0])) {
 				t.Errorf("alice: Get(%d) after bob's delete = %q, %v; want her payload", ids[0], got, err)

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // Code is a status on the wire: the outcome of one block in a batch, of a
@@ -20,14 +20,14 @@ type Code uint16
 const (
 	// CodeOK: success (for EXISTS: the key is present).
 	CodeOK Code = 0
-	// CodeNotFound: the node does not hold the key (tier.ErrNotFound).
+	// CodeNotFound: the node does not hold the key (kvpool.ErrNotFound).
 	CodeNotFound Code = 1
 	// CodeCorrupt: the stored copy failed verification and was dropped
-	// (tier.ErrCorrupt); a client treats it as a miss.
+	// (kvpool.ErrCorrupt); a client treats it as a miss.
 	CodeCorrupt Code = 2
-	// CodeTooLarge: a payload or frame exceeds a limit (tier.ErrTooLarge).
+	// CodeTooLarge: a payload or frame exceeds a limit (kvpool.ErrTooLarge).
 	CodeTooLarge Code = 3
-	// CodeFull: the node cannot make room (tier.ErrFull).
+	// CodeFull: the node cannot make room (kvpool.ErrFull).
 	CodeFull Code = 4
 	// CodeBadRequest: the request was malformed or broke a limit other than
 	// size (ErrBadRequest).
@@ -42,11 +42,11 @@ const (
 	// CodeVersionMismatch: the hello asked for a protocol version the
 	// server does not speak (ErrVersion). Only in a hello-ack.
 	CodeVersionMismatch Code = 9
-	// CodeUnavailable: the node or tier is shutting down (tier.ErrClosed);
+	// CodeUnavailable: the node or tier is shutting down (kvpool.ErrClosed);
 	// the client should try another replica.
 	CodeUnavailable Code = 10
 	// CodeQuota: storing the block would take the tenant over its byte
-	// quota (tier.ErrQuota); nothing was stored.
+	// quota (kvpool.ErrQuota); nothing was stored.
 	CodeQuota Code = 11
 )
 
@@ -128,13 +128,13 @@ func ErrorFor(c Code) error {
 	case CodeOK:
 		return nil
 	case CodeNotFound:
-		return tier.ErrNotFound
+		return kvpool.ErrNotFound
 	case CodeCorrupt:
-		return tier.ErrCorrupt
+		return kvpool.ErrCorrupt
 	case CodeTooLarge:
-		return tier.ErrTooLarge
+		return kvpool.ErrTooLarge
 	case CodeFull:
-		return tier.ErrFull
+		return kvpool.ErrFull
 	case CodeBadRequest:
 		return ErrBadRequest
 	case CodeUnsupportedOp:
@@ -146,9 +146,9 @@ func ErrorFor(c Code) error {
 	case CodeVersionMismatch:
 		return ErrVersion
 	case CodeUnavailable:
-		return tier.ErrClosed
+		return kvpool.ErrClosed
 	case CodeQuota:
-		return tier.ErrQuota
+		return kvpool.ErrQuota
 	}
 	return fmt.Errorf("wire: unknown status %v: %w", c, ErrInternal)
 }
@@ -170,14 +170,14 @@ func CodeOf(err error) Code {
 		err  error
 		code Code
 	}{
-		{tier.ErrNotFound, CodeNotFound},
-		{tier.ErrCorrupt, CodeCorrupt},
-		{tier.ErrTooLarge, CodeTooLarge},
+		{kvpool.ErrNotFound, CodeNotFound},
+		{kvpool.ErrCorrupt, CodeCorrupt},
+		{kvpool.ErrTooLarge, CodeTooLarge},
 		{ErrFrameTooLarge, CodeTooLarge},
 		{ErrPayloadTooLarge, CodeTooLarge},
-		{tier.ErrFull, CodeFull},
-		{tier.ErrClosed, CodeUnavailable},
-		{tier.ErrQuota, CodeQuota},
+		{kvpool.ErrFull, CodeFull},
+		{kvpool.ErrClosed, CodeUnavailable},
+		{kvpool.ErrQuota, CodeQuota},
 		{ErrUnknownOp, CodeUnsupportedOp},
 		{ErrUnauthorized, CodeUnauthorized},
 		{ErrVersion, CodeVersionMismatch},
@@ -199,7 +199,7 @@ func CodeOf(err error) Code {
 }
 
 // RemoteError is a failure reported by the peer: an ERROR frame or a refused
-// hello. It unwraps to ErrorFor(Code), so errors.Is(err, tier.ErrNotFound)
+// hello. It unwraps to ErrorFor(Code), so errors.Is(err, kvpool.ErrNotFound)
 // and friends work on it.
 type RemoteError struct {
 	Code    Code

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/tier"
 )
@@ -19,17 +20,17 @@ func TestCodesBothWays(t *testing.T) {
 		name string
 	}{
 		{CodeOK, nil, "ok"},
-		{CodeNotFound, tier.ErrNotFound, "not found"},
-		{CodeCorrupt, tier.ErrCorrupt, "corrupt"},
-		{CodeTooLarge, tier.ErrTooLarge, "too large"},
-		{CodeFull, tier.ErrFull, "full"},
+		{CodeNotFound, kvpool.ErrNotFound, "not found"},
+		{CodeCorrupt, kvpool.ErrCorrupt, "corrupt"},
+		{CodeTooLarge, kvpool.ErrTooLarge, "too large"},
+		{CodeFull, kvpool.ErrFull, "full"},
 		{CodeBadRequest, ErrBadRequest, "bad request"},
 		{CodeUnsupportedOp, ErrUnknownOp, "unsupported op"},
 		{CodeUnauthorized, ErrUnauthorized, "unauthorized"},
 		{CodeInternal, ErrInternal, "internal error"},
 		{CodeVersionMismatch, ErrVersion, "version mismatch"},
-		{CodeUnavailable, tier.ErrClosed, "unavailable"},
-		{CodeQuota, tier.ErrQuota, "quota exceeded"},
+		{CodeUnavailable, kvpool.ErrClosed, "unavailable"},
+		{CodeQuota, kvpool.ErrQuota, "quota exceeded"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -166,16 +166,16 @@
 //
 //	code  name              error (ErrorFor / CodeOf)
 //	0     ok                nil
-//	1     not found         tier.ErrNotFound
-//	2     corrupt           tier.ErrCorrupt
-//	3     too large         tier.ErrTooLarge (also ErrFrameTooLarge, ErrPayloadTooLarge)
-//	4     full              tier.ErrFull
+//	1     not found         kvpool.ErrNotFound
+//	2     corrupt           kvpool.ErrCorrupt
+//	3     too large         kvpool.ErrTooLarge (also ErrFrameTooLarge, ErrPayloadTooLarge)
+//	4     full              kvpool.ErrFull
 //	5     bad request       ErrBadRequest (also ErrMalformed, ErrBatchTooLong, ErrBadMagic, bad tenant)
 //	6     unsupported op    ErrUnknownOp
 //	7     unauthorized      ErrUnauthorized
 //	8     internal          ErrInternal (and any error CodeOf does not know)
 //	9     version mismatch  ErrVersion (hello-ack only)
-//	10    unavailable       tier.ErrClosed
+//	10    unavailable       kvpool.ErrClosed
 //
 // A decoder accepts codes it does not know (a newer peer may send them);
 // ErrorFor maps them to an error wrapping ErrInternal.
