@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/kvpool/kvpool"
-	"github.com/kvpool/kvpool/internal/node/wire"
+	"github.com/kvpool/kvpool/internal/frame"
 )
 
 // The classifications of a node's per-block errors that Fetch and Access
@@ -18,4 +18,4 @@ func notHeld(err error) bool { return errors.Is(err, kvpool.ErrNotFound) }
 func corrupt(err error) bool { return errors.Is(err, kvpool.ErrCorrupt) }
 
 // noTouches reports whether err says the node predates touches (ACCESS).
-func noTouches(err error) bool { return errors.Is(err, wire.ErrUnknownOp) }
+func noTouches(err error) bool { return errors.Is(err, frame.ErrUnknownOp) }

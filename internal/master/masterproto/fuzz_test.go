@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 )
 
 // decodeErrors are the errors a decoder may return for bad input; anything
 // else is a bug.
 var decodeErrors = []error{
-	io.EOF, io.ErrUnexpectedEOF, ErrMalformed, ErrFrameTooLarge, ErrBatchTooLong, ErrTooLong,
-	ErrUnknownOp, ErrBadMagic, block.ErrBadTenant,
+	io.EOF, io.ErrUnexpectedEOF, frame.ErrMalformed, frame.ErrFrameTooLarge, frame.ErrBatchTooLong, frame.ErrTooLong,
+	frame.ErrUnknownOp, frame.ErrBadMagic, block.ErrBadTenant,
 }
 
 func classified(err error) bool {

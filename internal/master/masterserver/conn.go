@@ -7,8 +7,10 @@ import (
 	"net"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/auth"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
 	"github.com/kvpool/kvpool/internal/meta"
 )
@@ -66,7 +68,7 @@ func (c *conn) handshake() error {
 	c.nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
 	h, body, err := c.r.ReadFrame()
 	if err != nil {
-		if errors.Is(err, masterproto.ErrFrameTooLarge) || errors.Is(err, masterproto.ErrMalformed) {
+		if errors.Is(err, frame.ErrFrameTooLarge) || errors.Is(err, frame.ErrMalformed) {
 			reply := masterproto.HelloReplyFor(err, s.opts.Limits)
 			c.out, _ = masterproto.AppendHelloReply(c.out[:0], h.ReqID, &reply)
 			c.flush()
@@ -79,14 +81,14 @@ func (c *conn) handshake() error {
 	switch {
 	case err != nil:
 	case hello.Version != masterproto.Version:
-		err = fmt.Errorf("masterserver: client speaks protocol version %d, server %d: %w", hello.Version, masterproto.Version, masterproto.ErrVersion)
+		err = fmt.Errorf("masterserver: client speaks protocol version %d, server %d: %w", hello.Version, masterproto.Version, frame.ErrVersion)
 	default:
 		var aerr error
 		if c.grant, aerr = s.auth.Authenticate(hello.Token); aerr != nil {
 			if len(hello.Token) == 0 {
-				err = fmt.Errorf("masterserver: this master requires an auth token: %w", masterproto.ErrUnauthorized)
+				err = fmt.Errorf("masterserver: this master requires an auth token: %w", kvpool.ErrUnauthorized)
 			} else {
-				err = fmt.Errorf("masterserver: auth token refused: %w", masterproto.ErrUnauthorized)
+				err = fmt.Errorf("masterserver: auth token refused: %w", kvpool.ErrUnauthorized)
 			}
 		}
 	}
@@ -116,7 +118,7 @@ func (c *conn) loop() error {
 			if len(c.out) > 0 {
 				c.flush()
 			}
-			if errors.Is(err, masterproto.ErrFrameTooLarge) || errors.Is(err, masterproto.ErrMalformed) {
+			if errors.Is(err, frame.ErrFrameTooLarge) || errors.Is(err, frame.ErrMalformed) {
 				// Tell the client why before closing.
 				c.out = masterproto.AppendError(c.out[:0], h.ReqID, masterproto.CodeOf(err), err.Error())
 				c.flush()
@@ -184,9 +186,9 @@ func (c *conn) handle(h masterproto.Header, body []byte) {
 			c.out, err = masterproto.AppendQueryResult(c.out, h.ReqID, out)
 		}
 	case masterproto.OpHello:
-		err = fmt.Errorf("masterserver: HELLO after the handshake: %w", masterproto.ErrMalformed)
+		err = fmt.Errorf("masterserver: HELLO after the handshake: %w", frame.ErrMalformed)
 	default:
-		err = fmt.Errorf("masterserver: op %v is not a request this server serves: %w", h.Op, masterproto.ErrUnknownOp)
+		err = fmt.Errorf("masterserver: op %v is not a request this server serves: %w", h.Op, frame.ErrUnknownOp)
 	}
 	s.metrics.request(h.Op, err)
 	if err != nil {
@@ -196,7 +198,7 @@ func (c *conn) handle(h masterproto.Header, body []byte) {
 
 // check returns nil when the connection's grant may read (write false) or
 // write tenant's namespace, and otherwise counts the refusal and returns
-// an error wrapping masterproto.ErrUnauthorized (answered with
+// an error wrapping kvpool.ErrUnauthorized (answered with
 // CodeUnauthorized; the connection stays usable).
 func (c *conn) check(op masterproto.Op, tenant string, write bool) error {
 	err := c.grant.Check(tenant, write)
@@ -205,7 +207,7 @@ func (c *conn) check(op masterproto.Op, tenant string, write bool) error {
 	}
 	c.s.metrics.forbidden(op)
 	c.s.log.Debug("masterserver: request refused", "remote", c.remote, "op", op.String(), "grant", c.grant.String(), "err", err)
-	return fmt.Errorf("masterserver: %v: %w: %w", op, err, masterproto.ErrUnauthorized)
+	return fmt.Errorf("masterserver: %v: %w: %w", op, err, kvpool.ErrUnauthorized)
 }
 
 // checkNode returns nil when the connection may act as a node (REGISTER,
@@ -216,7 +218,7 @@ func (c *conn) checkNode(op masterproto.Op) error {
 	}
 	c.s.metrics.forbidden(op)
 	c.s.log.Debug("masterserver: node request refused", "remote", c.remote, "op", op.String(), "grant", c.grant.String())
-	return fmt.Errorf("masterserver: %v needs the cluster token; this connection has a %s token: %w", op, c.grant, masterproto.ErrUnauthorized)
+	return fmt.Errorf("masterserver: %v needs the cluster token; this connection has a %s token: %w", op, c.grant, kvpool.ErrUnauthorized)
 }
 
 func (c *conn) handleLookup(h masterproto.Header, body []byte) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
@@ -229,7 +230,7 @@ func (s *Server) refuse(c net.Conn) {
 	if err != nil {
 		return
 	}
-	reply := masterproto.HelloReplyFor(fmt.Errorf("masterserver: %d connections open, the limit: %w", s.opts.MaxConns, masterproto.ErrUnavailable), s.opts.Limits)
+	reply := masterproto.HelloReplyFor(fmt.Errorf("masterserver: %d connections open, the limit: %w", s.opts.MaxConns, kvpool.ErrUnavailable), s.opts.Limits)
 	b, _ := masterproto.AppendHelloReply(nil, h.ReqID, &reply)
 	c.Write(b)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/node/nodeserver/nodeservertest"
@@ -68,7 +69,7 @@ func TestMAccess(t *testing.T) {
 }
 
 // TestMAccessFallback checks that against a node without ACCESS the puts
-// are stored with MPUT, the touches fail with wire.ErrUnknownOp, and the
+// are stored with MPUT, the touches fail with frame.ErrUnknownOp, and the
 // connection stays usable.
 func TestMAccessFallback(t *testing.T) {
 	b := nodeservertest.NewBackend("")
@@ -82,7 +83,7 @@ func TestMAccessFallback(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
-		if !errors.Is(errs[0], wire.ErrUnknownOp) || errs[1] != nil {
+		if !errors.Is(errs[0], frame.ErrUnknownOp) || errs[1] != nil {
 			t.Fatalf("round %d: errors %v, want [unknown op, nil]", round, errs)
 		}
 		if !b.Exists(block.Key{Tenant: "t1", ID: ids[1]}) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/node/wire"
 )
 
@@ -140,7 +141,7 @@ type Conn struct {
 
 // Dial connects to the node at addr (host:port) and performs the handshake.
 // A refused hello is a *wire.RemoteError: errors.Is(err,
-// wire.ErrUnauthorized), wire.ErrVersion, kvpool.ErrClosed (the node is at
+// kvpool.ErrUnauthorized), frame.ErrVersion, kvpool.ErrUnavailable (the node is at
 // its connection limit), and so on.
 func Dial(ctx context.Context, addr string, opts DialOptions) (*Conn, error) {
 	return dial(ctx, addr, opts, &counters{})
@@ -204,7 +205,7 @@ func (c *Conn) handshake(ctx context.Context, o DialOptions) error {
 	}
 	if c.server.MaxBatch < 1 || c.server.MaxPayload < 1 || c.server.MaxFrame < wire.HeaderLen+4+wire.BlockHeaderLen {
 		return fmt.Errorf("hello-ack advertises unusable limits (frame %d, batch %d, payload %d): %w",
-			c.server.MaxFrame, c.server.MaxBatch, c.server.MaxPayload, wire.ErrMalformed)
+			c.server.MaxFrame, c.server.MaxBatch, c.server.MaxPayload, frame.ErrMalformed)
 	}
 	batch := min(c.server.MaxBatch, o.Limits.MaxBatch)
 	c.maxKeys = max(1, min(batch, (c.server.MaxFrame-wire.HeaderLen-4)/wire.BlockHeaderLen))
@@ -375,7 +376,7 @@ func (c *Conn) readHeader(reqID uint64, want wire.Op) error {
 		return c.decodeErr(err)
 	}
 	if h.ReqID != reqID {
-		return c.lost(fmt.Errorf("%v response to request %d, want request %d: %w", h.Op, h.ReqID, reqID, wire.ErrMalformed))
+		return c.lost(fmt.Errorf("%v response to request %d, want request %d: %w", h.Op, h.ReqID, reqID, frame.ErrMalformed))
 	}
 	switch h.Op {
 	case want:
@@ -387,7 +388,7 @@ func (c *Conn) readHeader(reqID uint64, want wire.Op) error {
 		}
 		return re
 	}
-	return c.lost(fmt.Errorf("%v frame answering request %d, want %v: %w", h.Op, reqID, want, wire.ErrMalformed))
+	return c.lost(fmt.Errorf("%v frame answering request %d, want %v: %w", h.Op, reqID, want, frame.ErrMalformed))
 }
 
 // readBlock reads the next block entry of a response, expected to be key
@@ -530,7 +531,7 @@ func (c *Conn) mgetBatch(ids []uint64, batch []int, dst func(int) []byte, res []
 		return nil, c.decodeErr(err)
 	}
 	if n != len(batch) {
-		return nil, c.lost(fmt.Errorf("MGET response with %d blocks for %d keys: %w", n, len(batch), wire.ErrMalformed))
+		return nil, c.lost(fmt.Errorf("MGET response with %d blocks for %d keys: %w", n, len(batch), frame.ErrMalformed))
 	}
 	for _, i := range batch {
 		p, sum, berr, err := c.readBlock(ids[i], dst(i))
@@ -586,7 +587,7 @@ func (c *Conn) MPut(ctx context.Context, ids []uint64, payloads [][]byte) ([]err
 //
 // A node that predates ACCESS answers it with unsupported op; MAccess
 // then stores the put entries with MPut, gives each touch an error
-// matching wire.ErrUnknownOp, and skips the attempt on later calls.
+// matching frame.ErrUnknownOp, and skips the attempt on later calls.
 func (c *Conn) MAccess(ctx context.Context, ids []uint64, hints []wire.Hint, payloads [][]byte) ([]error, error) {
 	if len(ids) != len(payloads) || len(ids) != len(hints) {
 		return nil, fmt.Errorf("nodeclient: access to %s: %d ids, %d hints and %d payloads", c.addr, len(ids), len(hints), len(payloads))
@@ -612,7 +613,7 @@ func (c *Conn) MAccess(ctx context.Context, ids []uint64, hints []wire.Hint, pay
 	var at []int
 	for i, h := range hints {
 		if h.Touch {
-			errs[i] = fmt.Errorf("block %s: the node takes no touches (ACCESS): %w", block.Key{Tenant: c.tenant, ID: ids[i]}, wire.ErrUnknownOp)
+			errs[i] = fmt.Errorf("block %s: the node takes no touches (ACCESS): %w", block.Key{Tenant: c.tenant, ID: ids[i]}, frame.ErrUnknownOp)
 			continue
 		}
 		putIDs, putPayloads, at = append(putIDs, ids[i]), append(putPayloads, payloads[i]), append(at, i)
@@ -718,11 +719,11 @@ func (c *Conn) mputBatch(op wire.Op, ids []uint64, payloads [][]byte, hints []wi
 		return c.decodeErr(err)
 	}
 	if len(st) != len(batch) {
-		return c.lost(fmt.Errorf("%v response with %d statuses for %d blocks: %w", op, len(st), len(batch), wire.ErrMalformed))
+		return c.lost(fmt.Errorf("%v response with %d statuses for %d blocks: %w", op, len(st), len(batch), frame.ErrMalformed))
 	}
 	for j, i := range batch {
 		if st[j].ID != ids[i] {
-			return c.lost(fmt.Errorf("%v response status %d is for id %016x, want %016x: %w", op, j, st[j].ID, ids[i], wire.ErrMalformed))
+			return c.lost(fmt.Errorf("%v response status %d is for id %016x, want %016x: %w", op, j, st[j].ID, ids[i], frame.ErrMalformed))
 		}
 		if e := wire.ErrorFor(st[j].Code); e != nil {
 			errs[i] = fmt.Errorf("block %s: %w", block.Key{Tenant: c.tenant, ID: ids[i]}, e)
@@ -755,12 +756,12 @@ func (c *Conn) Exists(ctx context.Context, ids []uint64) ([]bool, error) {
 				return c.decodeErr(err)
 			}
 			if len(st) != len(batch) {
-				return c.lost(fmt.Errorf("EXISTS response with %d statuses for %d keys: %w", len(st), len(batch), wire.ErrMalformed))
+				return c.lost(fmt.Errorf("EXISTS response with %d statuses for %d keys: %w", len(st), len(batch), frame.ErrMalformed))
 			}
 			for j, s := range st {
 				switch {
 				case s.ID != batch[j]:
-					return c.lost(fmt.Errorf("EXISTS response status %d is for id %016x, want %016x: %w", j, s.ID, batch[j], wire.ErrMalformed))
+					return c.lost(fmt.Errorf("EXISTS response status %d is for id %016x, want %016x: %w", j, s.ID, batch[j], frame.ErrMalformed))
 				case s.Code == wire.CodeOK:
 					out[start+j] = true
 				case s.Code != wire.CodeNotFound:
@@ -794,7 +795,7 @@ func (c *Conn) Delete(ctx context.Context, id uint64) error {
 			return c.decodeErr(err)
 		}
 		if st[0].ID != id {
-			return c.lost(fmt.Errorf("DELETE response for id %016x, want %016x: %w", st[0].ID, id, wire.ErrMalformed))
+			return c.lost(fmt.Errorf("DELETE response for id %016x, want %016x: %w", st[0].ID, id, frame.ErrMalformed))
 		}
 		return wire.ErrorFor(st[0].Code)
 	})

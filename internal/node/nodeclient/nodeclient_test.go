@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/node/nodeserver/nodeservertest"
@@ -383,7 +384,7 @@ func TestPayloadOverClientLimit(t *testing.T) {
 	n.b.Store(block.Key{ID: 1}, payload(200, 1))
 	n.b.Store(block.Key{ID: 2}, payload(50, 2))
 	ctx := ctxT(t)
-	if _, _, err := c.Get(ctx, 1, nil); !errors.Is(err, wire.ErrPayloadTooLarge) {
+	if _, _, err := c.Get(ctx, 1, nil); !errors.Is(err, frame.ErrPayloadTooLarge) {
 		t.Fatalf("Get: %v, want payload too large", err)
 	}
 	if got, _, err := c.Get(ctx, 2, nil); err != nil || len(got) != 50 {
@@ -407,9 +408,9 @@ func TestDialErrors(t *testing.T) {
 		want error
 	}{
 		{"bad tenant", nodeclient.DialOptions{Tenant: "a/b"}, block.ErrBadTenant},
-		{"missing token", nodeclient.DialOptions{Tenant: "x"}, wire.ErrUnauthorized},
-		{"wrong token", nodeclient.DialOptions{Tenant: "x", Token: []byte("guess")}, wire.ErrUnauthorized},
-		{"banned tenant", nodeclient.DialOptions{Tenant: "banned", Token: []byte("s3cret")}, wire.ErrUnauthorized},
+		{"missing token", nodeclient.DialOptions{Tenant: "x"}, kvpool.ErrUnauthorized},
+		{"wrong token", nodeclient.DialOptions{Tenant: "x", Token: []byte("guess")}, kvpool.ErrUnauthorized},
+		{"banned tenant", nodeclient.DialOptions{Tenant: "banned", Token: []byte("s3cret")}, kvpool.ErrUnauthorized},
 		{"client frame limit below the node's", nodeclient.DialOptions{Token: []byte("s3cret"), Limits: wire.Limits{MaxFrame: 1 << 20, MaxPayload: 1000}}, kvpool.ErrTooLarge},
 		{"negative timeout", nodeclient.DialOptions{Timeout: -1}, nil},
 	}
@@ -436,8 +437,8 @@ func TestDialErrors(t *testing.T) {
 func TestMaxConnsRefused(t *testing.T) {
 	n := startNode(t, nodeserver.Options{MaxConns: 1})
 	first := dial(t, n.addr, nodeclient.DialOptions{})
-	if _, err := nodeclient.Dial(ctxT(t), n.addr, nodeclient.DialOptions{}); !errors.Is(err, kvpool.ErrClosed) {
-		t.Fatalf("second Dial: %v, want unavailable (kvpool.ErrClosed)", err)
+	if _, err := nodeclient.Dial(ctxT(t), n.addr, nodeclient.DialOptions{}); !errors.Is(err, kvpool.ErrUnavailable) {
+		t.Fatalf("second Dial: %v, want unavailable (kvpool.ErrUnavailable)", err)
 	}
 	if _, err := first.Stats(ctxT(t)); err != nil {
 		t.Fatal(err)

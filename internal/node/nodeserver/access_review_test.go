@@ -66,8 +66,8 @@ func TestReviewAccessOnReadOnlySharedNamespace(t *testing.T) {
 			}
 			for _, c := range cases {
 				errs, err := bob.MAccess(ctx, c.ids, c.hints, c.payloads)
-				if !errors.Is(err, wire.ErrUnauthorized) {
-					t.Errorf("bob: %s in public = %v, %v; want wire.ErrUnauthorized", c.name, errs, err)
+				if !errors.Is(err, kvpool.ErrUnauthorized) {
+					t.Errorf("bob: %s in public = %v, %v; want kvpool.ErrUnauthorized", c.name, errs, err)
 				}
 			}
 			present, err := bob.Exists(ctx, []uint64{2, 3})

@@ -11,8 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/auth"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/node/wire"
 )
 
@@ -204,7 +206,7 @@ func (c *conn) handshake() error {
 	}
 	c.tenant = h.Tenant
 	if werr := g.Check(h.Tenant, true); werr != nil {
-		c.denyWrite = fmt.Errorf("nodeserver: %w: %w", werr, wire.ErrUnauthorized)
+		c.denyWrite = fmt.Errorf("nodeserver: %w: %w", werr, kvpool.ErrUnauthorized)
 	}
 	ack := wire.HelloAckFor(nil, c.s.lim)
 	c.wbuf = wire.AppendHelloAck(c.wbuf[:0], &ack)
@@ -218,14 +220,14 @@ func (c *conn) handshake() error {
 func (s *Server) authorize(h *wire.Hello) (auth.Grant, error) {
 	g, err := s.auth.Authenticate(h.Token)
 	if err != nil {
-		return g, fmt.Errorf("tenant %q: %w: %w", h.Tenant, err, wire.ErrUnauthorized)
+		return g, fmt.Errorf("tenant %q: %w: %w", h.Tenant, err, kvpool.ErrUnauthorized)
 	}
 	if err := g.Check(h.Tenant, false); err != nil {
-		return g, fmt.Errorf("%w: %w", err, wire.ErrUnauthorized)
+		return g, fmt.Errorf("%w: %w", err, kvpool.ErrUnauthorized)
 	}
 	if s.opts.TenantPolicy != nil {
 		if err := s.opts.TenantPolicy(h.Tenant); err != nil {
-			return g, fmt.Errorf("tenant %q refused: %v: %w", h.Tenant, err, wire.ErrUnauthorized)
+			return g, fmt.Errorf("tenant %q refused: %v: %w", h.Tenant, err, kvpool.ErrUnauthorized)
 		}
 	}
 	return g, nil
@@ -251,8 +253,8 @@ func linger(nc net.Conn, b []byte, timeout time.Duration) int {
 
 // isDecodeError reports whether err is the peer's malformed input.
 func isDecodeError(err error) bool {
-	for _, e := range [...]error{wire.ErrMalformed, wire.ErrFrameTooLarge, wire.ErrUnknownOp,
-		wire.ErrBatchTooLong, wire.ErrPayloadTooLarge, io.ErrUnexpectedEOF} {
+	for _, e := range [...]error{frame.ErrMalformed, frame.ErrFrameTooLarge, frame.ErrUnknownOp,
+		frame.ErrBatchTooLong, frame.ErrPayloadTooLarge, io.ErrUnexpectedEOF} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -400,7 +402,7 @@ func (c *conn) dispatch(ctx context.Context, h wire.Header) (wire.Code, error) {
 		return wire.CodeOK, c.write(resp)
 	}
 	// A valid op that is not a request: a response or ERROR frame.
-	err := fmt.Errorf("nodeserver: %v frame (request %d) from %s: not a request: %w", h.Op, h.ReqID, c.remote, wire.ErrUnknownOp)
+	err := fmt.Errorf("nodeserver: %v frame (request %d) from %s: not a request: %w", h.Op, h.ReqID, c.remote, frame.ErrUnknownOp)
 	return c.bodyError(h, err)
 }
 
@@ -418,7 +420,7 @@ func (c *conn) refuse(h wire.Header) (wire.Code, error) {
 // internal answers a request the server failed to serve.
 func (c *conn) internal(h wire.Header, err error) (wire.Code, error) {
 	c.s.log.Warn("nodeserver: request failed", "remote", c.remote, "tenant", c.tenant, "op", h.Op.String(), "err", err)
-	return wire.CodeInternal, c.writeError(h.ReqID, fmt.Errorf("nodeserver: %v: %v: %w", h.Op, err, wire.ErrInternal))
+	return wire.CodeInternal, c.writeError(h.ReqID, fmt.Errorf("nodeserver: %v: %v: %w", h.Op, err, frame.ErrInternal))
 }
 
 // backendCode returns the status sent for a backend call's result, logging
@@ -496,7 +498,7 @@ func (c *conn) get(ctx context.Context, h wire.Header, ids []uint64) error {
 	fixed := headLen + wire.BlockHeaderLen*len(ids)
 	if fixed > c.s.lim.MaxFrame {
 		err := fmt.Errorf("nodeserver: %v of %d keys (request %d): the response's headers alone need %d bytes, more than the frame limit %d: %w",
-			h.Op, len(ids), h.ReqID, fixed, c.s.lim.MaxFrame, wire.ErrFrameTooLarge)
+			h.Op, len(ids), h.ReqID, fixed, c.s.lim.MaxFrame, frame.ErrFrameTooLarge)
 		return c.writeError(h.ReqID, err)
 	}
 	room := c.s.lim.MaxFrame - fixed

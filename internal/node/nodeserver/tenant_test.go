@@ -16,7 +16,6 @@ import (
 	"github.com/kvpool/kvpool/internal/node"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
-	"github.com/kvpool/kvpool/internal/node/wire"
 )
 
 // tenantToken is the auth token of the servers in the tenant tests; 16
@@ -193,7 +192,7 @@ func TestTenantIsolation(t *testing.T) {
 }
 
 // TestTenantAuth: a server started with a token refuses a hello without it
-// or with a wrong one (wire.ErrUnauthorized) and serves one with it.
+// or with a wrong one (kvpool.ErrUnauthorized) and serves one with it.
 func TestTenantAuth(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -217,8 +216,8 @@ func TestTenantAuth(t *testing.T) {
 						if err == nil {
 							conn.Close()
 						}
-						if !errors.Is(err, wire.ErrUnauthorized) {
-							t.Fatalf("dial: %v; want wire.ErrUnauthorized", err)
+						if !errors.Is(err, kvpool.ErrUnauthorized) {
+							t.Fatalf("dial: %v; want kvpool.ErrUnauthorized", err)
 						}
 						return
 					}
@@ -301,8 +300,8 @@ func TestTenantTokens(t *testing.T) {
 				if err == nil {
 					c.Close()
 				}
-				if !errors.Is(err, wire.ErrUnauthorized) {
-					t.Errorf("dial as tenant %q with token %q: %v; want wire.ErrUnauthorized", r.tenant, r.token, err)
+				if !errors.Is(err, kvpool.ErrUnauthorized) {
+					t.Errorf("dial as tenant %q with token %q: %v; want kvpool.ErrUnauthorized", r.tenant, r.token, err)
 				}
 			}
 
@@ -365,8 +364,8 @@ func TestTenantTokens(t *testing.T) {
 				{"delete", func() error { return bobPub.Delete(ctx, ids[0]) }},
 			}
 			for _, w := range writes {
-				if err := w.do(); !errors.Is(err, wire.ErrUnauthorized) {
-					t.Errorf("bob: %s in public = %v; want wire.ErrUnauthorized", w.name, err)
+				if err := w.do(); !errors.Is(err, kvpool.ErrUnauthorized) {
+					t.Errorf("bob: %s in public = %v; want kvpool.ErrUnauthorized", w.name, err)
 				}
 				// The connection stays usable after the refusal.
 				if ex, err := bobPub.Exists(ctx, ids[:1]); err != nil || !ex[0] {
@@ -418,8 +417,8 @@ func TestTenantTokensNeverLogged(t *testing.T) {
 		t.Fatal("a wrong token was accepted")
 	}
 	c := mustDial(t, addr, "public", aliceToken)
-	if err := c.Put(ctx, 1, []byte("x")); !errors.Is(err, wire.ErrUnauthorized) {
-		t.Fatalf("alice: put in public = %v; want wire.ErrUnauthorized", err)
+	if err := c.Put(ctx, 1, []byte("x")); !errors.Is(err, kvpool.ErrUnauthorized) {
+		t.Fatalf("alice: put in public = %v; want kvpool.ErrUnauthorized", err)
 	}
 	c.Close()
 	if logs.Len() == 0 {
