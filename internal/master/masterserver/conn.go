@@ -13,13 +13,15 @@ import (
 	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
 	"github.com/kvpool/kvpool/internal/meta"
+	"github.com/kvpool/kvpool/internal/server"
 )
 
 // conn is one client connection's state: decode and encode buffers reused
 // from request to request, so a LOOKUP allocates nothing in steady state.
 type conn struct {
 	s     *Server
-	nc    net.Conn
+	sc    *server.Conn // read deadlines the skeleton can take over
+	nc    net.Conn     // sc's connection itself
 	r     *masterproto.Reader
 	out   []byte
 	grant auth.Grant // what the HELLO's token allows
@@ -45,12 +47,13 @@ type conn struct {
 
 // serveConn runs the handshake and then answers requests until the peer
 // closes, an I/O error, a lost stream or Close.
-func (s *Server) serveConn(nc net.Conn) {
+func (s *Server) serveConn(sc *server.Conn) {
+	nc := sc.Conn
 	r, err := masterproto.NewReader(nc, masterproto.HelloLimits(s.opts.Limits))
 	if err != nil {
 		return // unreachable: the limits were validated by New
 	}
-	c := &conn{s: s, nc: nc, r: r, out: make([]byte, 0, 4096), remote: nc.RemoteAddr().String()}
+	c := &conn{s: s, sc: sc, nc: nc, r: r, out: make([]byte, 0, 4096), remote: nc.RemoteAddr().String()}
 	if err := c.handshake(); err != nil {
 		s.log.Debug("masterserver: handshake", "remote", nc.RemoteAddr(), "err", err)
 		return
@@ -64,8 +67,7 @@ func (s *Server) serveConn(nc net.Conn) {
 }
 
 func (c *conn) handshake() error {
-	s := c.s
-	c.nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
+	s := c.s // the skeleton set the handshake deadline
 	h, body, err := c.r.ReadFrame()
 	if err != nil {
 		if errors.Is(err, frame.ErrFrameTooLarge) || errors.Is(err, frame.ErrMalformed) {
@@ -84,7 +86,7 @@ func (c *conn) handshake() error {
 		err = fmt.Errorf("masterserver: client speaks protocol version %d, server %d: %w", hello.Version, masterproto.Version, frame.ErrVersion)
 	default:
 		var aerr error
-		if c.grant, aerr = s.auth.Authenticate(hello.Token); aerr != nil {
+		if c.grant, aerr = s.srv.Auth().Authenticate(hello.Token); aerr != nil {
 			if len(hello.Token) == 0 {
 				err = fmt.Errorf("masterserver: this master requires an auth token: %w", kvpool.ErrUnauthorized)
 			} else {
@@ -111,7 +113,9 @@ func (c *conn) loop() error {
 			if err := c.flush(); err != nil {
 				return err
 			}
-			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
+			if err := c.sc.SetReadTimeout(s.opts.IdleTimeout); err != nil {
+				return err
+			}
 		}
 		h, body, err := c.r.ReadFrame()
 		if err != nil {

@@ -7,13 +7,14 @@ import (
 
 	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
+	"github.com/kvpool/kvpool/internal/server"
 )
 
 // Defaults for zero Options fields.
 const (
-	// DefaultHandshakeTimeout bounds the wait for a connection's HELLO:
-	// 10 s, as nodeserver (and Go's net/http for a TLS handshake).
-	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultHandshakeTimeout bounds the wait for a connection's HELLO
+	// (server.DefaultHandshakeTimeout, 10 s, as nodeserver).
+	DefaultHandshakeTimeout = server.DefaultHandshakeTimeout
 	// DefaultIdleTimeout bounds the wait for the next request: 5 min. Nodes
 	// heartbeat every second, and a client library's pooled connections
 	// must outlive the gaps of a trace replay (~3 s buckets); abandoned
@@ -91,23 +92,13 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("masterserver: Options.Limits: %w", err)
 	}
 	o.Limits = lim
-	durations := [...]struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"HandshakeTimeout", &o.HandshakeTimeout, DefaultHandshakeTimeout},
-		{"IdleTimeout", &o.IdleTimeout, DefaultIdleTimeout},
-		{"WriteTimeout", &o.WriteTimeout, DefaultWriteTimeout},
-		{"MaintenanceInterval", &o.MaintenanceInterval, 0},
-	}
-	for _, d := range durations {
-		switch {
-		case *d.v < 0:
-			return o, fmt.Errorf("masterserver: Options.%s is %v; want >= 0 (0 means the default)", d.name, *d.v)
-		case *d.v == 0:
-			*d.v = d.def
-		}
+	if err := server.Durations("masterserver",
+		server.Duration{Name: "HandshakeTimeout", V: &o.HandshakeTimeout, Default: DefaultHandshakeTimeout},
+		server.Duration{Name: "IdleTimeout", V: &o.IdleTimeout, Default: DefaultIdleTimeout},
+		server.Duration{Name: "WriteTimeout", V: &o.WriteTimeout, Default: DefaultWriteTimeout},
+		server.Duration{Name: "MaintenanceInterval", V: &o.MaintenanceInterval},
+	); err != nil {
+		return o, err
 	}
 	switch {
 	case o.MaxConns < 0:
@@ -115,21 +106,23 @@ func (o Options) resolve() (Options, error) {
 	case o.MaxConns == 0:
 		o.MaxConns = DefaultMaxConns
 	}
-	if len(o.Token) > o.Limits.MaxToken {
-		return o, fmt.Errorf("masterserver: Options.Token is %d bytes, longer than Limits.MaxToken (%d): no HELLO could carry it",
-			len(o.Token), o.Limits.MaxToken)
-	}
-	for name, tok := range o.TenantTokens {
-		if len(tok) > o.Limits.MaxToken {
-			return o, fmt.Errorf("masterserver: Options.TenantTokens: the token of tenant %q is %d bytes, longer than Limits.MaxToken (%d): no HELLO could carry it",
-				name, len(tok), o.Limits.MaxToken)
-		}
-	}
-	if err := (auth.Options{ClusterToken: o.Token, TenantTokens: o.TenantTokens, Shared: o.Shared}).Validate(); err != nil {
-		return o, fmt.Errorf("masterserver: Options: %w", err)
+	if err := o.skeleton().Validate(); err != nil { // tokens and auth
+		return o, err
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o, nil
+}
+
+// skeleton returns the options of the server skeleton.
+func (o Options) skeleton() server.Options {
+	return server.Options{
+		Name:             "masterserver",
+		MaxConns:         o.MaxConns,
+		HandshakeTimeout: o.HandshakeTimeout,
+		Auth:             auth.Options{ClusterToken: o.Token, TenantTokens: o.TenantTokens, Shared: o.Shared},
+		MaxToken:         o.Limits.MaxToken,
+		Logger:           o.Logger,
+	}
 }
