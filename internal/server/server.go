@@ -327,12 +327,14 @@ func (s *Server) admit(ctx context.Context, l *listener, nc net.Conn) {
 func (s *Server) serve(ctx context.Context, l *listener, c *Conn) {
 	defer l.wg.Done()
 	defer func() {
-		c.Close()
+		// Free the slot first: a peer that sees the connection closed can
+		// connect again without being refused.
 		s.mu.Lock()
 		delete(l.conns, c)
 		s.nconns--
 		s.mu.Unlock()
 		s.open.Add(-1)
+		c.Close()
 	}()
 	if err := c.setDeadline(s.opts.HandshakeTimeout); err != nil {
 		return // stopped before it began
