@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/kvpool/kvpool"
 )
 
 // MaxMessageLen is the longest message of an ERROR frame or a handshake
@@ -23,7 +25,7 @@ type Code interface {
 
 // Entry is one row of a Table: a protocol's code, its name and the
 // sentinel it means.
-type Entry[C ~uint16] struct {
+type Entry[C Code] struct {
 	Code C
 	Name string
 	// Err is the sentinel: what a client's error unwraps to, and what a
@@ -33,7 +35,7 @@ type Entry[C ~uint16] struct {
 
 // Table maps one protocol's status codes to the shared error vocabulary,
 // both ways. It is immutable after NewTable and safe for concurrent use.
-type Table[C ~uint16] struct {
+type Table[C Code] struct {
 	prefix   string
 	rows     []Entry[C]
 	also     []Entry[C]
@@ -41,14 +43,39 @@ type Table[C ~uint16] struct {
 	byCode   map[C]int
 }
 
+// Shared are a protocol's numbers for the meanings every kvpool protocol
+// has, for NewTable. The numbers differ between protocols (they predate
+// this package and are part of the wire formats); the names and errors do
+// not.
+type Shared[C Code] struct {
+	OK, BadRequest, UnknownOp, Unauthorized, Internal, Version, Unavailable, TooLarge C
+}
+
+// rows returns the shared rows, most specific sentinel first and bad
+// request last (the decode errors mean it, and may wrap another).
+func (n Shared[C]) rows() []Entry[C] {
+	return []Entry[C]{
+		{Code: n.OK, Name: "ok"},
+		{Code: n.TooLarge, Name: "too large", Err: kvpool.ErrTooLarge},
+		{Code: n.Unavailable, Name: "unavailable", Err: kvpool.ErrUnavailable},
+		{Code: n.UnknownOp, Name: "unsupported op", Err: ErrUnknownOp},
+		{Code: n.Unauthorized, Name: "unauthorized", Err: kvpool.ErrUnauthorized},
+		{Code: n.Version, Name: "version mismatch", Err: ErrVersion},
+		{Code: n.Internal, Name: "internal error", Err: ErrInternal},
+		{Code: n.BadRequest, Name: "bad request", Err: ErrBadRequest},
+	}
+}
+
 // NewTable returns the table of a protocol whose errors are prefixed with
-// prefix ("wire"), whose rows are rows (the first with a nil Err is the
-// success code) and whose code for an error matching no row is internal.
-// also lists further errors a server sends with a row's code (checked after
-// the rows, in order: put the specific first). CodeOf checks the rows in
-// order, so a row whose sentinel wraps another's comes first.
-func NewTable[C ~uint16](prefix string, internal C, rows []Entry[C], also ...Entry[C]) *Table[C] {
-	t := &Table[C]{prefix: prefix, rows: rows, also: also, internal: internal, byCode: make(map[C]int, len(rows))}
+// prefix ("wire"): its own rows first (checked first by CodeOf, so a row
+// whose sentinel wraps a shared one wins), then the shared meanings under
+// its numbers, then kvpool.ErrClosed sent as unavailable, then also
+// (further errors a server sends with a row's code, in order). An error
+// matching nothing is sent as the internal code.
+func NewTable[C Code](prefix string, shared Shared[C], own []Entry[C], also ...Entry[C]) *Table[C] {
+	rows := append(own[:len(own):len(own)], shared.rows()...)
+	also = append([]Entry[C]{{Code: shared.Unavailable, Err: kvpool.ErrClosed}}, also...)
+	t := &Table[C]{prefix: prefix, rows: rows, also: also, internal: shared.Internal, byCode: make(map[C]int, len(rows))}
 	for i, r := range rows {
 		t.byCode[r.Code] = i
 	}
@@ -73,11 +100,13 @@ func (t *Table[C]) Err(c C) error {
 }
 
 // CodeOf returns the code a server sends for err: the success code for nil,
-// the code of the first row (then also entry) whose sentinel err wraps, and
-// the internal code otherwise. A *RemoteError of the same protocol should
-// be checked by the caller first (see CodeOf in the protocol packages), so
-// a proxy passes codes through.
+// the code of a *RemoteError of the protocol (so a proxy passes codes
+// through), the code of the first row (then also entry) whose sentinel err
+// wraps, and the internal code otherwise.
 func (t *Table[C]) CodeOf(err error) C {
+	if re, ok := errors.AsType[*RemoteError[C]](err); ok {
+		return re.Code
+	}
 	for _, rows := range [2][]Entry[C]{t.rows, t.also} {
 		for _, r := range rows {
 			if (err == nil) == (r.Err == nil) && (err == nil || errors.Is(err, r.Err)) {

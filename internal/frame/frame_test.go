@@ -19,12 +19,10 @@ func (o op) String() string { return fmt.Sprintf("op(0x%02x)", uint8(o)) }
 // code is a protocol's code type for the tests.
 type code uint16
 
-var table = NewTable("test", 2, []Entry[code]{
-	{Code: 0, Name: "ok"},
-	{Code: 1, Name: "not found", Err: kvpool.ErrNotFound},
-	{Code: 2, Name: "internal error", Err: ErrInternal},
-	{Code: 3, Name: "bad request", Err: ErrBadRequest},
-}, Entry[code]{Code: 1, Err: io.EOF})
+var table = NewTable("test",
+	Shared[code]{OK: 0, Internal: 2, BadRequest: 3, UnknownOp: 4, Unauthorized: 5, Version: 6, Unavailable: 7, TooLarge: 8},
+	[]Entry[code]{{Code: 1, Name: "not found", Err: kvpool.ErrNotFound}},
+	Entry[code]{Code: 1, Err: io.EOF})
 
 func (c code) String() string { return table.Name(c) }
 func (c code) Err() error     { return table.Err(c) }
@@ -57,6 +55,8 @@ func TestTable(t *testing.T) {
 		{ErrMalformed, 3},
 		{ErrTooLong, 3},
 		{errors.New("other"), 2},
+		{fmt.Errorf("x: %w", kvpool.ErrClosed), 7},
+		{ErrFrameTooLarge, 8},
 	}
 	for _, c := range cases {
 		if got := table.CodeOf(c.err); got != c.want {

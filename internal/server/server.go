@@ -93,11 +93,13 @@ type Options struct {
 
 // Validate reports the first bad field.
 func (o Options) Validate() error {
-	_, err := o.resolve()
+	_, err := o.Resolve()
 	return err
 }
 
-func (o Options) resolve() (Options, error) {
+// Resolve returns o with defaults filled in, or the error Validate
+// reports.
+func (o Options) Resolve() (Options, error) {
 	if o.Name == "" {
 		o.Name = "server"
 	}
@@ -109,7 +111,7 @@ func (o Options) resolve() (Options, error) {
 	for _, f := range ints {
 		switch {
 		case *f.v < 0:
-			return o, fmt.Errorf("%s: Options.%s is %d; want >= 0 (0 means the default, %d)", o.Name, f.name, *f.v, f.def)
+			return o, fmt.Errorf("%s: Options.%s is %d; want >= 0 (0 means the default)", o.Name, f.name, *f.v)
 		case *f.v == 0:
 			*f.v = f.def
 		}
@@ -205,7 +207,7 @@ type listener struct {
 // New returns a server handing connections to h, or the error
 // opts.Validate reports.
 func New(h Handler, opts Options) (*Server, error) {
-	o, err := opts.resolve()
+	o, err := opts.Resolve()
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package masterclient
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -22,8 +21,8 @@ var ErrUnavailable = kvpool.ErrUnavailable
 // ErrUnauthorized: the master refused the token (Dial fails with it).
 var ErrUnauthorized = kvpool.ErrUnauthorized
 
-// ErrClosed: the client was closed.
-var ErrClosed = errors.New("masterclient: client closed")
+// ErrClosed: the client was closed. It wraps kvpool.ErrClosed.
+var ErrClosed = fmt.Errorf("masterclient: client %w", kvpool.ErrClosed)
 
 // LookupResult receives a Lookup: the prefix found and, per block, its
 // replicas with their nodes' data-plane addresses. Reuse one per goroutine:

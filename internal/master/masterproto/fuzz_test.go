@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"testing"
 
 	"github.com/kvpool/kvpool/block"
@@ -18,12 +19,7 @@ var decodeErrors = []error{
 }
 
 func classified(err error) bool {
-	for _, e := range decodeErrors {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(decodeErrors, func(e error) bool { return errors.Is(err, e) })
 }
 
 // FuzzDecode feeds arbitrary bytes to the Reader as a stream of frames and

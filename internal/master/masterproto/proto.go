@@ -2,11 +2,9 @@ package masterproto
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 
-	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/meta"
 )
@@ -135,51 +133,48 @@ type Header = frame.Header[Op]
 // frame.ErrInternal.
 type Code uint16
 
-// Status codes. Values are part of the protocol and never change.
+// Status codes, numbered 0 to 9 in this order. Values are part of the
+// protocol and never change: add a code at the end, never reorder
+// (TestCodeNumbers pins them).
 const (
 	// CodeOK: success.
-	CodeOK Code = 0
+	CodeOK Code = iota
 	// CodeBadRequest: malformed or invalid request (frame.ErrBadRequest,
 	// which meta.ErrBadRequest is, and the decode errors wrapping it).
-	CodeBadRequest Code = 1
+	CodeBadRequest
 	// CodeUnknownNode: the node must re-register (meta.ErrUnknownNode).
-	CodeUnknownNode Code = 2
+	CodeUnknownNode
 	// CodeNoNodes: no live node can take a placement (meta.ErrNoNodes).
-	CodeNoNodes Code = 3
+	CodeNoNodes
 	// CodeUnsupportedOp: the op is unknown or not a request
 	// (frame.ErrUnknownOp).
-	CodeUnsupportedOp Code = 4
+	CodeUnsupportedOp
 	// CodeUnauthorized: the HELLO's token was refused
 	// (kvpool.ErrUnauthorized).
-	CodeUnauthorized Code = 5
+	CodeUnauthorized
 	// CodeInternal: the server failed for a reason of its own
 	// (frame.ErrInternal).
-	CodeInternal Code = 6
+	CodeInternal
 	// CodeVersionMismatch: the HELLO asked for a version the server does
 	// not speak (frame.ErrVersion).
-	CodeVersionMismatch Code = 7
+	CodeVersionMismatch
 	// CodeUnavailable: the master is shutting down or serves its
 	// connection limit (kvpool.ErrUnavailable).
-	CodeUnavailable Code = 8
+	CodeUnavailable
 	// CodeTooLarge: a frame exceeds a limit (kvpool.ErrTooLarge, which
 	// frame.ErrFrameTooLarge wraps).
-	CodeTooLarge Code = 9
+	CodeTooLarge
 )
 
-// codes is the protocol's code table, most specific sentinel first.
-var codes = frame.NewTable("masterproto", CodeInternal, []frame.Entry[Code]{
-	{Code: CodeOK, Name: "ok"},
-	{Code: CodeUnknownNode, Name: "unknown node", Err: meta.ErrUnknownNode},
-	{Code: CodeNoNodes, Name: "no nodes", Err: meta.ErrNoNodes},
-	{Code: CodeTooLarge, Name: "too large", Err: kvpool.ErrTooLarge},
-	{Code: CodeUnsupportedOp, Name: "unsupported op", Err: frame.ErrUnknownOp},
-	{Code: CodeUnauthorized, Name: "unauthorized", Err: kvpool.ErrUnauthorized},
-	{Code: CodeVersionMismatch, Name: "version mismatch", Err: frame.ErrVersion},
-	{Code: CodeUnavailable, Name: "unavailable", Err: kvpool.ErrUnavailable},
-	{Code: CodeInternal, Name: "internal error", Err: frame.ErrInternal},
-	{Code: CodeBadRequest, Name: "bad request", Err: frame.ErrBadRequest},
-},
-	frame.Entry[Code]{Code: CodeUnavailable, Err: kvpool.ErrClosed},
+// codes is the protocol's code table (package frame names the shared
+// meanings).
+var codes = frame.NewTable("masterproto",
+	frame.Shared[Code]{OK: CodeOK, BadRequest: CodeBadRequest, UnknownOp: CodeUnsupportedOp, Unauthorized: CodeUnauthorized,
+		Internal: CodeInternal, Version: CodeVersionMismatch, Unavailable: CodeUnavailable, TooLarge: CodeTooLarge},
+	[]frame.Entry[Code]{
+		{Code: CodeUnknownNode, Name: "unknown node", Err: meta.ErrUnknownNode},
+		{Code: CodeNoNodes, Name: "no nodes", Err: meta.ErrNoNodes},
+	},
 )
 
 // String names the code, or "code(N)" for an unknown one.
@@ -199,12 +194,7 @@ func ErrorFor(c Code) error { return codes.Err(c) }
 // CodeOf returns the code a server sends for err: CodeOK for nil, the code
 // of a *RemoteError, the code of the first sentinel err wraps, and
 // CodeInternal otherwise.
-func CodeOf(err error) Code {
-	if re, ok := errors.AsType[*RemoteError](err); ok {
-		return re.Code
-	}
-	return codes.CodeOf(err)
-}
+func CodeOf(err error) Code { return codes.CodeOf(err) }
 
 // RemoteError is a failure reported by the master: an ERROR frame or a
 // refused HELLO. It unwraps to ErrorFor(Code); its text starts "master: ".

@@ -1,6 +1,7 @@
 package masterserver
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -87,31 +88,22 @@ func (o Options) Validate() error {
 // The maintenance interval is left at 0 when unset (New derives it from
 // the master).
 func (o Options) resolve() (Options, error) {
-	lim, err := o.Limits.Resolve()
-	if err != nil {
+	var err error
+	if o.Limits, err = o.Limits.Resolve(); err != nil {
 		return o, fmt.Errorf("masterserver: Options.Limits: %w", err)
 	}
-	o.Limits = lim
 	if err := server.Durations("masterserver",
-		server.Duration{Name: "HandshakeTimeout", V: &o.HandshakeTimeout, Default: DefaultHandshakeTimeout},
-		server.Duration{Name: "IdleTimeout", V: &o.IdleTimeout, Default: DefaultIdleTimeout},
 		server.Duration{Name: "WriteTimeout", V: &o.WriteTimeout, Default: DefaultWriteTimeout},
+		server.Duration{Name: "IdleTimeout", V: &o.IdleTimeout, Default: DefaultIdleTimeout},
 		server.Duration{Name: "MaintenanceInterval", V: &o.MaintenanceInterval},
 	); err != nil {
 		return o, err
 	}
-	switch {
-	case o.MaxConns < 0:
-		return o, fmt.Errorf("masterserver: Options.MaxConns is %d; want >= 0 (0 means the default, %d)", o.MaxConns, DefaultMaxConns)
-	case o.MaxConns == 0:
-		o.MaxConns = DefaultMaxConns
-	}
-	if err := o.skeleton().Validate(); err != nil { // tokens and auth
+	sk, err := o.skeleton().Resolve() // connections, handshake, tokens, auth
+	if err != nil {
 		return o, err
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.MaxConns, o.HandshakeTimeout, o.Logger = sk.MaxConns, sk.HandshakeTimeout, sk.Logger
 	return o, nil
 }
 
@@ -119,7 +111,7 @@ func (o Options) resolve() (Options, error) {
 func (o Options) skeleton() server.Options {
 	return server.Options{
 		Name:             "masterserver",
-		MaxConns:         o.MaxConns,
+		MaxConns:         cmp.Or(o.MaxConns, DefaultMaxConns),
 		HandshakeTimeout: o.HandshakeTimeout,
 		Auth:             auth.Options{ClusterToken: o.Token, TenantTokens: o.TenantTokens, Shared: o.Shared},
 		MaxToken:         o.Limits.MaxToken,

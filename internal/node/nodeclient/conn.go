@@ -22,8 +22,9 @@ import (
 // has already given up.
 const DefaultTimeout = 30 * time.Second
 
-// ErrClosed is returned by calls on a closed Conn or Pool.
-var ErrClosed = errors.New("nodeclient: closed")
+// ErrClosed is returned by calls on a closed Conn or Pool. It wraps
+// kvpool.ErrClosed.
+var ErrClosed = fmt.Errorf("nodeclient: %w", kvpool.ErrClosed)
 
 // aLongTimeAgo is a deadline in the past: setting it interrupts blocked I/O.
 var aLongTimeAgo = time.Unix(1, 0)
@@ -55,7 +56,7 @@ func (o DialOptions) resolve() (DialOptions, error) {
 	if err := (block.Key{Tenant: o.Tenant}).Validate(); err != nil {
 		return o, fmt.Errorf("nodeclient: DialOptions.Tenant %q: %w", o.Tenant, err)
 	}
-	lim, err := resolveLimits(o.Limits)
+	lim, err := o.Limits.Resolve()
 	if err != nil {
 		return o, fmt.Errorf("nodeclient: DialOptions.Limits: %w", err)
 	}
@@ -70,23 +71,6 @@ func (o DialOptions) resolve() (DialOptions, error) {
 		o.Timeout = DefaultTimeout
 	}
 	return o, nil
-}
-
-// resolveLimits validates l and fills its zero fields with the defaults.
-func resolveLimits(l wire.Limits) (wire.Limits, error) {
-	if err := l.Validate(); err != nil {
-		return l, err
-	}
-	d := wire.DefaultLimits()
-	for _, f := range [...]struct{ v, def *int }{
-		{&l.MaxFrame, &d.MaxFrame}, {&l.MaxBatch, &d.MaxBatch}, {&l.MaxPayload, &d.MaxPayload},
-		{&l.MaxTenant, &d.MaxTenant}, {&l.MaxToken, &d.MaxToken},
-	} {
-		if *f.v == 0 {
-			*f.v = *f.def
-		}
-	}
-	return l, nil
 }
 
 // Counters are a client's counters.

@@ -93,47 +93,19 @@ func (o Options) resolve() (Options, error) {
 	if o.Backend == nil {
 		return o, fmt.Errorf("nodeserver: Options.Backend is nil; a server needs a backend to serve")
 	}
-	lim, err := resolveLimits(o.Limits)
+	lim, err := o.Limits.Resolve()
 	if err != nil {
 		return o, fmt.Errorf("nodeserver: Options.Limits: %w", err)
 	}
 	o.Limits = lim
-	if err := server.Durations("nodeserver",
-		server.Duration{Name: "HandshakeTimeout", V: &o.HandshakeTimeout, Default: DefaultHandshakeTimeout},
+	sk, err := o.skeleton().Resolve() // connections, handshake, tokens, auth
+	if err != nil {
+		return o, err
+	}
+	o.MaxConns, o.HandshakeTimeout, o.Logger = sk.MaxConns, sk.HandshakeTimeout, sk.Logger
+	return o, server.Durations("nodeserver",
 		server.Duration{Name: "IdleTimeout", V: &o.IdleTimeout, Default: DefaultIdleTimeout},
 		server.Duration{Name: "ReadTimeout", V: &o.ReadTimeout, Default: DefaultReadTimeout},
 		server.Duration{Name: "WriteTimeout", V: &o.WriteTimeout, Default: DefaultWriteTimeout},
-	); err != nil {
-		return o, err
-	}
-	switch {
-	case o.MaxConns < 0:
-		return o, fmt.Errorf("nodeserver: Options.MaxConns is %d; want >= 0 (0 means the default, %d)", o.MaxConns, DefaultMaxConns)
-	case o.MaxConns == 0:
-		o.MaxConns = DefaultMaxConns
-	}
-	if err := o.skeleton().Validate(); err != nil { // tokens and auth
-		return o, err
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	return o, nil
-}
-
-// resolveLimits validates l and fills its zero fields with the defaults.
-func resolveLimits(l wire.Limits) (wire.Limits, error) {
-	if err := l.Validate(); err != nil {
-		return l, err
-	}
-	d := wire.DefaultLimits()
-	for _, f := range [...]struct{ v, def *int }{
-		{&l.MaxFrame, &d.MaxFrame}, {&l.MaxBatch, &d.MaxBatch}, {&l.MaxPayload, &d.MaxPayload},
-		{&l.MaxTenant, &d.MaxTenant}, {&l.MaxToken, &d.MaxToken},
-	} {
-		if *f.v == 0 {
-			*f.v = *f.def
-		}
-	}
-	return l, nil
+	)
 }

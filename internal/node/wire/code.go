@@ -1,8 +1,6 @@
 package wire
 
 import (
-	"errors"
-
 	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/frame"
@@ -57,22 +55,17 @@ const (
 	CodeQuota Code = 11
 )
 
-// codes is the protocol's code table, most specific sentinel first.
-var codes = frame.NewTable("wire", CodeInternal, []frame.Entry[Code]{
-	{Code: CodeOK, Name: "ok"},
-	{Code: CodeNotFound, Name: "not found", Err: kvpool.ErrNotFound},
-	{Code: CodeCorrupt, Name: "corrupt", Err: kvpool.ErrCorrupt},
-	{Code: CodeTooLarge, Name: "too large", Err: kvpool.ErrTooLarge},
-	{Code: CodeFull, Name: "full", Err: kvpool.ErrFull},
-	{Code: CodeUnavailable, Name: "unavailable", Err: kvpool.ErrUnavailable},
-	{Code: CodeQuota, Name: "quota exceeded", Err: kvpool.ErrQuota},
-	{Code: CodeUnsupportedOp, Name: "unsupported op", Err: frame.ErrUnknownOp},
-	{Code: CodeUnauthorized, Name: "unauthorized", Err: kvpool.ErrUnauthorized},
-	{Code: CodeVersionMismatch, Name: "version mismatch", Err: frame.ErrVersion},
-	{Code: CodeInternal, Name: "internal error", Err: frame.ErrInternal},
-	{Code: CodeBadRequest, Name: "bad request", Err: frame.ErrBadRequest},
-},
-	frame.Entry[Code]{Code: CodeUnavailable, Err: kvpool.ErrClosed},
+// codes is the protocol's code table (package frame names the shared
+// meanings).
+var codes = frame.NewTable("wire",
+	frame.Shared[Code]{OK: CodeOK, BadRequest: CodeBadRequest, UnknownOp: CodeUnsupportedOp, Unauthorized: CodeUnauthorized,
+		Internal: CodeInternal, Version: CodeVersionMismatch, Unavailable: CodeUnavailable, TooLarge: CodeTooLarge},
+	[]frame.Entry[Code]{
+		{Code: CodeNotFound, Name: "not found", Err: kvpool.ErrNotFound},
+		{Code: CodeCorrupt, Name: "corrupt", Err: kvpool.ErrCorrupt},
+		{Code: CodeFull, Name: "full", Err: kvpool.ErrFull},
+		{Code: CodeQuota, Name: "quota exceeded", Err: kvpool.ErrQuota},
+	},
 	frame.Entry[Code]{Code: CodeBadRequest, Err: block.ErrBadTenant},
 )
 
@@ -93,12 +86,7 @@ func ErrorFor(c Code) error { return codes.Err(c) }
 // sentinel err wraps (checked with errors.Is), and CodeInternal otherwise.
 // Decode errors map to CodeBadRequest, except the size limits (frame,
 // payload), which map to CodeTooLarge.
-func CodeOf(err error) Code {
-	if re, ok := errors.AsType[*RemoteError](err); ok {
-		return re.Code
-	}
-	return codes.CodeOf(err)
-}
+func CodeOf(err error) Code { return codes.CodeOf(err) }
 
 // RemoteError is a failure reported by the node: an ERROR frame or a
 // refused hello. It unwraps to ErrorFor(Code), so errors.Is(err,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,12 +28,7 @@ var decodeErrors = []error{
 }
 
 func classified(err error) bool {
-	for _, e := range decodeErrors {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(decodeErrors, func(e error) bool { return errors.Is(err, e) })
 }
 
 // FuzzDecode feeds arbitrary bytes to the frame decoder (as a stream of

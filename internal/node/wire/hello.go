@@ -69,7 +69,7 @@ type HelloAck struct {
 // CodeOf(err) and err's message otherwise. Fields of lim that are zero or
 // invalid are sent as their defaults.
 func HelloAckFor(err error, lim Limits) HelloAck {
-	if r, rerr := lim.resolve(); rerr == nil {
+	if r, rerr := lim.Resolve(); rerr == nil {
 		lim = r
 	} else {
 		lim = DefaultLimits()

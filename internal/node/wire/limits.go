@@ -72,12 +72,13 @@ func DefaultLimits() Limits {
 // what the encoding can express, or a MaxPayload whose block would not fit
 // in a MaxFrame frame.
 func (l Limits) Validate() error {
-	_, err := l.resolve()
+	_, err := l.Resolve()
 	return err
 }
 
-// resolve returns l with defaults filled in, or the error Validate reports.
-func (l Limits) resolve() (Limits, error) {
+// Resolve returns l with defaults filled in, or the error Validate
+// reports.
+func (l Limits) Resolve() (Limits, error) {
 	d := DefaultLimits()
 	if err := frame.ResolveLimits("wire",
 		frame.Limit{Name: "MaxFrame", V: &l.MaxFrame, Default: d.MaxFrame, Max: MaxFrameLen},

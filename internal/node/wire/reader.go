@@ -81,7 +81,7 @@ type Reader struct {
 // NewReader returns a Reader of rd enforcing lim (zero fields mean the
 // defaults), or the error lim.Validate reports.
 func NewReader(rd io.Reader, lim Limits) (*Reader, error) {
-	l, err := lim.resolve()
+	l, err := lim.Resolve()
 	if err != nil {
 		return nil, err
 	}
