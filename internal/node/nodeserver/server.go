@@ -93,9 +93,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		"max_conns", s.opts.MaxConns, "auth", !s.srv.Auth().Open(),
 		"egress_paced", s.opts.Egress != nil, "ingress_paced", s.opts.Ingress != nil)
 	err := s.srv.Serve(ctx, ln)
-	if err == nil {
-		s.log.Info("nodeserver: stopped", "addr", ln.Addr().String())
-	}
+	s.log.Info("nodeserver: stopped", "addr", ln.Addr().String())
 	return err
 }
 

@@ -254,12 +254,13 @@ type TierStats struct {
 	Stats tier.Stats
 }
 
-// Frame is a whole decoded frame (ReadFrame) or one to encode (AppendFrame).
+// Frame is a whole decoded frame (ReadFrame); the tests encode one with
+// appendframe_test.go's AppendFrame, ReadFrame's inverse.
 // Which fields are used depends on Header.Op; the others are empty. A Frame
 // is reusable: ReadFrame keeps its slices' capacity, and the payloads of
 // Blocks live in a buffer the Frame owns, valid until the next ReadFrame.
 type Frame struct {
-	// Header: ReadFrame fills all of it; AppendFrame ignores Len.
+	// Header: ReadFrame fills all of it.
 	Header Header
 	// IDs: GET and DELETE (exactly one), MGET and EXISTS.
 	IDs []uint64
