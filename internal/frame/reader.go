@@ -7,9 +7,11 @@ import (
 	"io"
 )
 
-// ReadBufferSize is a Reader's bufio size: 64 KiB, the Linux loopback MTU,
-// so one read system call can take a whole segment.
-const ReadBufferSize = 64 << 10
+// readBufferSize is a Reader's bufio size: 64 KiB, the Linux loopback MTU,
+// so one read system call can take a whole segment. Reads at least this
+// long (a block's payload) bypass the buffer and land directly in the
+// caller's slice.
+const readBufferSize = 64 << 10
 
 // GrowChunk is the first step by which AppendFull grows a buffer before
 // the bytes it is for have arrived (1 MiB, sixteen loopback segments).
@@ -41,7 +43,7 @@ type Reader[O Op] struct {
 // NewReader returns a Reader of rd whose errors are prefixed with prefix
 // ("wire").
 func NewReader[O Op](rd io.Reader, prefix string) *Reader[O] {
-	return &Reader[O]{br: bufio.NewReaderSize(rd, ReadBufferSize), prefix: prefix}
+	return &Reader[O]{br: bufio.NewReaderSize(rd, readBufferSize), prefix: prefix}
 }
 
 // Reset discards all state, including a sticky error, and makes r read

@@ -64,7 +64,6 @@ type Reader struct {
 	err error // sticky: the frame boundary is lost (also fr.Err())
 
 	st         state
-	off        int64  // stream bytes consumed
 	hdr        Header // current frame
 	start      int64  // stream offset of the current frame
 	remain     int    // unread body bytes of the current frame
