@@ -3,8 +3,8 @@ package client
 import (
 	"errors"
 
-	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
+	"github.com/kvpool/kvpool"
+	"github.com/kvpool/kvpool/internal/frame"
 )
 
 // The classifications of a node's per-block errors that Fetch and Access
@@ -12,10 +12,10 @@ import (
 // the data plane's sentinels.
 
 // notHeld reports whether err says the node does not hold the block.
-func notHeld(err error) bool { return errors.Is(err, tier.ErrNotFound) }
+func notHeld(err error) bool { return errors.Is(err, kvpool.ErrNotFound) }
 
 // corrupt reports whether err says a copy failed verification.
-func corrupt(err error) bool { return errors.Is(err, tier.ErrCorrupt) }
+func corrupt(err error) bool { return errors.Is(err, kvpool.ErrCorrupt) }
 
 // noTouches reports whether err says the node predates touches (ACCESS).
-func noTouches(err error) bool { return errors.Is(err, wire.ErrUnknownOp) }
+func noTouches(err error) bool { return errors.Is(err, frame.ErrUnknownOp) }

@@ -8,14 +8,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 )
 
 // Errors returned by the client, checked with errors.Is.
 var (
-	// ErrClosed: the client has been closed.
-	ErrClosed = errors.New("client: closed")
+	// ErrClosed: the client has been closed. It wraps kvpool.ErrClosed.
+	ErrClosed = fmt.Errorf("client: %w", kvpool.ErrClosed)
 	// ErrNodeDown: the node failed a recent call and is skipped until the
 	// index reports it live again (see the package documentation).
 	ErrNodeDown = errors.New("client: node down")

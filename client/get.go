@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // Status is the outcome of one block of a Get.
@@ -257,7 +257,7 @@ func (c *Client) fetch(ctx context.Context, ids []uint64, reps [][]Location, lea
 						again = append(again, i)
 					case out[k].Err == nil:
 						res.Status[i], res.Blocks[i], res.From[i] = Loaded, out[k].Payload, from
-					case errors.Is(out[k].Err, tier.ErrCorrupt):
+					case errors.Is(out[k].Err, kvpool.ErrCorrupt):
 						s.corrupt = true
 						res.Corruptions++
 						c.ctr.corruptions.Add(1)

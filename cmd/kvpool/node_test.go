@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // nodeStopBound is how long a node may take to exit after SIGTERM before
@@ -202,7 +202,7 @@ func TestNodeProcess(t *testing.T) {
 	for i := range uint64(n) {
 		got, _, err := pool2.Get(ctx, i, nil)
 		switch {
-		case errors.Is(err, tier.ErrNotFound): // was only in RAM
+		case errors.Is(err, kvpool.ErrNotFound): // was only in RAM
 		case err != nil:
 			t.Fatalf("Get %d after restart: %v", i, err)
 		case !bytes.Equal(got, nodePayload(i, size)):

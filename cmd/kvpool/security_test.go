@@ -16,12 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/client"
 	"github.com/kvpool/kvpool/internal/cluster"
-	"github.com/kvpool/kvpool/internal/master/masterproto"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
-	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // secToken is the shared auth token of the security tests' processes (a
@@ -81,15 +79,15 @@ func TestTenantIsolationCluster(t *testing.T) {
 
 	// Refused without the token, by the master and by every node.
 	for _, tok := range []string{"", "not-the-security-test-token"} {
-		if c, err := newClient("team-a", tok); !errors.Is(err, masterproto.ErrUnauthorized) {
-			t.Errorf("client with token %q: %v; want masterproto.ErrUnauthorized", tok, err)
+		if c, err := newClient("team-a", tok); !errors.Is(err, kvpool.ErrUnauthorized) {
+			t.Errorf("client with token %q: %v; want kvpool.ErrUnauthorized", tok, err)
 			if err == nil {
 				c.Close()
 			}
 		}
 		for _, n := range cl.Nodes {
-			if c, err := nodeclient.Dial(ctx, n.Addr, nodeclient.DialOptions{Tenant: "team-a", Token: []byte(tok)}); !errors.Is(err, wire.ErrUnauthorized) {
-				t.Errorf("dial %s with token %q: %v; want wire.ErrUnauthorized", n.Name, tok, err)
+			if c, err := nodeclient.Dial(ctx, n.Addr, nodeclient.DialOptions{Tenant: "team-a", Token: []byte(tok)}); !errors.Is(err, kvpool.ErrUnauthorized) {
+				t.Errorf("dial %s with token %q: %v; want kvpool.ErrUnauthorized", n.Name, tok, err)
 				if err == nil {
 					c.Close()
 				}
@@ -180,8 +178,8 @@ func TestTenantIsolationCluster(t *testing.T) {
 			got, _, gerr := c.Get(ctx, ids[i], nil)
 			ex, eerr := c.Exists(ctx, ids[i:i+1])
 			c.Close()
-			if !errors.Is(gerr, tier.ErrNotFound) {
-				t.Errorf("tenant team-b on %s: Get(%d) = %d bytes, %v; want tier.ErrNotFound", l.Node, ids[i], len(got), gerr)
+			if !errors.Is(gerr, kvpool.ErrNotFound) {
+				t.Errorf("tenant team-b on %s: Get(%d) = %d bytes, %v; want kvpool.ErrNotFound", l.Node, ids[i], len(got), gerr)
 			}
 			if eerr != nil || ex[0] {
 				t.Errorf("tenant team-b on %s: Exists(%d) = %v, %v; want false", l.Node, ids[i], ex, eerr)
@@ -273,8 +271,8 @@ func TestListenRequiresAuthToken(t *testing.T) {
 			}
 			c.Close()
 		}
-		if c, err := client.New(ctx, client.Options{Master: addr}); !errors.Is(err, masterproto.ErrUnauthorized) {
-			t.Errorf("client without the token: %v; want masterproto.ErrUnauthorized", err)
+		if c, err := client.New(ctx, client.Options{Master: addr}); !errors.Is(err, kvpool.ErrUnauthorized) {
+			t.Errorf("client without the token: %v; want kvpool.ErrUnauthorized", err)
 			if err == nil {
 				c.Close()
 			}
@@ -307,8 +305,8 @@ func checkNodeOverLoopback(t *testing.T, addr string) {
 	if got, _, err := c.Get(ctx, 1, nil); err != nil || string(got) != "one" {
 		t.Fatalf("get with the token: %q, %v", got, err)
 	}
-	if c, err := nodeclient.Dial(ctx, local, nodeclient.DialOptions{Tenant: "t"}); !errors.Is(err, wire.ErrUnauthorized) {
-		t.Errorf("dial %s without the token: %v; want wire.ErrUnauthorized", local, err)
+	if c, err := nodeclient.Dial(ctx, local, nodeclient.DialOptions{Tenant: "t"}); !errors.Is(err, kvpool.ErrUnauthorized) {
+		t.Errorf("dial %s without the token: %v; want kvpool.ErrUnauthorized", local, err)
 		if err == nil {
 			c.Close()
 		}
@@ -443,17 +441,17 @@ func TestTenantTokensCluster(t *testing.T) {
 
 	// Bob's token naming tenant alice: the master refuses every request.
 	bobAsAlice := newClient("alice", secBobToken)
-	if _, err := bobAsAlice.Lookup(ctx, ids); !errors.Is(err, masterproto.ErrUnauthorized) {
-		t.Errorf("bob's token as alice: Lookup = %v; want masterproto.ErrUnauthorized", err)
+	if _, err := bobAsAlice.Lookup(ctx, ids); !errors.Is(err, kvpool.ErrUnauthorized) {
+		t.Errorf("bob's token as alice: Lookup = %v; want kvpool.ErrUnauthorized", err)
 	}
-	if _, err := bobAsAlice.Exists(ctx, ids); !errors.Is(err, masterproto.ErrUnauthorized) {
-		t.Errorf("bob's token as alice: Exists = %v; want masterproto.ErrUnauthorized", err)
+	if _, err := bobAsAlice.Exists(ctx, ids); !errors.Is(err, kvpool.ErrUnauthorized) {
+		t.Errorf("bob's token as alice: Exists = %v; want kvpool.ErrUnauthorized", err)
 	}
 	if res, err := bobAsAlice.Get(ctx, ids, nil); err == nil && res.Prefix() > 0 {
 		t.Errorf("bob's token as alice: Get loaded %d of alice's blocks", res.Prefix())
 	}
-	if err := put(bobAsAlice); !errors.Is(err, masterproto.ErrUnauthorized) {
-		t.Errorf("bob's token as alice: Put = %v; want masterproto.ErrUnauthorized", err)
+	if err := put(bobAsAlice); !errors.Is(err, kvpool.ErrUnauthorized) {
+		t.Errorf("bob's token as alice: Put = %v; want kvpool.ErrUnauthorized", err)
 	}
 	// ... and every node refuses a connection naming alice with it.
 	addrOf := map[string]string{}
@@ -461,8 +459,8 @@ func TestTenantTokensCluster(t *testing.T) {
 		addrOf[n.Name] = n.Addr
 	}
 	for _, n := range cl.Nodes {
-		if c, err := nodeclient.Dial(ctx, n.Addr, nodeclient.DialOptions{Tenant: "alice", Token: []byte(secBobToken)}); !errors.Is(err, wire.ErrUnauthorized) {
-			t.Errorf("%s: dial as alice with bob's token: %v; want wire.ErrUnauthorized", n.Name, err)
+		if c, err := nodeclient.Dial(ctx, n.Addr, nodeclient.DialOptions{Tenant: "alice", Token: []byte(secBobToken)}); !errors.Is(err, kvpool.ErrUnauthorized) {
+			t.Errorf("%s: dial as alice with bob's token: %v; want kvpool.ErrUnauthorized", n.Name, err)
 			if err == nil {
 				c.Close()
 			}
@@ -482,8 +480,8 @@ func TestTenantTokensCluster(t *testing.T) {
 			}
 			got, _, gerr := c.Get(ctx, ids[i], nil)
 			c.Close()
-			if !errors.Is(gerr, tier.ErrNotFound) {
-				t.Errorf("bob on %s: Get(%d) = %d bytes, %v; want tier.ErrNotFound", l.Node, ids[i], len(got), gerr)
+			if !errors.Is(gerr, kvpool.ErrNotFound) {
+				t.Errorf("bob on %s: Get(%d) = %d bytes, %v; want kvpool.ErrNotFound", l.Node, ids[i], len(got), gerr)
 			}
 		}
 	}
@@ -497,8 +495,8 @@ func TestTenantTokensCluster(t *testing.T) {
 	bobPublic := newClient("public", secBobToken)
 	indexed(bobPublic)
 	readAll(bobPublic, "public")
-	if err := put(bobPublic); !errors.Is(err, masterproto.ErrUnauthorized) {
-		t.Errorf("bob: put in public = %v; want masterproto.ErrUnauthorized", err)
+	if err := put(bobPublic); !errors.Is(err, kvpool.ErrUnauthorized) {
+		t.Errorf("bob: put in public = %v; want kvpool.ErrUnauthorized", err)
 	}
 	if err := put(newClient("public", secCarolToken)); err != nil {
 		t.Errorf("carol (public's writer): put in public: %v", err)

@@ -140,7 +140,7 @@ type Node struct {
 
 // Quota configures per-tenant byte quotas: the bytes of a tenant's blocks
 // resident on the node (RAM and SSD, each block once). A Put over quota
-// is refused (tier.ErrQuota).
+// is refused (kvpool.ErrQuota).
 type Quota struct {
 	// DefaultBytes is every tenant's quota unless Tenants names it; 0 is
 	// unlimited (key quota.default_bytes).

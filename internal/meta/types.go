@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 )
 
 // Errors returned by the master and by the validation of these types,
@@ -20,8 +21,9 @@ var (
 	// ErrNoNodes: no live node can take a placement.
 	ErrNoNodes = errors.New("no live nodes")
 	// ErrBadRequest: an argument is malformed (the message says which and
-	// where). Nothing was changed.
-	ErrBadRequest = errors.New("bad request")
+	// where). Nothing was changed. It is the protocols' bad request
+	// (frame.ErrBadRequest), so the master's and the wire's are one.
+	ErrBadRequest = frame.ErrBadRequest
 )
 
 // badRequest wraps ErrBadRequest with what was wrong and where.

@@ -10,10 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/node/store"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // Agent tuning. Each constant says where its value comes from.
@@ -447,7 +447,7 @@ func (a *agent) execute(ctx context.Context, tasks []meta.Task) {
 				err = a.st.DropRAM(ctx, t.Key)
 			}
 			// Not in RAM: it left already, and the delta says how.
-			ok := err == nil || errors.Is(err, tier.ErrNotFound)
+			ok := err == nil || errors.Is(err, kvpool.ErrNotFound)
 			if !ok {
 				a.log.Warn("node agent: eviction order failed", "task", t.ID, "kind", t.Kind.String(), "key", t.Key.String(), "err", err)
 			}

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/node/store"
-	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/internal/tier/ram"
 	"github.com/kvpool/kvpool/internal/tier/ssd"
 	"github.com/kvpool/kvpool/internal/tier/tiertest"
@@ -410,11 +410,11 @@ func TestAgentModel(t *testing.T) {
 				case op < 7:
 					r.st.Get(ctx, tkey(id), nil) // may miss
 				case op < 8:
-					if err := r.st.Delete(ctx, tkey(id)); err != nil && !errors.Is(err, tier.ErrNotFound) {
+					if err := r.st.Delete(ctx, tkey(id)); err != nil && !errors.Is(err, kvpool.ErrNotFound) {
 						t.Fatal(err)
 					}
 				case op < 9:
-					if err := r.st.Demote(ctx, tkey(id)); err != nil && !errors.Is(err, tier.ErrNotFound) {
+					if err := r.st.Demote(ctx, tkey(id)); err != nil && !errors.Is(err, kvpool.ErrNotFound) {
 						t.Fatal(err)
 					}
 				default:

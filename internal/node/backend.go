@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/node/store"
 	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // backend serves a store through nodeserver.Backend.
@@ -35,7 +35,7 @@ func (b backend) Acquire(ctx context.Context, k block.Key) (nodeserver.Ref, erro
 	return ref, nil
 }
 
-// Put stores payload; the store verifies sum (tier.ErrCorrupt on a
+// Put stores payload; the store verifies sum (kvpool.ErrCorrupt on a
 // mismatch) and copies the bytes.
 func (b backend) Put(ctx context.Context, k block.Key, payload []byte, sum uint32) error {
 	_, err := b.s.Put(ctx, k, payload, sum)
@@ -50,10 +50,10 @@ func (b backend) PutHinted(ctx context.Context, k block.Key, payload []byte, sum
 }
 
 // Touch records an access to k's RAM copy (nodeserver.AccessBackend);
-// tier.ErrNotFound when RAM does not hold k.
+// kvpool.ErrNotFound when RAM does not hold k.
 func (b backend) Touch(_ context.Context, k block.Key, h wire.Hint) error {
 	if !b.s.Touch(k, h.Hint) {
-		return fmt.Errorf("node: touch %s: not in RAM: %w", k, tier.ErrNotFound)
+		return fmt.Errorf("node: touch %s: not in RAM: %w", k, kvpool.ErrNotFound)
 	}
 	return nil
 }

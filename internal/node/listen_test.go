@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/listen"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
-	"github.com/kvpool/kvpool/internal/node/wire"
 )
 
 // TestNewRefusesExposedListenWithoutToken: New refuses a data-plane address
@@ -65,10 +65,10 @@ func TestNewRefusesExposedListenWithoutToken(t *testing.T) {
 	if err := c.Put(ctx, 1, []byte("payload")); err != nil {
 		t.Fatalf("put with the token: %v", err)
 	}
-	if c, err := nodeclient.Dial(ctx, addr, nodeclient.DialOptions{Tenant: "t"}); !errors.Is(err, wire.ErrUnauthorized) {
+	if c, err := nodeclient.Dial(ctx, addr, nodeclient.DialOptions{Tenant: "t"}); !errors.Is(err, kvpool.ErrUnauthorized) {
 		if err == nil {
 			c.Close()
 		}
-		t.Fatalf("dial without the token: %v, want wire.ErrUnauthorized", err)
+		t.Fatalf("dial without the token: %v, want kvpool.ErrUnauthorized", err)
 	}
 }

@@ -20,10 +20,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -191,7 +191,7 @@ func TestNode(t *testing.T) {
 	if err := p.Delete(ctx, 7); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := p.Get(ctx, 7, nil); !errors.Is(err, tier.ErrNotFound) {
+	if _, _, err := p.Get(ctx, 7, nil); !errors.Is(err, kvpool.ErrNotFound) {
 		t.Errorf("Get of a deleted block: %v", err)
 	}
 
@@ -232,7 +232,7 @@ func TestNode(t *testing.T) {
 	for i := range uint64(n) {
 		got, _, err := p2.Get(ctx, i, nil)
 		switch {
-		case errors.Is(err, tier.ErrNotFound):
+		case errors.Is(err, kvpool.ErrNotFound):
 		case err != nil:
 			t.Fatalf("Get %d after restart: %v", i, err)
 		case !bytes.Equal(got, payload(i, bs-int(i))):

@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // TestNodeQuota: over the wire, a PUT over the tenant's quota gets the
-// quota code, which the client sees as tier.ErrQuota; another tenant is unaffected; a DELETE frees quota;
+// quota code, which the client sees as kvpool.ErrQuota; another tenant is unaffected; a DELETE frees quota;
 // /metrics shows the tenant's resident bytes and rejections.
 func TestNodeQuota(t *testing.T) {
 	cfg := testConfig(filepath.Join(t.TempDir(), "ssd"))
@@ -33,15 +33,15 @@ func TestNodeQuota(t *testing.T) {
 		}
 	}
 	err = p.Put(ctx, 3, payload(3, size))
-	if !errors.Is(err, tier.ErrQuota) {
-		t.Fatalf("Put over quota: %v, want tier.ErrQuota", err)
+	if !errors.Is(err, kvpool.ErrQuota) {
+		t.Fatalf("Put over quota: %v, want kvpool.ErrQuota", err)
 	}
 	// A PUT's status carries a code, not the node's message (which names
 	// quota and usage; see the store's tests): the client names the block.
 	if !strings.Contains(err.Error(), "t/0000000000000003") || !strings.Contains(err.Error(), "quota exceeded") {
 		t.Errorf("error %q does not name the block and the quota", err)
 	}
-	if _, _, err := p.Get(ctx, 3, nil); !errors.Is(err, tier.ErrNotFound) {
+	if _, _, err := p.Get(ctx, 3, nil); !errors.Is(err, kvpool.ErrNotFound) {
 		t.Errorf("Get of the refused block: %v, want not found", err)
 	}
 	for i := range uint64(20) {

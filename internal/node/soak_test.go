@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	blockpayload "github.com/kvpool/kvpool/internal/payload"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // soakFlag lengthens TestSoak (go test ./internal/node -run Soak -soak 5m);
@@ -162,7 +162,7 @@ func TestSoak(t *testing.T) {
 				gets.Add(1)
 				got, _, err := p.Get(ctx, id, buf)
 				switch {
-				case errors.Is(err, tier.ErrNotFound):
+				case errors.Is(err, kvpool.ErrNotFound):
 					misses.Add(1)
 				case err != nil:
 					fail(fmt.Errorf("get %d: %w", id, err))

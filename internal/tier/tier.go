@@ -1,32 +1,13 @@
 // Package tier defines the contract every storage tier of a node meets (the
-// RAM tier, the SSD tier) and the error vocabulary they share. The
+// RAM tier, the SSD tier). Tiers report failures with the sentinels of
+// package kvpool (kvpool.ErrNotFound, kvpool.ErrCorrupt, ...). The
 // conformance suite in tiertest runs against every implementation.
 package tier
 
 import (
 	"context"
-	"errors"
 
 	"github.com/kvpool/kvpool/block"
-)
-
-// Errors shared by all tiers, checked with errors.Is.
-var (
-	// ErrNotFound: the tier does not hold the key.
-	ErrNotFound = errors.New("block not found")
-	// ErrCorrupt: the stored copy failed its checksum or header check; the
-	// tier has dropped it. Callers treat it as a miss.
-	ErrCorrupt = errors.New("block corrupt")
-	// ErrTooLarge: the payload exceeds the tier's block (slot) size.
-	ErrTooLarge = errors.New("block too large")
-	// ErrFull: the tier cannot make room (every resident block is pinned,
-	// or the device reported no space).
-	ErrFull = errors.New("tier full")
-	// ErrClosed: the tier has been closed.
-	ErrClosed = errors.New("tier closed")
-	// ErrQuota: storing the block would take its tenant over its byte
-	// quota (package quota); nothing was stored.
-	ErrQuota = errors.New("tenant quota exceeded")
 )
 
 // Tier is one storage tier of a node. Implementations are safe for

@@ -2,12 +2,12 @@ package masterclient
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
 	"github.com/kvpool/kvpool/internal/meta"
@@ -16,13 +16,13 @@ import (
 // ErrUnavailable: the master could not be reached (refused, reset, closed,
 // or the context ran out while connecting or waiting). Calls that fail so
 // wrap it; the caller retries later.
-var ErrUnavailable = masterproto.ErrUnavailable
+var ErrUnavailable = kvpool.ErrUnavailable
 
 // ErrUnauthorized: the master refused the token (Dial fails with it).
-var ErrUnauthorized = masterproto.ErrUnauthorized
+var ErrUnauthorized = kvpool.ErrUnauthorized
 
-// ErrClosed: the client was closed.
-var ErrClosed = errors.New("masterclient: client closed")
+// ErrClosed: the client was closed. It wraps kvpool.ErrClosed.
+var ErrClosed = fmt.Errorf("masterclient: client %w", kvpool.ErrClosed)
 
 // LookupResult receives a Lookup: the prefix found and, per block, its
 // replicas with their nodes' data-plane addresses. Reuse one per goroutine:

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
 	"github.com/kvpool/kvpool/internal/meta"
 )
@@ -127,7 +128,7 @@ func (c *conn) send(ctx context.Context, cll *call) error {
 	if cll.encode == nil {
 		if n := len(cll.lookupReq.IDs); n > c.maxBatch {
 			c.mu.Unlock()
-			return fmt.Errorf("%d keys, the master takes at most %d per request: %w: %w", n, c.maxBatch, meta.ErrBadRequest, masterproto.ErrBatchTooLong)
+			return fmt.Errorf("%d keys, the master takes at most %d per request: %w: %w", n, c.maxBatch, meta.ErrBadRequest, frame.ErrBatchTooLong)
 		}
 		c.wbuf, err = masterproto.AppendLookup(c.wbuf[:0], id, &cll.lookupReq)
 	} else {
@@ -203,9 +204,9 @@ func (c *conn) readLoop() {
 		}
 		cll := c.pop()
 		if cll == nil || cll.id != h.ReqID {
-			err := fmt.Errorf("%w: %s answered request %d with %v, expected %v: %w", ErrUnavailable, c.cl.addr, h.ReqID, h.Op, cll, masterproto.ErrMalformed)
+			err := fmt.Errorf("%w: %s answered request %d with %v, expected %v: %w", ErrUnavailable, c.cl.addr, h.ReqID, h.Op, cll, frame.ErrMalformed)
 			if cll != nil {
-				err = fmt.Errorf("%w: %s answered request %d with %v, expected request %d: %w", ErrUnavailable, c.cl.addr, h.ReqID, h.Op, cll.id, masterproto.ErrMalformed)
+				err = fmt.Errorf("%w: %s answered request %d with %v, expected request %d: %w", ErrUnavailable, c.cl.addr, h.ReqID, h.Op, cll.id, frame.ErrMalformed)
 				cll.err = err
 				cll.done <- struct{}{}
 			}
@@ -227,7 +228,7 @@ func (c *conn) decode(cll *call, h masterproto.Header, body []byte) error {
 		return re
 	}
 	if h.Op != cll.want {
-		return fmt.Errorf("%s answered request %d with %v, expected %v: %w", c.cl.addr, h.ReqID, h.Op, cll.want, masterproto.ErrMalformed)
+		return fmt.Errorf("%s answered request %d with %v, expected %v: %w", c.cl.addr, h.ReqID, h.Op, cll.want, frame.ErrMalformed)
 	}
 	var err error
 	switch cll.want {
@@ -246,7 +247,7 @@ func (c *conn) decode(cll *call, h masterproto.Header, body []byte) error {
 	case masterproto.OpQueryResponse:
 		cll.query, err = masterproto.DecodeQueryResult(h, body, c.lim)
 	default:
-		err = fmt.Errorf("no decoder for %v: %w", cll.want, masterproto.ErrUnknownOp)
+		err = fmt.Errorf("no decoder for %v: %w", cll.want, frame.ErrUnknownOp)
 	}
 	return err
 }

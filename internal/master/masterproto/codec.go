@@ -4,30 +4,19 @@ import (
 	"fmt"
 	"math"
 	"time"
-	"unicode/utf8"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 )
 
 // begin appends a frame header with a placeholder length and returns the
 // offset of the frame's start.
-func begin(dst []byte, op Op, reqID uint64) ([]byte, int) {
-	start := len(dst)
-	dst = le.AppendUint32(dst, 0)
-	dst = append(dst, byte(op), 0, 0, 0)
-	dst = le.AppendUint64(dst, reqID)
-	return dst, start
-}
+func begin(dst []byte, op Op, reqID uint64) ([]byte, int) { return frame.Begin(dst, op, reqID) }
 
 // finish patches the frame's length. On error it returns dst cut back to
 // start.
 func finish(dst []byte, start int, op Op) ([]byte, error) {
-	n := len(dst) - start
-	if uint64(n) > math.MaxUint32 {
-		return dst[:start], fmt.Errorf("masterproto: encode %v: %d bytes, the length field allows %d: %w", op, n, uint32(math.MaxUint32), ErrFrameTooLarge)
-	}
-	le.PutUint32(dst[start:], uint32(n))
-	return dst, nil
+	return frame.Finish(dst, start, "masterproto", op)
 }
 
 // encodeError cuts dst back to start and wraps err with the op.
@@ -66,14 +55,14 @@ func fromUnixNano(ns int64) time.Time {
 // checkNodeID reports a node ID the protocol cannot carry.
 func checkNodeID(what, id string) error {
 	if len(id) > MaxNodeIDLen {
-		return fmt.Errorf("%s: node ID of %d bytes, limit %d: %w", what, len(id), MaxNodeIDLen, ErrTooLong)
+		return fmt.Errorf("%s: node ID of %d bytes, limit %d: %w", what, len(id), MaxNodeIDLen, frame.ErrTooLong)
 	}
 	return nil
 }
 
 func checkAddr(node, addr string) error {
 	if len(addr) > MaxAddrLen {
-		return fmt.Errorf("node %q: address of %d bytes, limit %d: %w", node, len(addr), MaxAddrLen, ErrTooLong)
+		return fmt.Errorf("node %q: address of %d bytes, limit %d: %w", node, len(addr), MaxAddrLen, frame.ErrTooLong)
 	}
 	return nil
 }
@@ -87,22 +76,9 @@ func checkTenant(what, tenant string) error {
 
 func checkCount(what string, n, limit int) error {
 	if n > limit {
-		return fmt.Errorf("%s: %d entries, limit %d: %w", what, n, limit, ErrBatchTooLong)
+		return fmt.Errorf("%s: %d entries, limit %d: %w", what, n, limit, frame.ErrBatchTooLong)
 	}
 	return nil
-}
-
-// truncateMessage cuts s to at most MaxMessageLen bytes at a UTF-8
-// boundary.
-func truncateMessage(s string) string {
-	if len(s) <= MaxMessageLen {
-		return s
-	}
-	cut := MaxMessageLen
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
 }
 
 // dec reads a frame body. The first error sticks: later reads return zero
@@ -126,7 +102,7 @@ func (d *dec) need(n int, what string) bool {
 		return false
 	}
 	if n > len(d.b)-d.off {
-		d.fail(ErrMalformed, "%s needs %d bytes, %d left", what, n, len(d.b)-d.off)
+		d.fail(frame.ErrMalformed, "%s needs %d bytes, %d left", what, n, len(d.b)-d.off)
 		return false
 	}
 	return true
@@ -172,7 +148,7 @@ func (d *dec) u64(what string) uint64 {
 func (d *dec) nonNeg(what string) int64 {
 	v := d.u64(what)
 	if v > math.MaxInt64 {
-		d.fail(ErrMalformed, "%s is %d, above the int64 range", what, v)
+		d.fail(frame.ErrMalformed, "%s is %d, above the int64 range", what, v)
 		return 0
 	}
 	return int64(v)
@@ -188,20 +164,20 @@ func (d *dec) bool(what string) bool {
 	case 1:
 		return true
 	default:
-		d.fail(ErrMalformed, "%s is %d, want 0 or 1", what, v)
+		d.fail(frame.ErrMalformed, "%s is %d, want 0 or 1", what, v)
 		return false
 	}
 }
 
 func (d *dec) zero8(what string) {
 	if v := d.u8(what); v != 0 {
-		d.fail(ErrMalformed, "reserved %s is %d, want 0", what, v)
+		d.fail(frame.ErrMalformed, "reserved %s is %d, want 0", what, v)
 	}
 }
 
 func (d *dec) zero16(what string) {
 	if v := d.u16(what); v != 0 {
-		d.fail(ErrMalformed, "reserved %s is %d, want 0", what, v)
+		d.fail(frame.ErrMalformed, "reserved %s is %d, want 0", what, v)
 	}
 }
 
@@ -213,7 +189,7 @@ func (d *dec) bytes8(what string, max int) []byte {
 		return nil
 	}
 	if n > max {
-		d.fail(ErrTooLong, "%s of %d bytes, limit %d", what, n, max)
+		d.fail(frame.ErrTooLong, "%s of %d bytes, limit %d", what, n, max)
 		return nil
 	}
 	if !d.need(n, what) {
@@ -235,7 +211,7 @@ func (d *dec) tenant(what string) string {
 	}
 	s := string(b)
 	if err := (block.Key{Tenant: s}).Validate(); err != nil {
-		d.fail(ErrMalformed, "%s %q: %v", what, s, err)
+		d.fail(frame.ErrMalformed, "%s %q: %v", what, s, err)
 		return ""
 	}
 	return s
@@ -250,11 +226,11 @@ func (d *dec) count(what string, limit, minSize int) int {
 		return 0
 	}
 	if uint64(n) > uint64(limit) {
-		d.fail(ErrBatchTooLong, "%s count %d, limit %d", what, n, limit)
+		d.fail(frame.ErrBatchTooLong, "%s count %d, limit %d", what, n, limit)
 		return 0
 	}
 	if uint64(n)*uint64(minSize) > uint64(len(d.b)-d.off) {
-		d.fail(ErrMalformed, "%s count %d needs at least %d bytes, %d left", what, n, uint64(n)*uint64(minSize), len(d.b)-d.off)
+		d.fail(frame.ErrMalformed, "%s count %d needs at least %d bytes, %d left", what, n, uint64(n)*uint64(minSize), len(d.b)-d.off)
 		return 0
 	}
 	return int(n)
@@ -267,7 +243,7 @@ func (d *dec) count16(what string, minSize int) int {
 		return 0
 	}
 	if n*minSize > len(d.b)-d.off {
-		d.fail(ErrMalformed, "%s count %d needs at least %d bytes, %d left", what, n, n*minSize, len(d.b)-d.off)
+		d.fail(frame.ErrMalformed, "%s count %d needs at least %d bytes, %d left", what, n, n*minSize, len(d.b)-d.off)
 		return 0
 	}
 	return n
@@ -277,7 +253,7 @@ func (d *dec) count16(what string, minSize int) int {
 // error.
 func (d *dec) end() error {
 	if d.err == nil && d.off != len(d.b) {
-		d.fail(ErrMalformed, "%d trailing bytes", len(d.b)-d.off)
+		d.fail(frame.ErrMalformed, "%d trailing bytes", len(d.b)-d.off)
 	}
 	return d.err
 }
@@ -296,10 +272,10 @@ func (r *refs) use(d *dec, what string, idx int) int {
 	}
 	switch {
 	case idx >= r.n:
-		d.fail(ErrMalformed, "%s index %d, table has %d entries", what, idx, r.n)
+		d.fail(frame.ErrMalformed, "%s index %d, table has %d entries", what, idx, r.n)
 		return 0
 	case idx > r.next:
-		d.fail(ErrMalformed, "%s index %d referenced before %d (tables list entries in order of first use)", what, idx, r.next)
+		d.fail(frame.ErrMalformed, "%s index %d referenced before %d (tables list entries in order of first use)", what, idx, r.next)
 		return 0
 	case idx == r.next:
 		r.next++
@@ -309,7 +285,7 @@ func (r *refs) use(d *dec, what string, idx int) int {
 
 func (r *refs) done(d *dec, what string) {
 	if d.err == nil && r.next != r.n {
-		d.fail(ErrMalformed, "%s table has %d entries, only %d referenced", what, r.n, r.next)
+		d.fail(frame.ErrMalformed, "%s table has %d entries, only %d referenced", what, r.n, r.next)
 	}
 }
 
@@ -339,7 +315,7 @@ func (d *dec) tenantTable() ([]string, refs) {
 			}
 		}
 		if dup {
-			d.fail(ErrMalformed, "tenant table entry %d %q listed twice", i, s)
+			d.fail(frame.ErrMalformed, "tenant table entry %d %q listed twice", i, s)
 			return nil, refs{}
 		}
 		out = append(out, s)
@@ -369,7 +345,7 @@ func (t *tenantEnc) add(what, tenant string) {
 		return
 	}
 	if len(t.names) == MaxTableLen {
-		t.err = fmt.Errorf("%s: more than %d tenants in one frame: %w", what, MaxTableLen, ErrBatchTooLong)
+		t.err = fmt.Errorf("%s: more than %d tenants in one frame: %w", what, MaxTableLen, frame.ErrBatchTooLong)
 		return
 	}
 	t.idx[tenant] = uint16(len(t.names))

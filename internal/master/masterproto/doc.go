@@ -11,7 +11,7 @@
 // All integers are little-endian. Sizes are in bytes, durations in
 // nanoseconds (u64), times in unix nanoseconds (i64, 0 = no time).
 // Reserved fields are written as zero and a decoder rejects any other value
-// (ErrMalformed), booleans are one byte 0 or 1, and tables list their
+// (frame.ErrMalformed), booleans are one byte 0 or 1, and tables list their
 // entries once each in order of first use, so every accepted frame has
 // exactly one encoding and re-encodes to the same bytes (FuzzDecode checks
 // this). str8 is a u8 length then that many bytes. Node IDs are at most
@@ -81,15 +81,20 @@
 //
 //	code  name              error (ErrorFor / CodeOf)
 //	0     ok                nil
-//	1     bad request       meta.ErrBadRequest (also ErrMalformed, ErrBatchTooLong, ErrTooLong)
+//	1     bad request       frame.ErrBadRequest = meta.ErrBadRequest (also frame.ErrMalformed, frame.ErrBatchTooLong, frame.ErrTooLong)
 //	2     unknown node      meta.ErrUnknownNode: re-register with the full inventory
 //	3     no nodes          meta.ErrNoNodes
-//	4     unsupported op    ErrUnknownOp
-//	5     unauthorized      ErrUnauthorized (HELLO only)
-//	6     internal          ErrInternal
-//	7     version mismatch  ErrVersion (HELLO only)
-//	8     unavailable       ErrUnavailable: the master is shutting down
-//	9     too large         ErrFrameTooLarge
+//	4     unsupported op    frame.ErrUnknownOp
+//	5     unauthorized      kvpool.ErrUnauthorized (HELLO only)
+//	6     internal          frame.ErrInternal
+//	7     version mismatch  frame.ErrVersion (HELLO only)
+//	8     unavailable       kvpool.ErrUnavailable: the master is shutting down or at its connection limit
+//	9     too large         kvpool.ErrTooLarge (also frame.ErrFrameTooLarge)
+//
+// The numbers are this protocol's; the node protocol (internal/node/wire)
+// numbers the same meanings differently, and both map to the one
+// vocabulary of packages kvpool and frame. The frame header, the reader
+// and the handshake's magic-and-version prefix are package frame's.
 //
 // # Decoding rules
 //

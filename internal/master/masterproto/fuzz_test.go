@@ -4,25 +4,22 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"testing"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 )
 
 // decodeErrors are the errors a decoder may return for bad input; anything
 // else is a bug.
 var decodeErrors = []error{
-	io.EOF, io.ErrUnexpectedEOF, ErrMalformed, ErrFrameTooLarge, ErrBatchTooLong, ErrTooLong,
-	ErrUnknownOp, ErrBadMagic, block.ErrBadTenant,
+	io.EOF, io.ErrUnexpectedEOF, frame.ErrMalformed, frame.ErrFrameTooLarge, frame.ErrBatchTooLong, frame.ErrTooLong,
+	frame.ErrUnknownOp, frame.ErrBadMagic, block.ErrBadTenant,
 }
 
 func classified(err error) bool {
-	for _, e := range decodeErrors {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(decodeErrors, func(e error) bool { return errors.Is(err, e) })
 }
 
 // FuzzDecode feeds arbitrary bytes to the Reader as a stream of frames and

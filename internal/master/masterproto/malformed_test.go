@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 )
 
 type malformed struct {
@@ -49,30 +50,30 @@ func malformedFrames(t *testing.T) []malformed {
 	trailing := append(bytes.Clone(lookup), 0)
 	le.PutUint32(trailing, uint32(len(trailing)))
 	return []malformed{
-		{"header_flags", set(lookup, 5, 1), ErrMalformed},
-		{"header_reserved", set(lookup, 6, 1), ErrMalformed},
-		{"unknown_op", set(lookup, 4, 0x42), ErrUnknownOp},
-		{"lease_flag_2", set(lookup, body, 2), ErrMalformed},
-		{"bad_tenant", set(lookup, body+2, '/'), ErrMalformed},
-		{"count_over_length", set(lookup, body+4, 4), ErrMalformed},
-		{"batch_over_limit", big, ErrBatchTooLong},
-		{"trailing_byte", trailing, ErrMalformed},
-		{"item_tier_9", set(register, regItem+2, 9), ErrMalformed},
-		{"item_reserved", set(register, regItem+3, 1), ErrMalformed},
-		{"tenant_index_out_of_range", set(register, regItem, 5), ErrMalformed},
-		{"tenant_index_out_of_order", set(register, regItem, 1), ErrMalformed},
-		{"tenant_listed_twice", set(register, regTable+5, 'a'), ErrMalformed},
-		{"negative_size", set(register, regItem+16+7, 0x80), ErrMalformed},
-		{"hello_magic", set(enc("hello"), body, 'X'), ErrBadMagic},
-		{"hello_version_0", set(enc("hello"), body+4, 0, 0), ErrMalformed},
-		{"hello_token_over_limit", set(enc("hello"), body+6, 17), ErrTooLong},
-		{"error_code_ok", set(enc("error"), body, 0, 0), ErrMalformed},
-		{"replica_count_0", set(lres, lresBlock, 0, 0), ErrMalformed},
-		{"replica_node_out_of_order", set(lres, lresBlock+2, 1), ErrMalformed},
-		{"replica_tier_0", set(lres, lresBlock+4, 0), ErrMalformed},
-		{"task_kind_9", set(enc("heartbeat_reply"), body+8+2+2+2+4+8, 9), ErrMalformed},
-		{"exists_answer_2", set(enc("exists_result"), body+4, 2), ErrMalformed},
-		{"query_flags", set(enc("query_result"), body+4+1+2+1+14+1, 4), ErrMalformed},
+		{"header_flags", set(lookup, 5, 1), frame.ErrMalformed},
+		{"header_reserved", set(lookup, 6, 1), frame.ErrMalformed},
+		{"unknown_op", set(lookup, 4, 0x42), frame.ErrUnknownOp},
+		{"lease_flag_2", set(lookup, body, 2), frame.ErrMalformed},
+		{"bad_tenant", set(lookup, body+2, '/'), frame.ErrMalformed},
+		{"count_over_length", set(lookup, body+4, 4), frame.ErrMalformed},
+		{"batch_over_limit", big, frame.ErrBatchTooLong},
+		{"trailing_byte", trailing, frame.ErrMalformed},
+		{"item_tier_9", set(register, regItem+2, 9), frame.ErrMalformed},
+		{"item_reserved", set(register, regItem+3, 1), frame.ErrMalformed},
+		{"tenant_index_out_of_range", set(register, regItem, 5), frame.ErrMalformed},
+		{"tenant_index_out_of_order", set(register, regItem, 1), frame.ErrMalformed},
+		{"tenant_listed_twice", set(register, regTable+5, 'a'), frame.ErrMalformed},
+		{"negative_size", set(register, regItem+16+7, 0x80), frame.ErrMalformed},
+		{"hello_magic", set(enc("hello"), body, 'X'), frame.ErrBadMagic},
+		{"hello_version_0", set(enc("hello"), body+4, 0, 0), frame.ErrMalformed},
+		{"hello_token_over_limit", set(enc("hello"), body+6, 17), frame.ErrTooLong},
+		{"error_code_ok", set(enc("error"), body, 0, 0), frame.ErrMalformed},
+		{"replica_count_0", set(lres, lresBlock, 0, 0), frame.ErrMalformed},
+		{"replica_node_out_of_order", set(lres, lresBlock+2, 1), frame.ErrMalformed},
+		{"replica_tier_0", set(lres, lresBlock+4, 0), frame.ErrMalformed},
+		{"task_kind_9", set(enc("heartbeat_reply"), body+8+2+2+2+4+8, 9), frame.ErrMalformed},
+		{"exists_answer_2", set(enc("exists_result"), body+4, 2), frame.ErrMalformed},
+		{"query_flags", set(enc("query_result"), body+4+1+2+1+14+1, 4), frame.ErrMalformed},
 	}
 }
 
@@ -124,8 +125,8 @@ func TestStreamErrors(t *testing.T) {
 		data []byte
 		want error
 	}{
-		{"length_below_header", short, ErrMalformed},
-		{"length_over_limit", huge, ErrFrameTooLarge},
+		{"length_below_header", short, frame.ErrMalformed},
+		{"length_over_limit", huge, frame.ErrFrameTooLarge},
 		{"truncated_header", lookup[:7], io.ErrUnexpectedEOF},
 		{"truncated_body", lookup[:len(lookup)-1], io.ErrUnexpectedEOF},
 		{"empty", nil, io.EOF},
@@ -158,7 +159,7 @@ func TestAnnouncedLengthNotAllocated(t *testing.T) {
 	if _, _, err := r.ReadFrame(); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("err %v", err)
 	}
-	if cap(r.buf) > growChunk {
+	if cap(r.buf) > frame.GrowChunk {
 		t.Fatalf("buffer of %d bytes for a frame that sent none", cap(r.buf))
 	}
 }
@@ -170,7 +171,7 @@ func TestDecodeWrongOp(t *testing.T) {
 		t.Fatal(err)
 	}
 	var l Lookup
-	if err := DecodeLookup(ParseHeader(b), b[HeaderLen:], Limits{}, &l); !errors.Is(err, ErrUnknownOp) {
+	if err := DecodeLookup(ParseHeader(b), b[HeaderLen:], Limits{}, &l); !errors.Is(err, frame.ErrUnknownOp) {
 		t.Fatalf("err %v", err)
 	}
 }

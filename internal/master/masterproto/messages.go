@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/meta"
 )
 
@@ -30,13 +31,13 @@ func newDec(h Header, body []byte, want Op, lim Limits) (dec, error) {
 	d := dec{b: body, op: want, lim: lim.withDefaults()}
 	switch {
 	case h.Op != want:
-		return dec{}, fmt.Errorf("masterproto: decode %v: frame is %v: %w", want, h.Op, ErrUnknownOp)
+		return dec{}, fmt.Errorf("masterproto: decode %v: frame is %v: %w", want, h.Op, frame.ErrUnknownOp)
 	case h.Flags != 0:
-		return dec{}, fmt.Errorf("masterproto: %v frame (request %d): flags 0x%02x, want 0: %w", h.Op, h.ReqID, h.Flags, ErrMalformed)
+		return dec{}, fmt.Errorf("masterproto: %v frame (request %d): flags 0x%02x, want 0: %w", h.Op, h.ReqID, h.Flags, frame.ErrMalformed)
 	case h.Reserved != 0:
-		return dec{}, fmt.Errorf("masterproto: %v frame (request %d): reserved header field %d, want 0: %w", h.Op, h.ReqID, h.Reserved, ErrMalformed)
+		return dec{}, fmt.Errorf("masterproto: %v frame (request %d): reserved header field %d, want 0: %w", h.Op, h.ReqID, h.Reserved, frame.ErrMalformed)
 	case h.BodyLen() != len(body):
-		return dec{}, fmt.Errorf("masterproto: %v frame (request %d): header says %d body bytes, got %d: %w", h.Op, h.ReqID, h.BodyLen(), len(body), ErrMalformed)
+		return dec{}, fmt.Errorf("masterproto: %v frame (request %d): header says %d body bytes, got %d: %w", h.Op, h.ReqID, h.BodyLen(), len(body), frame.ErrMalformed)
 	}
 	return d, nil
 }
@@ -55,14 +56,13 @@ type Hello struct {
 func AppendHello(dst []byte, reqID uint64, h *Hello) ([]byte, error) {
 	dst, start := begin(dst, OpHello, reqID)
 	if len(h.Token) > MaxTokenLen {
-		return encodeError(dst, start, OpHello, fmt.Errorf("token of %d bytes, limit %d: %w", len(h.Token), MaxTokenLen, ErrTooLong))
+		return encodeError(dst, start, OpHello, fmt.Errorf("token of %d bytes, limit %d: %w", len(h.Token), MaxTokenLen, frame.ErrTooLong))
 	}
 	v := h.Version
 	if v == 0 {
 		v = Version
 	}
-	dst = append(dst, Magic...)
-	dst = le.AppendUint16(dst, v)
+	dst = frame.AppendMagic(dst, Magic, v)
 	dst = le.AppendUint16(dst, uint16(len(h.Token)))
 	dst = le.AppendUint32(dst, 0)
 	dst = append(dst, h.Token...)
@@ -70,27 +70,29 @@ func AppendHello(dst []byte, reqID uint64, h *Hello) ([]byte, error) {
 }
 
 // DecodeHello decodes a HELLO body into dst (Token aliases body). A body
-// without the magic is ErrBadMagic; a token over lim.MaxToken is
-// ErrTooLong.
+// without the magic is frame.ErrBadMagic; a token over lim.MaxToken is
+// frame.ErrTooLong.
 func DecodeHello(h Header, body []byte, lim Limits, dst *Hello) error {
 	d, err := newDec(h, body, OpHello, lim)
 	if err != nil {
 		return err
 	}
-	if d.need(helloLen, "hello") && string(body[:4]) != Magic {
-		return fmt.Errorf("masterproto: HELLO body starts with %q, want %q: %w", body[:4], Magic, ErrBadMagic)
+	if d.need(helloLen, "hello") {
+		if err := frame.CheckMagic(body, Magic); err != nil {
+			return fmt.Errorf("masterproto: HELLO body: %w", err)
+		}
 	}
 	d.off = min(4, len(body))
 	dst.Version = d.u16("version")
 	if d.err == nil && dst.Version == 0 {
-		d.fail(ErrMalformed, "version 0 (versions start at 1)")
+		d.fail(frame.ErrMalformed, "version 0 (versions start at 1)")
 	}
 	n := int(d.u16("token length"))
 	if v := d.u32("reserved"); v != 0 {
-		d.fail(ErrMalformed, "reserved field is %d, want 0", v)
+		d.fail(frame.ErrMalformed, "reserved field is %d, want 0", v)
 	}
 	if d.err == nil && n > d.lim.MaxToken {
-		d.fail(ErrTooLong, "token of %d bytes, limit %d", n, d.lim.MaxToken)
+		d.fail(frame.ErrTooLong, "token of %d bytes, limit %d", n, d.lim.MaxToken)
 	}
 	dst.Token = nil
 	if d.need(n, "token") && n > 0 {
@@ -114,20 +116,10 @@ type HelloReply struct {
 }
 
 // Err returns nil for an accepted connection in this Version, a
-// *RemoteError for a refusal, and an error wrapping ErrVersion when the
+// *RemoteError for a refusal, and an error wrapping frame.ErrVersion when the
 // server accepted a version this side does not speak.
 func (r *HelloReply) Err() error {
-	switch {
-	case r.Code != CodeOK:
-		msg := r.Message
-		if r.Code == CodeVersionMismatch {
-			msg = fmt.Sprintf("server speaks protocol version %d, client %d: %s", r.Version, Version, r.Message)
-		}
-		return &RemoteError{Code: r.Code, Message: msg}
-	case r.Version != Version:
-		return fmt.Errorf("masterproto: hello: server accepted protocol version %d, client speaks %d: %w", r.Version, Version, ErrVersion)
-	}
-	return nil
+	return frame.HelloErr(r.Code, CodeOK, CodeVersionMismatch, r.Version, Version, r.Message, "masterproto: hello")
 }
 
 // HelloReplyFor returns the reply a server sends after a HELLO with result
@@ -139,7 +131,7 @@ func HelloReplyFor(err error, lim Limits) HelloReply {
 		if c == CodeOK {
 			c = CodeInternal
 		}
-		return HelloReply{Version: Version, Code: c, Message: truncateMessage(err.Error())}
+		return HelloReply{Version: Version, Code: c, Message: frame.TruncateMessage(err.Error())}
 	}
 	return HelloReply{Version: Version, MaxFrame: uint32(lim.MaxFrame), MaxBatch: uint32(lim.MaxBatch), MaxItems: uint32(lim.MaxItems)}
 }
@@ -151,9 +143,8 @@ func AppendHelloReply(dst []byte, reqID uint64, r *HelloReply) ([]byte, error) {
 	if v == 0 {
 		v = Version
 	}
-	msg := truncateMessage(r.Message)
-	dst = append(dst, Magic...)
-	dst = le.AppendUint16(dst, v)
+	msg := frame.TruncateMessage(r.Message)
+	dst = frame.AppendMagic(dst, Magic, v)
 	dst = le.AppendUint16(dst, uint16(r.Code))
 	dst = le.AppendUint32(dst, r.MaxFrame)
 	dst = le.AppendUint32(dst, r.MaxBatch)
@@ -170,13 +161,15 @@ func DecodeHelloReply(h Header, body []byte, lim Limits, dst *HelloReply) error 
 	if err != nil {
 		return err
 	}
-	if d.need(helloReplyLen, "hello response") && string(body[:4]) != Magic {
-		return fmt.Errorf("masterproto: HELLO response body starts with %q, want %q: %w", body[:4], Magic, ErrBadMagic)
+	if d.need(helloReplyLen, "hello response") {
+		if err := frame.CheckMagic(body, Magic); err != nil {
+			return fmt.Errorf("masterproto: HELLO response body: %w", err)
+		}
 	}
 	d.off = min(4, len(body))
 	dst.Version = d.u16("version")
 	if d.err == nil && dst.Version == 0 {
-		d.fail(ErrMalformed, "version 0 (versions start at 1)")
+		d.fail(frame.ErrMalformed, "version 0 (versions start at 1)")
 	}
 	dst.Code = Code(d.u16("code"))
 	dst.MaxFrame = d.u32("max frame")
@@ -185,7 +178,7 @@ func DecodeHelloReply(h Header, body []byte, lim Limits, dst *HelloReply) error 
 	n := int(d.u16("message length"))
 	d.zero16("field")
 	if d.err == nil && n > MaxMessageLen {
-		d.fail(ErrTooLong, "message of %d bytes, limit %d", n, MaxMessageLen)
+		d.fail(frame.ErrTooLong, "message of %d bytes, limit %d", n, MaxMessageLen)
 	}
 	if d.need(n, "message") {
 		dst.Message = string(body[d.off : d.off+n])
@@ -202,7 +195,7 @@ func AppendError(dst []byte, reqID uint64, code Code, msg string) []byte {
 	if code == CodeOK {
 		code = CodeInternal
 	}
-	msg = truncateMessage(msg)
+	msg = frame.TruncateMessage(msg)
 	dst, start := begin(dst, OpError, reqID)
 	dst = le.AppendUint16(dst, uint16(code))
 	dst = le.AppendUint16(dst, uint16(len(msg)))
@@ -223,9 +216,9 @@ func DecodeError(h Header, body []byte) (*RemoteError, error) {
 	switch {
 	case d.err != nil:
 	case code == CodeOK:
-		d.fail(ErrMalformed, "code is ok (an ERROR never is)")
+		d.fail(frame.ErrMalformed, "code is ok (an ERROR never is)")
 	case n > MaxMessageLen:
-		d.fail(ErrTooLong, "message of %d bytes, limit %d", n, MaxMessageLen)
+		d.fail(frame.ErrTooLong, "message of %d bytes, limit %d", n, MaxMessageLen)
 	}
 	var msg string
 	if d.need(n, "message") {
@@ -299,7 +292,7 @@ func appendItems(dst []byte, te *tenantEnc, items []meta.Item) []byte {
 func (d *dec) tier(what string) meta.Tier {
 	t := meta.Tier(d.u8(what))
 	if d.err == nil && !validTier(t) {
-		d.fail(ErrMalformed, "%s %d is not a tier (want 1 ram or 2 ssd)", what, uint8(t))
+		d.fail(frame.ErrMalformed, "%s %d is not a tier (want 1 ram or 2 ssd)", what, uint8(t))
 	}
 	return t
 }
@@ -584,7 +577,7 @@ func DecodeHeartbeatReply(h Header, body []byte, lim Limits, dst *meta.Heartbeat
 			t.ID = d.u64("task ID")
 			t.Kind = meta.TaskKind(d.u8("kind"))
 			if d.err == nil && (t.Kind < meta.TaskDemote || t.Kind > meta.TaskPromote) {
-				d.fail(ErrMalformed, "task kind %d (want 1 demote, 2 drop or 3 promote)", uint8(t.Kind))
+				d.fail(frame.ErrMalformed, "task kind %d (want 1 demote, 2 drop or 3 promote)", uint8(t.Kind))
 			}
 			d.zero8("byte")
 			t.Key.Tenant = d.tenantRef(tenants, &r)
@@ -635,7 +628,7 @@ func (d *dec) internTenant(cur string) string {
 	}
 	s := string(b)
 	if err := (block.Key{Tenant: s}).Validate(); err != nil {
-		d.fail(ErrMalformed, "tenant %q: %v", s, err)
+		d.fail(frame.ErrMalformed, "tenant %q: %v", s, err)
 		return ""
 	}
 	return s
@@ -646,7 +639,7 @@ func checkBatch(what, tenant string, n int) error {
 		return err
 	}
 	if uint64(n) > 1<<32-1 {
-		return fmt.Errorf("%s: %d keys, the count field allows %d: %w", what, n, uint32(1<<32-1), ErrBatchTooLong)
+		return fmt.Errorf("%s: %d keys, the count field allows %d: %w", what, n, uint32(1<<32-1), frame.ErrBatchTooLong)
 	}
 	return nil
 }
@@ -741,7 +734,7 @@ func targetIndex(table *[]Target, node meta.NodeID, addr string) (int, error) {
 		}
 	}
 	if len(*table) == MaxTableLen {
-		return 0, fmt.Errorf("more than %d nodes in one frame: %w", MaxTableLen, ErrBatchTooLong)
+		return 0, fmt.Errorf("more than %d nodes in one frame: %w", MaxTableLen, frame.ErrBatchTooLong)
 	}
 	if err := checkNodeID("replica", string(node)); err != nil {
 		return 0, err
@@ -798,7 +791,7 @@ func (d *dec) targetTable(cur *[]Target, prev []Target) refs {
 			}
 		}
 		if dup {
-			d.fail(ErrMalformed, "node table entry %d (%q at %q) listed twice", i, e.Node, e.Addr)
+			d.fail(frame.ErrMalformed, "node table entry %d (%q at %q) listed twice", i, e.Node, e.Addr)
 			break
 		}
 		t = append(t, e)
@@ -860,7 +853,7 @@ func DecodeLookupResult(h Header, body []byte, lim Limits, dst *LookupResult) er
 	for b := 0; b < hit && d.err == nil; b++ {
 		n := int(d.u16("replica count"))
 		if d.err == nil && n == 0 {
-			d.fail(ErrMalformed, "block %d of the prefix has no replica", b)
+			d.fail(frame.ErrMalformed, "block %d of the prefix has no replica", b)
 		}
 		if !d.need(n*replicaLen, "replicas") {
 			break
@@ -1044,7 +1037,7 @@ func DecodePlacement(h Header, body []byte, lim Limits, dst *Placement) error {
 	r := d.targetTable(&dst.table, dst.spare)
 	n := d.count("choices", d.lim.MaxItems, 2)
 	if d.err == nil && ((per == 0 && n > 0) || (per > 0 && n%per != 0)) {
-		d.fail(ErrMalformed, "%d choices are not whole blocks of %d", n, per)
+		d.fail(frame.ErrMalformed, "%d choices are not whole blocks of %d", n, per)
 	}
 	for i := 0; i < n && d.err == nil; i++ {
 		idx := r.use(&d, "node", int(d.u16("node index")))
@@ -1221,7 +1214,7 @@ func DecodeQueryResult(h Header, body []byte, lim Limits) ([]ReplicaStatus, erro
 		r.Tier = d.tier("tier")
 		flags := d.u8("flags")
 		if d.err == nil && flags&^3 != 0 {
-			d.fail(ErrMalformed, "replica flags 0x%02x (defined: 0x01 alive, 0x02 evicting)", flags)
+			d.fail(frame.ErrMalformed, "replica flags 0x%02x (defined: 0x01 alive, 0x02 evicting)", flags)
 		}
 		r.NodeAlive, r.Evicting = flags&1 != 0, flags&2 != 0
 		r.Sum = d.u32("checksum")

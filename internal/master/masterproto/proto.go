@@ -2,10 +2,10 @@ package masterproto
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/meta"
 )
 
@@ -20,19 +20,19 @@ const Magic = "KVPM"
 // Encoded sizes, in bytes.
 const (
 	// HeaderLen is the size of a frame header.
-	HeaderLen = 16
+	HeaderLen = frame.HeaderLen
 	// MaxNodeIDLen is the longest node ID the protocol carries. It is
 	// tighter than meta.MaxNodeIDLen (128): node IDs are host names or
 	// short labels, and 64 bytes keeps a LOOKUP node table small.
 	MaxNodeIDLen = 64
 	// MaxAddrLen is the longest data-plane address (u8 length).
 	MaxAddrLen = math.MaxUint8
-	// MaxMessageLen is the longest ERROR or HELLO message; encoders
-	// truncate longer ones at a UTF-8 boundary, decoders reject them.
-	// 1 KiB is room for a wrapped error chain, not for a data dump.
-	MaxMessageLen = 1 << 10
+	// MaxMessageLen is the longest ERROR or HELLO message
+	// (frame.MaxMessageLen); encoders truncate longer ones at a UTF-8
+	// boundary, decoders reject them.
+	MaxMessageLen = frame.MaxMessageLen
 	// MaxTokenLen is the longest auth token the HELLO can carry (u16).
-	MaxTokenLen = math.MaxUint16
+	MaxTokenLen = frame.MaxTokenLen
 	// MaxTableLen is the most entries of a tenant or node table (u16
 	// indexes).
 	MaxTableLen = math.MaxUint16
@@ -85,7 +85,7 @@ const (
 	OpError Op = 0xFF
 )
 
-const responseBit Op = 0x80
+const responseBit Op = frame.ResponseBit
 
 // Valid reports whether o is defined by this protocol version.
 func (o Op) Valid() bool {
@@ -121,177 +121,84 @@ func (o Op) String() string {
 	return opNames[o]
 }
 
-// Header is a frame header.
-type Header struct {
-	// Len is the frame's total length in bytes, header included.
-	Len uint32
-	// Op is the frame's operation.
-	Op Op
-	// Flags must be zero in version 1.
-	Flags uint8
-	// Reserved must be zero in version 1.
-	Reserved uint16
-	// ReqID is chosen by the client; a response echoes its request's.
-	ReqID uint64
-}
-
-// BodyLen returns the length of the body after the header.
-func (h Header) BodyLen() int { return int(h.Len) - HeaderLen }
+// Header is a frame header (package frame); a response echoes its
+// request's ReqID. Flags and Reserved must be zero in version 1.
+type Header = frame.Header[Op]
 
 // Code is a status on the wire: the outcome of a request (ERROR) or of the
-// handshake (HELLO response). A decoder accepts any value; ErrorFor maps
-// unknown ones to an error wrapping ErrInternal.
+// handshake (HELLO response). The numbers are this protocol's own (the node
+// protocol numbers the same meanings differently); ErrorFor maps them to
+// the shared error vocabulary (packages kvpool and frame). A decoder
+// accepts any value; ErrorFor maps unknown ones to an error wrapping
+// frame.ErrInternal.
 type Code uint16
 
-// Status codes. Values are part of the protocol and never change.
+// Status codes, numbered 0 to 9 in this order. Values are part of the
+// protocol and never change: add a code at the end, never reorder
+// (TestCodeNumbers pins them).
 const (
 	// CodeOK: success.
-	CodeOK Code = 0
-	// CodeBadRequest: malformed or invalid request (meta.ErrBadRequest,
-	// ErrMalformed, ErrBatchTooLong).
-	CodeBadRequest Code = 1
+	CodeOK Code = iota
+	// CodeBadRequest: malformed or invalid request (frame.ErrBadRequest,
+	// which meta.ErrBadRequest is, and the decode errors wrapping it).
+	CodeBadRequest
 	// CodeUnknownNode: the node must re-register (meta.ErrUnknownNode).
-	CodeUnknownNode Code = 2
+	CodeUnknownNode
 	// CodeNoNodes: no live node can take a placement (meta.ErrNoNodes).
-	CodeNoNodes Code = 3
-	// CodeUnsupportedOp: the op is unknown or not a request (ErrUnknownOp).
-	CodeUnsupportedOp Code = 4
-	// CodeUnauthorized: the HELLO's token was refused (ErrUnauthorized).
-	CodeUnauthorized Code = 5
-	// CodeInternal: the server failed for a reason of its own.
-	CodeInternal Code = 6
+	CodeNoNodes
+	// CodeUnsupportedOp: the op is unknown or not a request
+	// (frame.ErrUnknownOp).
+	CodeUnsupportedOp
+	// CodeUnauthorized: the HELLO's token was refused
+	// (kvpool.ErrUnauthorized).
+	CodeUnauthorized
+	// CodeInternal: the server failed for a reason of its own
+	// (frame.ErrInternal).
+	CodeInternal
 	// CodeVersionMismatch: the HELLO asked for a version the server does
-	// not speak (ErrVersion).
-	CodeVersionMismatch Code = 7
-	// CodeUnavailable: the master is shutting down (ErrUnavailable).
-	CodeUnavailable Code = 8
-	// CodeTooLarge: a frame exceeds a limit (ErrFrameTooLarge).
-	CodeTooLarge Code = 9
+	// not speak (frame.ErrVersion).
+	CodeVersionMismatch
+	// CodeUnavailable: the master is shutting down or serves its
+	// connection limit (kvpool.ErrUnavailable).
+	CodeUnavailable
+	// CodeTooLarge: a frame exceeds a limit (kvpool.ErrTooLarge, which
+	// frame.ErrFrameTooLarge wraps).
+	CodeTooLarge
 )
 
-var codeNames = [...]string{"ok", "bad request", "unknown node", "no nodes", "unsupported op", "unauthorized",
-	"internal error", "version mismatch", "unavailable", "too large"}
+// codes is the protocol's code table (package frame names the shared
+// meanings).
+var codes = frame.NewTable("masterproto",
+	frame.Shared[Code]{OK: CodeOK, BadRequest: CodeBadRequest, UnknownOp: CodeUnsupportedOp, Unauthorized: CodeUnauthorized,
+		Internal: CodeInternal, Version: CodeVersionMismatch, Unavailable: CodeUnavailable, TooLarge: CodeTooLarge},
+	[]frame.Entry[Code]{
+		{Code: CodeUnknownNode, Name: "unknown node", Err: meta.ErrUnknownNode},
+		{Code: CodeNoNodes, Name: "no nodes", Err: meta.ErrNoNodes},
+	},
+)
 
 // String names the code, or "code(N)" for an unknown one.
-func (c Code) String() string {
-	if int(c) < len(codeNames) {
-		return codeNames[c]
-	}
-	return fmt.Sprintf("code(%d)", uint16(c))
-}
+func (c Code) String() string { return codes.Name(c) }
 
-// Errors of the codec, checked with errors.Is.
-var (
-	// ErrMalformed: lengths or fields of a frame are inconsistent (a count
-	// that does not fit the length, a nonzero reserved field, trailing
-	// bytes, a bad tenant, an unknown table index, ...). The frame's length
-	// was valid, so the stream is still in sync.
-	ErrMalformed = errors.New("malformed frame")
-	// ErrUnknownOp: the op is not defined by this version or not served.
-	ErrUnknownOp = errors.New("unknown or unsupported op")
-	// ErrFrameTooLarge: a frame's length is above Limits.MaxFrame (decoding)
-	// or the u32 length field (encoding). The stream cannot be resynchronised.
-	ErrFrameTooLarge = errors.New("frame too large")
-	// ErrBatchTooLong: a list is longer than Limits.MaxBatch or
-	// Limits.MaxItems, or than its length field allows.
-	ErrBatchTooLong = errors.New("batch too long")
-	// ErrTooLong: a string field is longer than its limit (node ID,
-	// address, token, message).
-	ErrTooLong = errors.New("field too long")
-	// ErrUnauthorized: the server refused the HELLO's token.
-	ErrUnauthorized = errors.New("unauthorized")
-	// ErrVersion: the two sides speak different protocol versions.
-	ErrVersion = errors.New("protocol version mismatch")
-	// ErrBadMagic: a HELLO body did not start with "KVPM".
-	ErrBadMagic = errors.New("bad magic")
-	// ErrInternal: the peer failed for a reason of its own.
-	ErrInternal = errors.New("internal error")
-	// ErrUnavailable: the master cannot be reached or is shutting down.
-	ErrUnavailable = errors.New("master unavailable")
-)
+// Err returns ErrorFor(c).
+func (c Code) Err() error { return codes.Err(c) }
+
+// Peer names the master in a RemoteError's text.
+func (Code) Peer() string { return "master" }
 
 // ErrorFor returns the error a client reports for code: nil for CodeOK,
-// the master or codec sentinel for a known code (so errors.Is works), and
-// an error wrapping ErrInternal for an unknown one.
-func ErrorFor(c Code) error {
-	switch c {
-	case CodeOK:
-		return nil
-	case CodeBadRequest:
-		return meta.ErrBadRequest
-	case CodeUnknownNode:
-		return meta.ErrUnknownNode
-	case CodeNoNodes:
-		return meta.ErrNoNodes
-	case CodeUnsupportedOp:
-		return ErrUnknownOp
-	case CodeUnauthorized:
-		return ErrUnauthorized
-	case CodeInternal:
-		return ErrInternal
-	case CodeVersionMismatch:
-		return ErrVersion
-	case CodeUnavailable:
-		return ErrUnavailable
-	case CodeTooLarge:
-		return ErrFrameTooLarge
-	}
-	return fmt.Errorf("masterproto: unknown status %v: %w", c, ErrInternal)
-}
+// the kvpool, frame or master sentinel for a known code (so errors.Is
+// works), and an error wrapping frame.ErrInternal for an unknown one.
+func ErrorFor(c Code) error { return codes.Err(c) }
 
 // CodeOf returns the code a server sends for err: CodeOK for nil, the code
 // of a *RemoteError, the code of the first sentinel err wraps, and
 // CodeInternal otherwise.
-func CodeOf(err error) Code {
-	if err == nil {
-		return CodeOK
-	}
-	if re, ok := errors.AsType[*RemoteError](err); ok {
-		return re.Code
-	}
-	table := [...]struct {
-		err  error
-		code Code
-	}{
-		{meta.ErrUnknownNode, CodeUnknownNode},
-		{meta.ErrNoNodes, CodeNoNodes},
-		{ErrFrameTooLarge, CodeTooLarge},
-		{ErrUnknownOp, CodeUnsupportedOp},
-		{ErrUnauthorized, CodeUnauthorized},
-		{ErrVersion, CodeVersionMismatch},
-		{ErrUnavailable, CodeUnavailable},
-		{ErrInternal, CodeInternal},
-		{meta.ErrBadRequest, CodeBadRequest},
-		{ErrMalformed, CodeBadRequest},
-		{ErrBatchTooLong, CodeBadRequest},
-		{ErrTooLong, CodeBadRequest},
-		{ErrBadMagic, CodeBadRequest},
-	}
-	for _, m := range table {
-		if errors.Is(err, m.err) {
-			return m.code
-		}
-	}
-	return CodeInternal
-}
+func CodeOf(err error) Code { return codes.CodeOf(err) }
 
-// RemoteError is a failure reported by the peer: an ERROR frame or a
-// refused HELLO. It unwraps to ErrorFor(Code).
-type RemoteError struct {
-	Code    Code
-	Message string
-}
-
-// Error formats the error as "master: <code>: <message>".
-func (e *RemoteError) Error() string {
-	if e.Message == "" {
-		return "master: " + e.Code.String()
-	}
-	return "master: " + e.Code.String() + ": " + e.Message
-}
-
-// Unwrap returns ErrorFor(e.Code).
-func (e *RemoteError) Unwrap() error { return ErrorFor(e.Code) }
+// RemoteError is a failure reported by the master: an ERROR frame or a
+// refused HELLO. It unwraps to ErrorFor(Code); its text starts "master: ".
+type RemoteError = frame.RemoteError[Code]
 
 // Default limits. Each bounds what a peer can make a decoder allocate.
 const (
@@ -299,16 +206,15 @@ const (
 	// REGISTER of a node with DefaultMaxItems blocks (24 bytes each: 48 MiB)
 	// plus its tenant table.
 	DefaultMaxFrame = 64 << 20
-	// DefaultMaxBatch is the most keys of one LOOKUP, EXISTS or PLACE: 4096,
-	// as the node protocol (wire.DefaultMaxBatch): 4096 blocks of 512
-	// tokens cover a 2M-token prefix, twice the longest trace input.
-	DefaultMaxBatch = 4096
+	// DefaultMaxBatch is the most keys of one LOOKUP, EXISTS or PLACE, as
+	// the node protocol's (frame.DefaultMaxBatch, 4096).
+	DefaultMaxBatch = frame.DefaultMaxBatch
 	// DefaultMaxItems is the most entries of one inventory or delta list:
 	// 2^21, the blocks of a node with 1 TiB of SSD at 512 KiB per block.
 	DefaultMaxItems = 1 << 21
-	// DefaultMaxToken is the longest auth token accepted: 4 KiB, as the
-	// node protocol (wire.DefaultMaxToken).
-	DefaultMaxToken = 4 << 10
+	// DefaultMaxToken is the longest auth token accepted, as the node
+	// protocol's (frame.DefaultMaxToken, 4 KiB).
+	DefaultMaxToken = frame.DefaultMaxToken
 )
 
 // Limits bounds what a decoder accepts. The zero value of each field
@@ -357,26 +263,13 @@ func (l Limits) Validate() error {
 // Resolve returns l with defaults filled in, or the error Validate reports.
 func (l Limits) Resolve() (Limits, error) {
 	d := DefaultLimits()
-	fields := [...]struct {
-		name string
-		v    *int
-		def  int
-		max  int
-	}{
-		{"MaxFrame", &l.MaxFrame, d.MaxFrame, math.MaxUint32},
-		{"MaxBatch", &l.MaxBatch, d.MaxBatch, math.MaxUint32},
-		{"MaxItems", &l.MaxItems, d.MaxItems, math.MaxUint32},
-		{"MaxToken", &l.MaxToken, d.MaxToken, MaxTokenLen},
-	}
-	for _, f := range fields {
-		switch {
-		case *f.v < 0:
-			return l, fmt.Errorf("masterproto: Limits.%s is %d; want >= 0 (0 means the default, %d)", f.name, *f.v, f.def)
-		case *f.v == 0:
-			*f.v = f.def
-		case *f.v > f.max:
-			return l, fmt.Errorf("masterproto: Limits.%s is %d; the encoding allows at most %d", f.name, *f.v, f.max)
-		}
+	if err := frame.ResolveLimits("masterproto",
+		frame.Limit{Name: "MaxFrame", V: &l.MaxFrame, Default: d.MaxFrame, Max: math.MaxUint32},
+		frame.Limit{Name: "MaxBatch", V: &l.MaxBatch, Default: d.MaxBatch, Max: math.MaxUint32},
+		frame.Limit{Name: "MaxItems", V: &l.MaxItems, Default: d.MaxItems, Max: math.MaxUint32},
+		frame.Limit{Name: "MaxToken", V: &l.MaxToken, Default: d.MaxToken, Max: MaxTokenLen},
+	); err != nil {
+		return l, err
 	}
 	if l.MaxFrame < 1<<10 {
 		return l, fmt.Errorf("masterproto: Limits.MaxFrame is %d; want at least 1024 (an ERROR frame with a full message)", l.MaxFrame)

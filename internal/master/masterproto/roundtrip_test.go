@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/meta"
 )
 
@@ -121,15 +123,15 @@ func TestEncodeRejects(t *testing.T) {
 		s    sample
 		want error
 	}{
-		{"long node id", sample{msg: &Register{Info: meta.NodeInfo{ID: meta.NodeID(long), Addr: "h:1"}}}, ErrTooLong},
-		{"long addr", sample{msg: &Register{Info: meta.NodeInfo{ID: "n", Addr: strings.Repeat("a", 256)}}}, ErrTooLong},
+		{"long node id", sample{msg: &Register{Info: meta.NodeInfo{ID: meta.NodeID(long), Addr: "h:1"}}}, frame.ErrTooLong},
+		{"long addr", sample{msg: &Register{Info: meta.NodeInfo{ID: "n", Addr: strings.Repeat("a", 256)}}}, frame.ErrTooLong},
 		{"bad tier", sample{msg: &Register{Info: meta.NodeInfo{ID: "n", Addr: "h:1"}, Inventory: meta.Inventory{{Tier: 9}}}}, meta.ErrBadRequest},
 		{"bad tenant", sample{msg: &Lookup{Tenant: "a/b"}}, block.ErrBadTenant},
 		{"bad tenant in delta", sample{msg: &Heartbeat{Node: "n", SSDHits: []block.Key{{Tenant: "é"}}}}, block.ErrBadTenant},
 		{"bad task kind", sample{msg: &meta.HeartbeatReply{Tasks: []meta.Task{{Kind: 9}}}}, meta.ErrBadRequest},
 		{"ends disagree", sample{msg: &LookupResult{Hit: 1, Ends: []int{2}, Replicas: []Replica{{Tier: meta.TierRAM}}}}, meta.ErrBadRequest},
 		{"uneven placement", sample{msg: &Placement{PerBlock: 2, Nodes: []Target{{}}}}, meta.ErrBadRequest},
-		{"long token", sample{msg: &Hello{Token: make([]byte, MaxTokenLen+1)}}, ErrTooLong},
+		{"long token", sample{msg: &Hello{Token: make([]byte, MaxTokenLen+1)}}, frame.ErrTooLong},
 		{"replicas field", sample{msg: &Place{Replicas: 1 << 16}}, meta.ErrBadRequest},
 	}
 	for _, c := range cases {
@@ -154,13 +156,20 @@ func TestErrorMapping(t *testing.T) {
 		{meta.ErrUnknownNode, CodeUnknownNode},
 		{meta.ErrNoNodes, CodeNoNodes},
 		{meta.ErrBadRequest, CodeBadRequest},
-		{ErrMalformed, CodeBadRequest},
-		{ErrUnknownOp, CodeUnsupportedOp},
-		{ErrUnauthorized, CodeUnauthorized},
-		{ErrVersion, CodeVersionMismatch},
-		{ErrUnavailable, CodeUnavailable},
-		{ErrFrameTooLarge, CodeTooLarge},
+		{frame.ErrMalformed, CodeBadRequest},
+		{frame.ErrUnknownOp, CodeUnsupportedOp},
+		{kvpool.ErrUnauthorized, CodeUnauthorized},
+		{frame.ErrVersion, CodeVersionMismatch},
+		{kvpool.ErrUnavailable, CodeUnavailable},
+		{kvpool.ErrTooLarge, CodeTooLarge},
 		{errors.New("boom"), CodeInternal},
+	}
+	// Errors a server sends with a code that means a more general one.
+	for _, err := range []error{frame.ErrFrameTooLarge, kvpool.ErrClosed, frame.ErrBatchTooLong} {
+		want := map[error]Code{frame.ErrFrameTooLarge: CodeTooLarge, kvpool.ErrClosed: CodeUnavailable, frame.ErrBatchTooLong: CodeBadRequest}[err]
+		if got := CodeOf(err); got != want {
+			t.Errorf("CodeOf(%v) = %v, want %v", err, got, want)
+		}
 	}
 	for _, c := range cases {
 		if got := CodeOf(c.err); got != c.code {
@@ -174,7 +183,7 @@ func TestErrorMapping(t *testing.T) {
 			t.Errorf("RemoteError %v does not map back to %v", re, c.err)
 		}
 	}
-	if err := ErrorFor(Code(999)); !errors.Is(err, ErrInternal) {
+	if err := ErrorFor(Code(999)); !errors.Is(err, frame.ErrInternal) {
 		t.Errorf("unknown code: %v", err)
 	}
 }
@@ -199,5 +208,16 @@ func TestLimitsValidate(t *testing.T) {
 	}
 	if err := (Limits{}).Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestCodeNumbers pins the code numbers: they are part of the protocol.
+func TestCodeNumbers(t *testing.T) {
+	want := map[Code]uint16{CodeOK: 0, CodeBadRequest: 1, CodeUnknownNode: 2, CodeNoNodes: 3, CodeUnsupportedOp: 4,
+		CodeUnauthorized: 5, CodeInternal: 6, CodeVersionMismatch: 7, CodeUnavailable: 8, CodeTooLarge: 9}
+	for c, n := range want {
+		if uint16(c) != n {
+			t.Errorf("%v is %d on the wire, want %d", c, uint16(c), n)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/meta"
 )
 
@@ -185,5 +186,5 @@ func decode(h Header, body []byte, lim Limits) (any, error) {
 	case OpError:
 		return DecodeError(h, body)
 	}
-	return nil, fmt.Errorf("op %v: %w", h.Op, ErrUnknownOp)
+	return nil, fmt.Errorf("op %v: %w", h.Op, frame.ErrUnknownOp)
 }

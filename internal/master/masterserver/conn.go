@@ -7,17 +7,21 @@ import (
 	"net"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/auth"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
 	"github.com/kvpool/kvpool/internal/meta"
+	"github.com/kvpool/kvpool/internal/server"
 )
 
 // conn is one client connection's state: decode and encode buffers reused
 // from request to request, so a LOOKUP allocates nothing in steady state.
 type conn struct {
 	s     *Server
-	nc    net.Conn
+	sc    *server.Conn // read deadlines the skeleton can take over
+	nc    net.Conn     // sc's connection itself
 	r     *masterproto.Reader
 	out   []byte
 	grant auth.Grant // what the HELLO's token allows
@@ -43,12 +47,13 @@ type conn struct {
 
 // serveConn runs the handshake and then answers requests until the peer
 // closes, an I/O error, a lost stream or Close.
-func (s *Server) serveConn(nc net.Conn) {
+func (s *Server) serveConn(sc *server.Conn) {
+	nc := sc.Conn
 	r, err := masterproto.NewReader(nc, masterproto.HelloLimits(s.opts.Limits))
 	if err != nil {
 		return // unreachable: the limits were validated by New
 	}
-	c := &conn{s: s, nc: nc, r: r, out: make([]byte, 0, 4096), remote: nc.RemoteAddr().String()}
+	c := &conn{s: s, sc: sc, nc: nc, r: r, out: make([]byte, 0, 4096), remote: nc.RemoteAddr().String()}
 	if err := c.handshake(); err != nil {
 		s.log.Debug("masterserver: handshake", "remote", nc.RemoteAddr(), "err", err)
 		return
@@ -62,11 +67,10 @@ func (s *Server) serveConn(nc net.Conn) {
 }
 
 func (c *conn) handshake() error {
-	s := c.s
-	c.nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
+	s := c.s // the skeleton set the handshake deadline
 	h, body, err := c.r.ReadFrame()
 	if err != nil {
-		if errors.Is(err, masterproto.ErrFrameTooLarge) || errors.Is(err, masterproto.ErrMalformed) {
+		if errors.Is(err, frame.ErrFrameTooLarge) || errors.Is(err, frame.ErrMalformed) {
 			reply := masterproto.HelloReplyFor(err, s.opts.Limits)
 			c.out, _ = masterproto.AppendHelloReply(c.out[:0], h.ReqID, &reply)
 			c.flush()
@@ -79,14 +83,14 @@ func (c *conn) handshake() error {
 	switch {
 	case err != nil:
 	case hello.Version != masterproto.Version:
-		err = fmt.Errorf("masterserver: client speaks protocol version %d, server %d: %w", hello.Version, masterproto.Version, masterproto.ErrVersion)
+		err = fmt.Errorf("masterserver: client speaks protocol version %d, server %d: %w", hello.Version, masterproto.Version, frame.ErrVersion)
 	default:
 		var aerr error
-		if c.grant, aerr = s.auth.Authenticate(hello.Token); aerr != nil {
+		if c.grant, aerr = s.srv.Auth().Authenticate(hello.Token); aerr != nil {
 			if len(hello.Token) == 0 {
-				err = fmt.Errorf("masterserver: this master requires an auth token: %w", masterproto.ErrUnauthorized)
+				err = fmt.Errorf("masterserver: this master requires an auth token: %w", kvpool.ErrUnauthorized)
 			} else {
-				err = fmt.Errorf("masterserver: auth token refused: %w", masterproto.ErrUnauthorized)
+				err = fmt.Errorf("masterserver: auth token refused: %w", kvpool.ErrUnauthorized)
 			}
 		}
 	}
@@ -109,14 +113,16 @@ func (c *conn) loop() error {
 			if err := c.flush(); err != nil {
 				return err
 			}
-			c.nc.SetReadDeadline(time.Now().Add(s.opts.IdleTimeout))
+			if err := c.sc.SetReadTimeout(s.opts.IdleTimeout); err != nil {
+				return err
+			}
 		}
 		h, body, err := c.r.ReadFrame()
 		if err != nil {
 			if len(c.out) > 0 {
 				c.flush()
 			}
-			if errors.Is(err, masterproto.ErrFrameTooLarge) || errors.Is(err, masterproto.ErrMalformed) {
+			if errors.Is(err, frame.ErrFrameTooLarge) || errors.Is(err, frame.ErrMalformed) {
 				// Tell the client why before closing.
 				c.out = masterproto.AppendError(c.out[:0], h.ReqID, masterproto.CodeOf(err), err.Error())
 				c.flush()
@@ -184,9 +190,9 @@ func (c *conn) handle(h masterproto.Header, body []byte) {
 			c.out, err = masterproto.AppendQueryResult(c.out, h.ReqID, out)
 		}
 	case masterproto.OpHello:
-		err = fmt.Errorf("masterserver: HELLO after the handshake: %w", masterproto.ErrMalformed)
+		err = fmt.Errorf("masterserver: HELLO after the handshake: %w", frame.ErrMalformed)
 	default:
-		err = fmt.Errorf("masterserver: op %v is not a request this server serves: %w", h.Op, masterproto.ErrUnknownOp)
+		err = fmt.Errorf("masterserver: op %v is not a request this server serves: %w", h.Op, frame.ErrUnknownOp)
 	}
 	s.metrics.request(h.Op, err)
 	if err != nil {
@@ -196,7 +202,7 @@ func (c *conn) handle(h masterproto.Header, body []byte) {
 
 // check returns nil when the connection's grant may read (write false) or
 // write tenant's namespace, and otherwise counts the refusal and returns
-// an error wrapping masterproto.ErrUnauthorized (answered with
+// an error wrapping kvpool.ErrUnauthorized (answered with
 // CodeUnauthorized; the connection stays usable).
 func (c *conn) check(op masterproto.Op, tenant string, write bool) error {
 	err := c.grant.Check(tenant, write)
@@ -205,7 +211,7 @@ func (c *conn) check(op masterproto.Op, tenant string, write bool) error {
 	}
 	c.s.metrics.forbidden(op)
 	c.s.log.Debug("masterserver: request refused", "remote", c.remote, "op", op.String(), "grant", c.grant.String(), "err", err)
-	return fmt.Errorf("masterserver: %v: %w: %w", op, err, masterproto.ErrUnauthorized)
+	return fmt.Errorf("masterserver: %v: %w: %w", op, err, kvpool.ErrUnauthorized)
 }
 
 // checkNode returns nil when the connection may act as a node (REGISTER,
@@ -216,7 +222,7 @@ func (c *conn) checkNode(op masterproto.Op) error {
 	}
 	c.s.metrics.forbidden(op)
 	c.s.log.Debug("masterserver: node request refused", "remote", c.remote, "op", op.String(), "grant", c.grant.String())
-	return fmt.Errorf("masterserver: %v needs the cluster token; this connection has a %s token: %w", op, c.grant, masterproto.ErrUnauthorized)
+	return fmt.Errorf("masterserver: %v needs the cluster token; this connection has a %s token: %w", op, c.grant, kvpool.ErrUnauthorized)
 }
 
 func (c *conn) handleLookup(h masterproto.Header, body []byte) error {

@@ -1,7 +1,10 @@
 // Package masterserver is the kvpool master's network front end: it serves
 // the control-plane protocol (package masterproto) over TCP and the admin
 // HTTP endpoints over an in-process master.Master, and runs the master's
-// maintenance (Expire, Evict) on a ticker.
+// maintenance (Expire, Evict) on a ticker. The accept loop, the connection
+// limit and the graceful stop are package server's (the skeleton every
+// kvpool front shares); this package is the master protocol's connection
+// handler.
 //
 // # Connections
 //

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/internal/listen"
 	"github.com/kvpool/kvpool/internal/master/masterclient"
-	"github.com/kvpool/kvpool/internal/master/masterproto"
 )
 
 // TestConfigListenNeedsToken: a control-plane address reachable from other
@@ -88,11 +88,11 @@ func TestConfigListenNeedsToken(t *testing.T) {
 		t.Errorf("Nodes with the token: %v", err)
 	}
 	mc.Close()
-	if mc, err := masterclient.Dial(dctx, addr, masterclient.Options{}); !errors.Is(err, masterproto.ErrUnauthorized) {
+	if mc, err := masterclient.Dial(dctx, addr, masterclient.Options{}); !errors.Is(err, kvpool.ErrUnauthorized) {
 		if err == nil {
 			mc.Close()
 		}
-		t.Fatalf("dial without the token: %v, want masterproto.ErrUnauthorized", err)
+		t.Fatalf("dial without the token: %v, want kvpool.ErrUnauthorized", err)
 	}
 }
 

@@ -103,7 +103,7 @@ func (rc *rawConn) expectNodesWorks(reqID uint64) {
 	}
 }
 
-func frame(op masterproto.Op, reqID uint64, body []byte) []byte {
+func rawFrame(op masterproto.Op, reqID uint64, body []byte) []byte {
 	b := make([]byte, masterproto.HeaderLen, masterproto.HeaderLen+len(body))
 	b = append(b, body...)
 	le := func(p []byte, v uint64, n int) {
@@ -133,14 +133,14 @@ func TestMalformedFrames(t *testing.T) {
 			b    []byte
 			code masterproto.Code
 		}{
-			{"unknown op", frame(0x42, 1, nil), masterproto.CodeUnsupportedOp},
-			{"response op", frame(masterproto.OpLookupResponse, 2, nil), masterproto.CodeUnsupportedOp},
-			{"error op", frame(masterproto.OpError, 3, nil), masterproto.CodeUnsupportedOp},
-			{"second hello", frame(masterproto.OpHello, 4, nil), masterproto.CodeBadRequest},
-			{"empty lookup body", frame(masterproto.OpLookup, 5, nil), masterproto.CodeBadRequest},
-			{"lookup with trailing byte", frame(masterproto.OpLookup, 6, append(bytes.Clone(okLookup[masterproto.HeaderLen:]), 0)), masterproto.CodeBadRequest},
-			{"batch over limit", frame(masterproto.OpLookup, 7, append([]byte{0, 1, 't', 9, 0, 0, 0}, make([]byte, 72)...)), masterproto.CodeBadRequest},
-			{"bad tenant", frame(masterproto.OpExists, 8, []byte{1, '/', 0, 0, 0, 0}), masterproto.CodeBadRequest},
+			{"unknown op", rawFrame(0x42, 1, nil), masterproto.CodeUnsupportedOp},
+			{"response op", rawFrame(masterproto.OpLookupResponse, 2, nil), masterproto.CodeUnsupportedOp},
+			{"error op", rawFrame(masterproto.OpError, 3, nil), masterproto.CodeUnsupportedOp},
+			{"second hello", rawFrame(masterproto.OpHello, 4, nil), masterproto.CodeBadRequest},
+			{"empty lookup body", rawFrame(masterproto.OpLookup, 5, nil), masterproto.CodeBadRequest},
+			{"lookup with trailing byte", rawFrame(masterproto.OpLookup, 6, append(bytes.Clone(okLookup[masterproto.HeaderLen:]), 0)), masterproto.CodeBadRequest},
+			{"batch over limit", rawFrame(masterproto.OpLookup, 7, append([]byte{0, 1, 't', 9, 0, 0, 0}, make([]byte, 72)...)), masterproto.CodeBadRequest},
+			{"bad tenant", rawFrame(masterproto.OpExists, 8, []byte{1, '/', 0, 0, 0, 0}), masterproto.CodeBadRequest},
 			{"register with bad addr", mustEncode(masterproto.AppendRegister(nil, 9, &masterproto.Register{Info: meta.NodeInfo{ID: "n", Addr: "nohostport"}})), masterproto.CodeBadRequest},
 			{"heartbeat of an unknown node", mustEncode(masterproto.AppendHeartbeat(nil, 10, &masterproto.Heartbeat{Node: "ghost"})), masterproto.CodeUnknownNode},
 			{"place without nodes", mustEncode(masterproto.AppendPlace(nil, 11, &masterproto.Place{Replicas: 1, IDs: []uint64{1}})), masterproto.CodeNoNodes},
@@ -157,14 +157,14 @@ func TestMalformedFrames(t *testing.T) {
 		hello bool
 		b     []byte
 	}{
-		{"length below header", true, func() []byte { b := frame(masterproto.OpNodes, 1, nil); b[0] = 3; return b }()},
-		{"length over limit", true, func() []byte { b := frame(masterproto.OpNodes, 1, nil); b[2] = 0x10; return b }()},
+		{"length below header", true, func() []byte { b := rawFrame(masterproto.OpNodes, 1, nil); b[0] = 3; return b }()},
+		{"length over limit", true, func() []byte { b := rawFrame(masterproto.OpNodes, 1, nil); b[2] = 0x10; return b }()},
 		{"no hello", false, masterproto.AppendNodes(nil, 1)},
 		{"garbage instead of hello", false, []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")},
-		{"hello with bad magic", false, frame(masterproto.OpHello, 1, []byte("XXXX\x01\x00\x00\x00\x00\x00\x00\x00"))},
-		{"hello with wrong version", false, frame(masterproto.OpHello, 1, []byte("KVPM\x09\x00\x00\x00\x00\x00\x00\x00"))},
+		{"hello with bad magic", false, rawFrame(masterproto.OpHello, 1, []byte("XXXX\x01\x00\x00\x00\x00\x00\x00\x00"))},
+		{"hello with wrong version", false, rawFrame(masterproto.OpHello, 1, []byte("KVPM\x09\x00\x00\x00\x00\x00\x00\x00"))},
 		{"truncated then silence", false, []byte{0x20, 0, 0, 0, 1}},
-		{"oversized hello", false, frame(masterproto.OpHello, 1, make([]byte, 8<<10))},
+		{"oversized hello", false, rawFrame(masterproto.OpHello, 1, make([]byte, 8<<10))},
 	}
 	for _, c := range fatal {
 		t.Run(c.name, func(t *testing.T) {
@@ -182,7 +182,7 @@ func TestMalformedFrames(t *testing.T) {
 // closes.
 func TestHelloRefusals(t *testing.T) {
 	ts := start(t, newMaster(t, master.Options{}), Options{Token: []byte("tok")}, nil)
-	bigHello := frame(masterproto.OpHello, 1, nil)
+	bigHello := rawFrame(masterproto.OpHello, 1, nil)
 	bigHello[2] = 0x10 // length 1 MiB; only the header is sent
 	cases := []struct {
 		name string

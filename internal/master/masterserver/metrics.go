@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvpool/kvpool/internal/master/masterproto"
+	"github.com/kvpool/kvpool/internal/server"
 )
 
 // serverMetrics are the front end's own counters, exported next to the
@@ -14,14 +15,16 @@ type serverMetrics struct {
 	forbiddenVec      *prometheus.CounterVec
 	byOp, errByOp     [256]prometheus.Counter
 	forbiddenByOp     [256]prometheus.Counter
-	conns             prometheus.Gauge
-	refused           prometheus.Counter
+	conns             prometheus.GaugeFunc
+	refused           prometheus.CounterFunc
 	handshakeFailures prometheus.Counter
 }
 
 var _ prometheus.Collector = (*serverMetrics)(nil)
 
-func newServerMetrics() serverMetrics {
+// newServerMetrics returns the counters, the connection ones read from the
+// server skeleton's.
+func newServerMetrics(srv *server.Server) serverMetrics {
 	m := serverMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvpool_masterserver_requests_total", Help: "Control-plane requests served, by op.",
@@ -33,12 +36,12 @@ func newServerMetrics() serverMetrics {
 			Name: "kvpool_masterserver_requests_forbidden_total",
 			Help: "Control-plane requests refused with unauthorized because the connection's token does not allow them (another tenant's namespace, a node request without the cluster token), by op.",
 		}, []string{"op"}),
-		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+		conns: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "kvpool_masterserver_connections", Help: "Control-plane connections open.",
-		}),
-		refused: prometheus.NewCounter(prometheus.CounterOpts{
+		}, func() float64 { return float64(srv.Stats().Open) }),
+		refused: prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "kvpool_masterserver_connections_refused_total", Help: "Connections refused because MaxConns were open.",
-		}),
+		}, func() float64 { return float64(srv.Stats().Refused) }),
 		handshakeFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvpool_masterserver_handshake_failures_total", Help: "HELLOs refused (bad token, version, malformed).",
 		}),

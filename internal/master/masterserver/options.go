@@ -1,19 +1,21 @@
 package masterserver
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
+	"github.com/kvpool/kvpool/internal/server"
 )
 
 // Defaults for zero Options fields.
 const (
-	// DefaultHandshakeTimeout bounds the wait for a connection's HELLO:
-	// 10 s, as nodeserver (and Go's net/http for a TLS handshake).
-	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultHandshakeTimeout bounds the wait for a connection's HELLO
+	// (server.DefaultHandshakeTimeout, 10 s, as nodeserver).
+	DefaultHandshakeTimeout = server.DefaultHandshakeTimeout
 	// DefaultIdleTimeout bounds the wait for the next request: 5 min. Nodes
 	// heartbeat every second, and a client library's pooled connections
 	// must outlive the gaps of a trace replay (~3 s buckets); abandoned
@@ -86,50 +88,33 @@ func (o Options) Validate() error {
 // The maintenance interval is left at 0 when unset (New derives it from
 // the master).
 func (o Options) resolve() (Options, error) {
-	lim, err := o.Limits.Resolve()
-	if err != nil {
+	var err error
+	if o.Limits, err = o.Limits.Resolve(); err != nil {
 		return o, fmt.Errorf("masterserver: Options.Limits: %w", err)
 	}
-	o.Limits = lim
-	durations := [...]struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"HandshakeTimeout", &o.HandshakeTimeout, DefaultHandshakeTimeout},
-		{"IdleTimeout", &o.IdleTimeout, DefaultIdleTimeout},
-		{"WriteTimeout", &o.WriteTimeout, DefaultWriteTimeout},
-		{"MaintenanceInterval", &o.MaintenanceInterval, 0},
+	if err := server.Durations("masterserver",
+		server.Duration{Name: "WriteTimeout", V: &o.WriteTimeout, Default: DefaultWriteTimeout},
+		server.Duration{Name: "IdleTimeout", V: &o.IdleTimeout, Default: DefaultIdleTimeout},
+		server.Duration{Name: "MaintenanceInterval", V: &o.MaintenanceInterval},
+	); err != nil {
+		return o, err
 	}
-	for _, d := range durations {
-		switch {
-		case *d.v < 0:
-			return o, fmt.Errorf("masterserver: Options.%s is %v; want >= 0 (0 means the default)", d.name, *d.v)
-		case *d.v == 0:
-			*d.v = d.def
-		}
+	sk, err := o.skeleton().Resolve() // connections, handshake, tokens, auth
+	if err != nil {
+		return o, err
 	}
-	switch {
-	case o.MaxConns < 0:
-		return o, fmt.Errorf("masterserver: Options.MaxConns is %d; want >= 0 (0 means the default, %d)", o.MaxConns, DefaultMaxConns)
-	case o.MaxConns == 0:
-		o.MaxConns = DefaultMaxConns
-	}
-	if len(o.Token) > o.Limits.MaxToken {
-		return o, fmt.Errorf("masterserver: Options.Token is %d bytes, longer than Limits.MaxToken (%d): no HELLO could carry it",
-			len(o.Token), o.Limits.MaxToken)
-	}
-	for name, tok := range o.TenantTokens {
-		if len(tok) > o.Limits.MaxToken {
-			return o, fmt.Errorf("masterserver: Options.TenantTokens: the token of tenant %q is %d bytes, longer than Limits.MaxToken (%d): no HELLO could carry it",
-				name, len(tok), o.Limits.MaxToken)
-		}
-	}
-	if err := (auth.Options{ClusterToken: o.Token, TenantTokens: o.TenantTokens, Shared: o.Shared}).Validate(); err != nil {
-		return o, fmt.Errorf("masterserver: Options: %w", err)
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.MaxConns, o.HandshakeTimeout, o.Logger = sk.MaxConns, sk.HandshakeTimeout, sk.Logger
 	return o, nil
+}
+
+// skeleton returns the options of the server skeleton.
+func (o Options) skeleton() server.Options {
+	return server.Options{
+		Name:             "masterserver",
+		MaxConns:         cmp.Or(o.MaxConns, DefaultMaxConns),
+		HandshakeTimeout: o.HandshakeTimeout,
+		Auth:             auth.Options{ClusterToken: o.Token, TenantTokens: o.TenantTokens, Shared: o.Shared},
+		MaxToken:         o.Limits.MaxToken,
+		Logger:           o.Logger,
+	}
 }

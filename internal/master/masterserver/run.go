@@ -87,7 +87,7 @@ func StartupLine(listen, admin net.Addr, o master.Options, s *Server) string {
 		adminS = "http://" + admin.String()
 	}
 	auth := "off"
-	if !s.auth.Open() {
+	if !s.srv.Auth().Open() {
 		auth = "on"
 	}
 	if n := s.tenantTokens; n > 0 {

@@ -13,14 +13,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
 	"github.com/kvpool/kvpool/internal/meta"
+	"github.com/kvpool/kvpool/internal/server"
 )
 
-// ErrServerClosed is returned by Serve and ServeAdmin called after Close.
-var ErrServerClosed = errors.New("masterserver: server closed")
+// ErrServerClosed is returned by Serve and ServeAdmin called after Close
+// (server.ErrClosed).
+var ErrServerClosed = server.ErrClosed
 
 // Server is the master's network front end: the control-plane protocol
 // (masterproto) over TCP, and the admin HTTP endpoints, over one in-process
@@ -30,15 +31,15 @@ var ErrServerClosed = errors.New("masterserver: server closed")
 //
 // Concurrency: every method is safe for concurrent use. Each connection is
 // served by one goroutine, which answers its pipelined requests in order.
-// Serve owns its accept loop, its connections' goroutines and the
-// maintenance loop and returns only after they have stopped; Close stops
-// every Serve and ServeAdmin and waits for them.
+// Serve owns its accept loop (package server's), its connections'
+// goroutines and the maintenance loop and returns only after they have
+// stopped; Close stops every Serve and ServeAdmin and waits for them.
 type Server struct {
 	m        *master.Master
 	opts     Options
 	log      *slog.Logger
-	auth     *auth.Table
-	interval time.Duration // maintenance
+	srv      *server.Server // accept loop, connection limit, auth table
+	interval time.Duration  // maintenance
 	// tenantTokens is how many tenant tokens the table holds (for the
 	// startup line; the tokens themselves are not kept).
 	tenantTokens int
@@ -47,22 +48,14 @@ type Server struct {
 	addrs   map[meta.NodeID]string
 	addrGen atomic.Uint64 // bumped when an address changes
 
-	mu      sync.Mutex
-	closed  bool
-	done    chan struct{} // closed by Close
-	serving map[*serveState]struct{}
-	nconns  int
-	wg      sync.WaitGroup // Serve and ServeAdmin calls
+	mu     sync.Mutex
+	closed bool
+	done   chan struct{}  // closed by Close
+	wg     sync.WaitGroup // Serve and ServeAdmin calls
 
 	reg     *prometheus.Registry
 	metrics serverMetrics
 	started time.Time
-}
-
-// serveState is one Serve call: its listener and connections.
-type serveState struct {
-	ln    net.Listener
-	conns map[net.Conn]struct{}
 }
 
 // New returns a server over m. It starts nothing: call Serve (and
@@ -81,7 +74,6 @@ func New(m *master.Master, opts Options) (*Server, error) {
 		log:     o.Logger,
 		addrs:   make(map[meta.NodeID]string),
 		done:    make(chan struct{}),
-		serving: make(map[*serveState]struct{}),
 		reg:     prometheus.NewRegistry(),
 		started: time.Now(),
 	}
@@ -89,12 +81,12 @@ func New(m *master.Master, opts Options) (*Server, error) {
 	if s.interval == 0 {
 		s.interval = m.Options().HeartbeatInterval / 4
 	}
-	if s.auth, err = auth.New(auth.Options{ClusterToken: o.Token, TenantTokens: o.TenantTokens, Shared: o.Shared}); err != nil {
+	if s.srv, err = server.New(handler{s}, o.skeleton()); err != nil {
 		return nil, fmt.Errorf("masterserver: %w", err) // cannot happen: resolve validated the same options
 	}
 	s.tenantTokens = len(o.TenantTokens)
 	s.opts.TenantTokens = nil // the table holds their digests; drop the secrets
-	s.metrics = newServerMetrics()
+	s.metrics = newServerMetrics(s.srv)
 	s.reg.MustRegister(NewCollector(m), collectors.NewGoCollector(), &s.metrics)
 	return s, nil
 }
@@ -111,127 +103,57 @@ func (s *Server) Master() *master.Master { return s.m }
 func (s *Server) MaintenanceInterval() time.Duration { return s.interval }
 
 // Serve accepts connections on ln and serves them until ctx is done or
-// Close is called, then closes ln and every connection it accepted and
-// returns nil once they have all stopped. While it runs, a background loop
-// calls the master's Expire and Evict every MaintenanceInterval. Any other
-// accept failure is returned (after the same cleanup).
+// Close is called, then closes ln and stops every connection it accepted
+// (package server: a connection waiting for a request ends at once, one in
+// flight after its answer) and returns nil once they have all stopped.
+// While it runs, a background loop calls the master's Expire and Evict
+// every MaintenanceInterval. Any other accept failure is returned (after
+// the same cleanup).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	st := &serveState{ln: ln, conns: make(map[net.Conn]struct{})}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		ln.Close()
 		return ErrServerClosed
 	}
-	s.serving[st] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
 	defer s.wg.Done()
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { // closes the listener when told to stop
-		defer wg.Done()
-		select {
-		case <-ctx.Done():
-		case <-s.done:
-		case <-stop:
-		}
-		ln.Close()
-	}()
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		s.maintain(ctx, stop)
 	}()
-
-	err := s.accept(ctx, st, &wg)
+	err := s.srv.Serve(ctx, ln)
 	close(stop)
-	s.mu.Lock()
-	delete(s.serving, st)
-	for c := range st.conns {
-		c.Close()
-	}
-	s.mu.Unlock()
 	wg.Wait()
 	return err
 }
 
-// accept runs the accept loop; it returns nil when stopped.
-func (s *Server) accept(ctx context.Context, st *serveState, wg *sync.WaitGroup) error {
-	var backoff time.Duration
-	for {
-		c, err := st.ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil || s.isClosed() {
-				return nil
-			}
-			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-				// Out of file descriptors and the like: back off as
-				// net/http does (5 ms doubling to 1 s).
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.log.Warn("masterserver: accept", "err", err, "retry_in", backoff)
-				t := time.NewTimer(backoff)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-				case <-s.done:
-				}
-				t.Stop()
-				continue
-			}
-			return fmt.Errorf("masterserver: accept on %v: %w", st.ln.Addr(), err)
-		}
-		backoff = 0
-		s.mu.Lock()
-		switch {
-		case s.closed:
-			s.mu.Unlock()
-			c.Close()
-			continue
-		case s.nconns >= s.opts.MaxConns:
-			s.mu.Unlock()
-			s.metrics.refused.Inc()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s.refuse(c)
-			}()
-			continue
-		}
-		s.nconns++
-		st.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.metrics.conns.Inc()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.serveConn(c)
-			c.Close()
-			s.mu.Lock()
-			delete(st.conns, c)
-			s.nconns--
-			s.mu.Unlock()
-			s.metrics.conns.Dec()
-		}()
-	}
-}
+// handler plugs the master protocol into the server skeleton.
+type handler struct{ s *Server }
 
-// refuse answers a connection over MaxConns with CodeUnavailable.
-func (s *Server) refuse(c net.Conn) {
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
-	r, err := masterproto.NewReader(c, masterproto.HelloLimits(s.opts.Limits))
+// ServeConn serves one connection: the HELLO, then requests.
+func (h handler) ServeConn(_ context.Context, c *server.Conn) { h.s.serveConn(c) }
+
+// Refuse answers a connection over MaxConns: it reads the HELLO and
+// replies CodeUnavailable.
+func (h handler) Refuse(nc net.Conn, reason error) {
+	s := h.s
+	r, err := masterproto.NewReader(nc, masterproto.HelloLimits(s.opts.Limits))
 	if err != nil {
 		return
 	}
-	h, _, err := r.ReadFrame()
+	hdr, _, err := r.ReadFrame()
 	if err != nil {
 		return
 	}
-	reply := masterproto.HelloReplyFor(fmt.Errorf("masterserver: %d connections open, the limit: %w", s.opts.MaxConns, masterproto.ErrUnavailable), s.opts.Limits)
-	b, _ := masterproto.AppendHelloReply(nil, h.ReqID, &reply)
-	c.Write(b)
+	reply := masterproto.HelloReplyFor(fmt.Errorf("masterserver: %w", reason), s.opts.Limits)
+	b, _ := masterproto.AppendHelloReply(nil, hdr.ReqID, &reply)
+	nc.Write(b)
 }
 
 // maintain calls Expire and Evict every interval until stop or ctx.
@@ -262,21 +184,16 @@ func (s *Server) isClosed() bool {
 }
 
 // Close stops every Serve and ServeAdmin (closing their listeners and
-// connections) and waits for them to return. Later Serve calls return
-// ErrServerClosed. Close is idempotent.
+// stopping their connections) and waits for them to return. Later Serve
+// calls return ErrServerClosed. Close is idempotent.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
 		close(s.done)
-		for st := range s.serving {
-			st.ln.Close()
-			for c := range st.conns {
-				c.Close()
-			}
-		}
 	}
 	s.mu.Unlock()
+	s.srv.Shutdown()
 	s.wg.Wait()
 	return nil
 }

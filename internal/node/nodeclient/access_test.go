@@ -5,12 +5,13 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/node/nodeserver/nodeservertest"
 	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // plainBackend hides nodeservertest.Backend's ACCESS methods: a node that
@@ -32,7 +33,7 @@ func TestMAccess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []error{nil, nil, tier.ErrNotFound, nil, nil}
+	want := []error{nil, nil, kvpool.ErrNotFound, nil, nil}
 	for i := range ids {
 		if (want[i] == nil) != (errs[i] == nil) || (want[i] != nil && !errors.Is(errs[i], want[i])) {
 			t.Errorf("entry %d: error %v, want %v", i, errs[i], want[i])
@@ -68,7 +69,7 @@ func TestMAccess(t *testing.T) {
 }
 
 // TestMAccessFallback checks that against a node without ACCESS the puts
-// are stored with MPUT, the touches fail with wire.ErrUnknownOp, and the
+// are stored with MPUT, the touches fail with frame.ErrUnknownOp, and the
 // connection stays usable.
 func TestMAccessFallback(t *testing.T) {
 	b := nodeservertest.NewBackend("")
@@ -82,7 +83,7 @@ func TestMAccessFallback(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
-		if !errors.Is(errs[0], wire.ErrUnknownOp) || errs[1] != nil {
+		if !errors.Is(errs[0], frame.ErrUnknownOp) || errs[1] != nil {
 			t.Fatalf("round %d: errors %v, want [unknown op, nil]", round, errs)
 		}
 		if !b.Exists(block.Key{Tenant: "t1", ID: ids[1]}) {

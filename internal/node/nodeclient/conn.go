@@ -10,9 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // DefaultTimeout bounds dialling plus the handshake, and every call whose
@@ -21,8 +22,9 @@ import (
 // has already given up.
 const DefaultTimeout = 30 * time.Second
 
-// ErrClosed is returned by calls on a closed Conn or Pool.
-var ErrClosed = errors.New("nodeclient: closed")
+// ErrClosed is returned by calls on a closed Conn or Pool. It wraps
+// kvpool.ErrClosed.
+var ErrClosed = fmt.Errorf("nodeclient: %w", kvpool.ErrClosed)
 
 // aLongTimeAgo is a deadline in the past: setting it interrupts blocked I/O.
 var aLongTimeAgo = time.Unix(1, 0)
@@ -54,7 +56,7 @@ func (o DialOptions) resolve() (DialOptions, error) {
 	if err := (block.Key{Tenant: o.Tenant}).Validate(); err != nil {
 		return o, fmt.Errorf("nodeclient: DialOptions.Tenant %q: %w", o.Tenant, err)
 	}
-	lim, err := resolveLimits(o.Limits)
+	lim, err := o.Limits.Resolve()
 	if err != nil {
 		return o, fmt.Errorf("nodeclient: DialOptions.Limits: %w", err)
 	}
@@ -71,27 +73,10 @@ func (o DialOptions) resolve() (DialOptions, error) {
 	return o, nil
 }
 
-// resolveLimits validates l and fills its zero fields with the defaults.
-func resolveLimits(l wire.Limits) (wire.Limits, error) {
-	if err := l.Validate(); err != nil {
-		return l, err
-	}
-	d := wire.DefaultLimits()
-	for _, f := range [...]struct{ v, def *int }{
-		{&l.MaxFrame, &d.MaxFrame}, {&l.MaxBatch, &d.MaxBatch}, {&l.MaxPayload, &d.MaxPayload},
-		{&l.MaxTenant, &d.MaxTenant}, {&l.MaxToken, &d.MaxToken},
-	} {
-		if *f.v == 0 {
-			*f.v = *f.def
-		}
-	}
-	return l, nil
-}
-
 // Counters are a client's counters.
 type Counters struct {
 	// Corruptions counts blocks received that failed verification against
-	// the key asked for (reported as tier.ErrCorrupt).
+	// the key asked for (reported as kvpool.ErrCorrupt).
 	Corruptions uint64
 	// Dials counts connections established.
 	Dials uint64
@@ -140,7 +125,7 @@ type Conn struct {
 
 // Dial connects to the node at addr (host:port) and performs the handshake.
 // A refused hello is a *wire.RemoteError: errors.Is(err,
-// wire.ErrUnauthorized), wire.ErrVersion, tier.ErrClosed (the node is at
+// kvpool.ErrUnauthorized), frame.ErrVersion, kvpool.ErrUnavailable (the node is at
 // its connection limit), and so on.
 func Dial(ctx context.Context, addr string, opts DialOptions) (*Conn, error) {
 	return dial(ctx, addr, opts, &counters{})
@@ -200,11 +185,11 @@ func (c *Conn) handshake(ctx context.Context, o DialOptions) error {
 	c.server = wire.Limits{MaxFrame: int(ack.MaxFrame), MaxBatch: int(ack.MaxBatch), MaxPayload: int(ack.MaxPayload)}
 	if c.server.MaxFrame > o.Limits.MaxFrame {
 		return fmt.Errorf("the node's frames may reach %d bytes, more than DialOptions.Limits.MaxFrame (%d): %w",
-			c.server.MaxFrame, o.Limits.MaxFrame, tier.ErrTooLarge)
+			c.server.MaxFrame, o.Limits.MaxFrame, kvpool.ErrTooLarge)
 	}
 	if c.server.MaxBatch < 1 || c.server.MaxPayload < 1 || c.server.MaxFrame < wire.HeaderLen+4+wire.BlockHeaderLen {
 		return fmt.Errorf("hello-ack advertises unusable limits (frame %d, batch %d, payload %d): %w",
-			c.server.MaxFrame, c.server.MaxBatch, c.server.MaxPayload, wire.ErrMalformed)
+			c.server.MaxFrame, c.server.MaxBatch, c.server.MaxPayload, frame.ErrMalformed)
 	}
 	batch := min(c.server.MaxBatch, o.Limits.MaxBatch)
 	c.maxKeys = max(1, min(batch, (c.server.MaxFrame-wire.HeaderLen-4)/wire.BlockHeaderLen))
@@ -375,7 +360,7 @@ func (c *Conn) readHeader(reqID uint64, want wire.Op) error {
 		return c.decodeErr(err)
 	}
 	if h.ReqID != reqID {
-		return c.lost(fmt.Errorf("%v response to request %d, want request %d: %w", h.Op, h.ReqID, reqID, wire.ErrMalformed))
+		return c.lost(fmt.Errorf("%v response to request %d, want request %d: %w", h.Op, h.ReqID, reqID, frame.ErrMalformed))
 	}
 	switch h.Op {
 	case want:
@@ -387,12 +372,12 @@ func (c *Conn) readHeader(reqID uint64, want wire.Op) error {
 		}
 		return re
 	}
-	return c.lost(fmt.Errorf("%v frame answering request %d, want %v: %w", h.Op, reqID, want, wire.ErrMalformed))
+	return c.lost(fmt.Errorf("%v frame answering request %d, want %v: %w", h.Op, reqID, want, frame.ErrMalformed))
 }
 
 // readBlock reads the next block entry of a response, expected to be key
 // id, into dst. blockErr is the block's own outcome (a status, or
-// tier.ErrCorrupt when it fails verification); err is a failure of the
+// kvpool.ErrCorrupt when it fails verification); err is a failure of the
 // response as a whole.
 func (c *Conn) readBlock(id uint64, dst []byte) (p []byte, sum uint32, blockErr, err error) {
 	bh, err := c.r.NextBlock()
@@ -410,7 +395,7 @@ func (c *Conn) readBlock(id uint64, dst []byte) (p []byte, sum uint32, blockErr,
 	if bh.ID != id || !block.Verify(k, p, bh.Checksum) {
 		c.ctr.corruptions.Add(1)
 		return nil, 0, fmt.Errorf("block %s: %d bytes received under id %016x with checksum %08x fail verification: %w",
-			k, len(p), bh.ID, bh.Checksum, tier.ErrCorrupt), nil
+			k, len(p), bh.ID, bh.Checksum, kvpool.ErrCorrupt), nil
 	}
 	return p, bh.Checksum, nil, nil
 }
@@ -433,7 +418,7 @@ func (c *Conn) get(id uint64, dst []byte) (p []byte, sum uint32, blockErr, err e
 
 // Get fetches block id, reading its payload into dst when cap(dst) is large
 // enough (otherwise into a new buffer), and returns the payload and its
-// checksum. The block is verified: a mismatch is tier.ErrCorrupt and no
+// checksum. The block is verified: a mismatch is kvpool.ErrCorrupt and no
 // bytes (dst's contents are then unspecified).
 func (c *Conn) Get(ctx context.Context, id uint64, dst []byte) ([]byte, uint32, error) {
 	// begin and end rather than do: no closure, so a Get does not allocate.
@@ -456,8 +441,8 @@ type Result struct {
 	Payload []byte
 	// Sum is its checksum.
 	Sum uint32
-	// Err is the key's outcome: nil, or wrapping tier.ErrNotFound,
-	// tier.ErrCorrupt, tier.ErrTooLarge, ...
+	// Err is the key's outcome: nil, or wrapping kvpool.ErrNotFound,
+	// kvpool.ErrCorrupt, kvpool.ErrTooLarge, ...
 	Err error
 }
 
@@ -530,14 +515,14 @@ func (c *Conn) mgetBatch(ids []uint64, batch []int, dst func(int) []byte, res []
 		return nil, c.decodeErr(err)
 	}
 	if n != len(batch) {
-		return nil, c.lost(fmt.Errorf("MGET response with %d blocks for %d keys: %w", n, len(batch), wire.ErrMalformed))
+		return nil, c.lost(fmt.Errorf("MGET response with %d blocks for %d keys: %w", n, len(batch), frame.ErrMalformed))
 	}
 	for _, i := range batch {
 		p, sum, berr, err := c.readBlock(ids[i], dst(i))
 		if err != nil {
 			return nil, err
 		}
-		if errors.Is(berr, tier.ErrTooLarge) {
+		if errors.Is(berr, kvpool.ErrTooLarge) {
 			retry = append(retry, i)
 			continue
 		}
@@ -562,7 +547,7 @@ func (c *Conn) Put(ctx context.Context, id uint64, payload []byte) error {
 // MPut stores payloads[i] as block ids[i] and returns one error per block
 // (nil when stored). It splits the blocks into batches by the node's
 // limits; a payload larger than the node's MaxPayload is not sent and gets
-// tier.ErrTooLarge. A non-nil error means the call failed as a whole (some
+// kvpool.ErrTooLarge. A non-nil error means the call failed as a whole (some
 // blocks may have been stored).
 func (c *Conn) MPut(ctx context.Context, ids []uint64, payloads [][]byte) ([]error, error) {
 	if len(ids) != len(payloads) {
@@ -579,14 +564,14 @@ func (c *Conn) MPut(ctx context.Context, ids []uint64, payloads [][]byte) ([]err
 // (the ACCESS op): entry i is a touch of block ids[i] when hints[i].Touch
 // (payloads[i] must be empty), else a put of payloads[i]; hints[i] gives
 // the block's chain position to the node's eviction policy. It returns
-// one error per entry: nil, tier.ErrNotFound for a touch of a block the
+// one error per entry: nil, kvpool.ErrNotFound for a touch of a block the
 // node does not hold in memory, or a put's error. Batches are split as
 // MPut splits them, so a long request's entries may arrive in several
 // frames, in order.
 //
 // A node that predates ACCESS answers it with unsupported op; MAccess
 // then stores the put entries with MPut, gives each touch an error
-// matching wire.ErrUnknownOp, and skips the attempt on later calls.
+// matching frame.ErrUnknownOp, and skips the attempt on later calls.
 func (c *Conn) MAccess(ctx context.Context, ids []uint64, hints []wire.Hint, payloads [][]byte) ([]error, error) {
 	if len(ids) != len(payloads) || len(ids) != len(hints) {
 		return nil, fmt.Errorf("nodeclient: access to %s: %d ids, %d hints and %d payloads", c.addr, len(ids), len(hints), len(payloads))
@@ -612,7 +597,7 @@ func (c *Conn) MAccess(ctx context.Context, ids []uint64, hints []wire.Hint, pay
 	var at []int
 	for i, h := range hints {
 		if h.Touch {
-			errs[i] = fmt.Errorf("block %s: the node takes no touches (ACCESS): %w", block.Key{Tenant: c.tenant, ID: ids[i]}, wire.ErrUnknownOp)
+			errs[i] = fmt.Errorf("block %s: the node takes no touches (ACCESS): %w", block.Key{Tenant: c.tenant, ID: ids[i]}, frame.ErrUnknownOp)
 			continue
 		}
 		putIDs, putPayloads, at = append(putIDs, ids[i]), append(putPayloads, payloads[i]), append(at, i)
@@ -637,7 +622,7 @@ func (c *Conn) mput(ctx context.Context, op wire.Op, ids []uint64, payloads [][]
 	for i, p := range payloads {
 		if len(p) > c.server.MaxPayload {
 			errs[i] = fmt.Errorf("block %s: %d bytes, the node accepts at most %d: %w",
-				block.Key{Tenant: c.tenant, ID: ids[i]}, len(p), c.server.MaxPayload, tier.ErrTooLarge)
+				block.Key{Tenant: c.tenant, ID: ids[i]}, len(p), c.server.MaxPayload, kvpool.ErrTooLarge)
 			continue
 		}
 		send = append(send, i)
@@ -718,11 +703,11 @@ func (c *Conn) mputBatch(op wire.Op, ids []uint64, payloads [][]byte, hints []wi
 		return c.decodeErr(err)
 	}
 	if len(st) != len(batch) {
-		return c.lost(fmt.Errorf("%v response with %d statuses for %d blocks: %w", op, len(st), len(batch), wire.ErrMalformed))
+		return c.lost(fmt.Errorf("%v response with %d statuses for %d blocks: %w", op, len(st), len(batch), frame.ErrMalformed))
 	}
 	for j, i := range batch {
 		if st[j].ID != ids[i] {
-			return c.lost(fmt.Errorf("%v response status %d is for id %016x, want %016x: %w", op, j, st[j].ID, ids[i], wire.ErrMalformed))
+			return c.lost(fmt.Errorf("%v response status %d is for id %016x, want %016x: %w", op, j, st[j].ID, ids[i], frame.ErrMalformed))
 		}
 		if e := wire.ErrorFor(st[j].Code); e != nil {
 			errs[i] = fmt.Errorf("block %s: %w", block.Key{Tenant: c.tenant, ID: ids[i]}, e)
@@ -755,12 +740,12 @@ func (c *Conn) Exists(ctx context.Context, ids []uint64) ([]bool, error) {
 				return c.decodeErr(err)
 			}
 			if len(st) != len(batch) {
-				return c.lost(fmt.Errorf("EXISTS response with %d statuses for %d keys: %w", len(st), len(batch), wire.ErrMalformed))
+				return c.lost(fmt.Errorf("EXISTS response with %d statuses for %d keys: %w", len(st), len(batch), frame.ErrMalformed))
 			}
 			for j, s := range st {
 				switch {
 				case s.ID != batch[j]:
-					return c.lost(fmt.Errorf("EXISTS response status %d is for id %016x, want %016x: %w", j, s.ID, batch[j], wire.ErrMalformed))
+					return c.lost(fmt.Errorf("EXISTS response status %d is for id %016x, want %016x: %w", j, s.ID, batch[j], frame.ErrMalformed))
 				case s.Code == wire.CodeOK:
 					out[start+j] = true
 				case s.Code != wire.CodeNotFound:
@@ -776,7 +761,7 @@ func (c *Conn) Exists(ctx context.Context, ids []uint64) ([]bool, error) {
 	return out, nil
 }
 
-// Delete removes block id; it returns an error wrapping tier.ErrNotFound
+// Delete removes block id; it returns an error wrapping kvpool.ErrNotFound
 // when the node does not hold it.
 func (c *Conn) Delete(ctx context.Context, id uint64) error {
 	err := c.do(ctx, func() error {
@@ -794,7 +779,7 @@ func (c *Conn) Delete(ctx context.Context, id uint64) error {
 			return c.decodeErr(err)
 		}
 		if st[0].ID != id {
-			return c.lost(fmt.Errorf("DELETE response for id %016x, want %016x: %w", st[0].ID, id, wire.ErrMalformed))
+			return c.lost(fmt.Errorf("DELETE response for id %016x, want %016x: %w", st[0].ID, id, frame.ErrMalformed))
 		}
 		return wire.ErrorFor(st[0].Code)
 	})

@@ -11,11 +11,11 @@
 //
 // Every block received is verified with block.Verify against the key asked
 // for (the connection's tenant and the requested ID). A block that fails is
-// counted (Counters.Corruptions) and reported as tier.ErrCorrupt, never
+// counted (Counters.Corruptions) and reported as kvpool.ErrCorrupt, never
 // returned: a corrupt, misdirected or mixed-up block is a miss, not data.
 //
-// Errors: per-key outcomes (tier.ErrNotFound, tier.ErrCorrupt,
-// tier.ErrTooLarge, tier.ErrFull) are returned for that key; a request the
+// Errors: per-key outcomes (kvpool.ErrNotFound, kvpool.ErrCorrupt,
+// kvpool.ErrTooLarge, kvpool.ErrFull) are returned for that key; a request the
 // node refused as a whole is a *wire.RemoteError (errors.Is works on its
 // code's sentinel). An I/O error, a deadline, a cancelled context or a
 // response that breaks the protocol leaves the connection unusable: every

@@ -6,11 +6,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // fakeNode accepts one connection, completes the handshake, reads one
@@ -83,35 +84,35 @@ func TestMisbehavingNode(t *testing.T) {
 	}{
 		{"block of another id", false, func(req *wire.Frame) []byte {
 			return must(wire.AppendGetResponse(nil, req.Header.ReqID, okBlock("t", 8, p)))
-		}, tier.ErrCorrupt, false},
+		}, kvpool.ErrCorrupt, false},
 		{"block of another tenant", false, func(req *wire.Frame) []byte {
 			return must(wire.AppendGetResponse(nil, req.Header.ReqID, okBlock("u", 7, p)))
-		}, tier.ErrCorrupt, false},
+		}, kvpool.ErrCorrupt, false},
 		{"MGET block of another id", true, func(req *wire.Frame) []byte {
 			return must(wire.AppendMGetResponse(nil, req.Header.ReqID, []wire.Block{okBlock("t", 8, p)}))
-		}, tier.ErrCorrupt, false},
+		}, kvpool.ErrCorrupt, false},
 		{"ERROR", false, func(req *wire.Frame) []byte {
 			return wire.AppendError(nil, req.Header.ReqID, errors.New("disk on fire"))
-		}, wire.ErrInternal, false},
+		}, frame.ErrInternal, false},
 		{"payload over the client's limit", false, func(req *wire.Frame) []byte {
 			return must(wire.AppendGetResponse(nil, req.Header.ReqID, okBlock("t", 7, make([]byte, 2000))))
-		}, wire.ErrPayloadTooLarge, false},
+		}, frame.ErrPayloadTooLarge, false},
 		{"wrong request id", false, func(req *wire.Frame) []byte {
 			return must(wire.AppendGetResponse(nil, req.Header.ReqID+1, okBlock("t", 7, p)))
-		}, wire.ErrMalformed, true},
+		}, frame.ErrMalformed, true},
 		{"wrong op", false, func(req *wire.Frame) []byte {
 			return wire.AppendPutResponse(nil, req.Header.ReqID, wire.Status{ID: 7})
-		}, wire.ErrMalformed, true},
+		}, frame.ErrMalformed, true},
 		{"MGET count mismatch", true, func(req *wire.Frame) []byte {
 			return must(wire.AppendMGetResponse(nil, req.Header.ReqID, []wire.Block{okBlock("t", 7, p), okBlock("t", 7, p)}))
-		}, wire.ErrMalformed, true},
+		}, frame.ErrMalformed, true},
 		{"truncated payload", false, func(req *wire.Frame) []byte {
 			b := must(wire.AppendGetResponse(nil, req.Header.ReqID, okBlock("t", 7, p)))
 			return b[:len(b)-10]
 		}, nil, true},
 		{"frame over the client's limit", false, func(req *wire.Frame) []byte {
 			return wire.AppendHeader(nil, wire.Header{Len: 1 << 30, Op: wire.OpGetResponse, ReqID: req.Header.ReqID})
-		}, wire.ErrFrameTooLarge, true},
+		}, frame.ErrFrameTooLarge, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -142,7 +143,7 @@ func TestMisbehavingNode(t *testing.T) {
 			if conn.Broken() != c.broken {
 				t.Fatalf("broken = %v, want %v (%v)", conn.Broken(), c.broken, err)
 			}
-			if errors.Is(c.want, tier.ErrCorrupt) && conn.Counters().Corruptions != 1 {
+			if errors.Is(c.want, kvpool.ErrCorrupt) && conn.Counters().Corruptions != 1 {
 				t.Fatalf("corruptions %d, want 1", conn.Counters().Corruptions)
 			}
 		})

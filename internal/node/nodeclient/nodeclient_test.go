@@ -12,12 +12,13 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/node/nodeserver/nodeservertest"
 	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -102,10 +103,10 @@ func TestRoundTripEveryOp(t *testing.T) {
 		if err := c.Delete(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Delete(ctx, 100); !errors.Is(err, tier.ErrNotFound) {
+		if err := c.Delete(ctx, 100); !errors.Is(err, kvpool.ErrNotFound) {
 			t.Fatalf("second delete: %v, want not found", err)
 		}
-		if _, _, err := c.Get(ctx, 100, nil); !errors.Is(err, tier.ErrNotFound) {
+		if _, _, err := c.Get(ctx, 100, nil); !errors.Is(err, kvpool.ErrNotFound) {
 			t.Fatalf("get after delete: %v, want not found", err)
 		}
 	})
@@ -130,7 +131,7 @@ func TestRoundTripEveryOp(t *testing.T) {
 				t.Errorf("block %d: %d bytes, %v", ids[i], len(res[i].Payload), res[i].Err)
 			}
 		}
-		if !errors.Is(res[4].Err, tier.ErrNotFound) || res[4].Payload != nil {
+		if !errors.Is(res[4].Err, kvpool.ErrNotFound) || res[4].Payload != nil {
 			t.Errorf("absent block: %v, %d bytes", res[4].Err, len(res[4].Payload))
 		}
 		if res, err := c.MGet(ctx, nil, nil); err != nil || len(res) != 0 {
@@ -179,11 +180,11 @@ func TestMGetMixed(t *testing.T) {
 		r := res[i]
 		switch id {
 		case 404:
-			if !errors.Is(r.Err, tier.ErrNotFound) {
+			if !errors.Is(r.Err, kvpool.ErrNotFound) {
 				t.Errorf("id %d: %v, want not found", id, r.Err)
 			}
 		case 5, 6:
-			if !errors.Is(r.Err, tier.ErrCorrupt) || r.Payload != nil {
+			if !errors.Is(r.Err, kvpool.ErrCorrupt) || r.Payload != nil {
 				t.Errorf("id %d: %v with %d bytes, want corrupt and no bytes", id, r.Err, len(r.Payload))
 			}
 		default:
@@ -204,7 +205,7 @@ func TestMGetMixed(t *testing.T) {
 }
 
 // TestBitFlip: a block whose bytes changed at rest on the node reaches the
-// client as tier.ErrCorrupt, counted, never as bytes.
+// client as kvpool.ErrCorrupt, counted, never as bytes.
 func TestBitFlip(t *testing.T) {
 	for _, spill := range []bool{false, true} {
 		t.Run(fmt.Sprintf("file=%v", spill), func(t *testing.T) {
@@ -221,8 +222,8 @@ func TestBitFlip(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, sum, err := c.Get(ctxT(t), 9, nil)
-			if !errors.Is(err, tier.ErrCorrupt) || got != nil || sum != 0 {
-				t.Fatalf("Get = %d bytes, sum %08x, %v; want tier.ErrCorrupt and nothing", len(got), sum, err)
+			if !errors.Is(err, kvpool.ErrCorrupt) || got != nil || sum != 0 {
+				t.Fatalf("Get = %d bytes, sum %08x, %v; want kvpool.ErrCorrupt and nothing", len(got), sum, err)
 			}
 			if c.Counters().Corruptions != 1 {
 				t.Fatalf("corruptions %d, want 1", c.Counters().Corruptions)
@@ -243,7 +244,7 @@ func TestTenantIsolation(t *testing.T) {
 	if err := a.Put(ctx, 7, pa); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.Get(ctx, 7, nil); !errors.Is(err, tier.ErrNotFound) {
+	if _, _, err := b.Get(ctx, 7, nil); !errors.Is(err, kvpool.ErrNotFound) {
 		t.Fatalf("tenant B reads A's block 7: %v", err)
 	}
 	if ok, err := b.Exists(ctx, []uint64{7}); err != nil || ok[0] {
@@ -335,7 +336,7 @@ func TestBatchSplitting(t *testing.T) {
 				t.Errorf("block %d: %v", ids[i], e)
 			}
 		}
-		if !errors.Is(errs[10], tier.ErrTooLarge) {
+		if !errors.Is(errs[10], kvpool.ErrTooLarge) {
 			t.Errorf("oversized block: %v, want too large", errs[10])
 		}
 		if got := n.srv.Stats().RequestCount(wire.OpMPut, wire.CodeOK); got != 5 {
@@ -367,7 +368,7 @@ func TestBatchSplitting(t *testing.T) {
 func TestPutTooLargeNotSent(t *testing.T) {
 	n := startNode(t, nodeserver.Options{Limits: wire.Limits{MaxPayload: 100}})
 	c := dial(t, n.addr, nodeclient.DialOptions{})
-	if err := c.Put(ctxT(t), 1, make([]byte, 101)); !errors.Is(err, tier.ErrTooLarge) {
+	if err := c.Put(ctxT(t), 1, make([]byte, 101)); !errors.Is(err, kvpool.ErrTooLarge) {
 		t.Fatalf("Put: %v, want too large", err)
 	}
 	if got := n.srv.Stats().RequestCount(wire.OpPut, wire.CodeOK); got != 0 {
@@ -383,7 +384,7 @@ func TestPayloadOverClientLimit(t *testing.T) {
 	n.b.Store(block.Key{ID: 1}, payload(200, 1))
 	n.b.Store(block.Key{ID: 2}, payload(50, 2))
 	ctx := ctxT(t)
-	if _, _, err := c.Get(ctx, 1, nil); !errors.Is(err, wire.ErrPayloadTooLarge) {
+	if _, _, err := c.Get(ctx, 1, nil); !errors.Is(err, frame.ErrPayloadTooLarge) {
 		t.Fatalf("Get: %v, want payload too large", err)
 	}
 	if got, _, err := c.Get(ctx, 2, nil); err != nil || len(got) != 50 {
@@ -407,10 +408,10 @@ func TestDialErrors(t *testing.T) {
 		want error
 	}{
 		{"bad tenant", nodeclient.DialOptions{Tenant: "a/b"}, block.ErrBadTenant},
-		{"missing token", nodeclient.DialOptions{Tenant: "x"}, wire.ErrUnauthorized},
-		{"wrong token", nodeclient.DialOptions{Tenant: "x", Token: []byte("guess")}, wire.ErrUnauthorized},
-		{"banned tenant", nodeclient.DialOptions{Tenant: "banned", Token: []byte("s3cret")}, wire.ErrUnauthorized},
-		{"client frame limit below the node's", nodeclient.DialOptions{Token: []byte("s3cret"), Limits: wire.Limits{MaxFrame: 1 << 20, MaxPayload: 1000}}, tier.ErrTooLarge},
+		{"missing token", nodeclient.DialOptions{Tenant: "x"}, kvpool.ErrUnauthorized},
+		{"wrong token", nodeclient.DialOptions{Tenant: "x", Token: []byte("guess")}, kvpool.ErrUnauthorized},
+		{"banned tenant", nodeclient.DialOptions{Tenant: "banned", Token: []byte("s3cret")}, kvpool.ErrUnauthorized},
+		{"client frame limit below the node's", nodeclient.DialOptions{Token: []byte("s3cret"), Limits: wire.Limits{MaxFrame: 1 << 20, MaxPayload: 1000}}, kvpool.ErrTooLarge},
 		{"negative timeout", nodeclient.DialOptions{Timeout: -1}, nil},
 	}
 	for _, c := range cases {
@@ -436,8 +437,8 @@ func TestDialErrors(t *testing.T) {
 func TestMaxConnsRefused(t *testing.T) {
 	n := startNode(t, nodeserver.Options{MaxConns: 1})
 	first := dial(t, n.addr, nodeclient.DialOptions{})
-	if _, err := nodeclient.Dial(ctxT(t), n.addr, nodeclient.DialOptions{}); !errors.Is(err, tier.ErrClosed) {
-		t.Fatalf("second Dial: %v, want unavailable (tier.ErrClosed)", err)
+	if _, err := nodeclient.Dial(ctxT(t), n.addr, nodeclient.DialOptions{}); !errors.Is(err, kvpool.ErrUnavailable) {
+		t.Fatalf("second Dial: %v, want unavailable (kvpool.ErrUnavailable)", err)
 	}
 	if _, err := first.Stats(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -588,7 +589,7 @@ func TestPoolConcurrent(t *testing.T) {
 					return
 				}
 				res, err := p.MGet(ctx, []uint64{id, id + 1<<40}, nil)
-				if err != nil || !bytes.Equal(res[0].Payload, want) || !errors.Is(res[1].Err, tier.ErrNotFound) {
+				if err != nil || !bytes.Equal(res[0].Payload, want) || !errors.Is(res[1].Err, kvpool.ErrNotFound) {
 					errc <- fmt.Errorf("mget %d: %v", id, err)
 					return
 				}

@@ -70,7 +70,7 @@ func (o PoolOptions) resolve() (PoolOptions, error) {
 // closed instead. A call that finds an idle connection closed by the node
 // (idle timeout, restart) is retried once on a new connection; the
 // protocol's ops are idempotent (except that a retried DELETE may report
-// tier.ErrNotFound).
+// kvpool.ErrNotFound).
 type Pool struct {
 	addr string
 	opts PoolOptions

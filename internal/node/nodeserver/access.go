@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/node/wire"
 )
 
@@ -20,7 +21,7 @@ type AccessBackend interface {
 	PutHinted(ctx context.Context, k block.Key, payload []byte, sum uint32, h wire.Hint) error
 	// Touch records an access to k's in-memory copy with the eviction
 	// policy, moving no data and taking no read lease. It returns
-	// tier.ErrNotFound, changing nothing, when memory does not hold k.
+	// kvpool.ErrNotFound, changing nothing, when memory does not hold k.
 	Touch(ctx context.Context, k block.Key, h wire.Hint) error
 }
 
@@ -33,7 +34,7 @@ func (c *conn) access(ctx context.Context, h wire.Header) (wire.Code, error) {
 			return wire.CodeUnsupportedOp, err
 		}
 		return wire.CodeUnsupportedOp, c.writeError(h.ReqID,
-			fmt.Errorf("nodeserver: %v (request %d): this node's backend takes no access hints: %w", h.Op, h.ReqID, wire.ErrUnknownOp))
+			fmt.Errorf("nodeserver: %v (request %d): this node's backend takes no access hints: %w", h.Op, h.ReqID, frame.ErrUnknownOp))
 	}
 	n, err := c.r.BeginBlocks()
 	if err != nil {

@@ -7,9 +7,9 @@ import (
 	"math"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // Review tests (adversarial review of tenant tokens and the ACCESS op):
@@ -66,8 +66,8 @@ func TestReviewAccessOnReadOnlySharedNamespace(t *testing.T) {
 			}
 			for _, c := range cases {
 				errs, err := bob.MAccess(ctx, c.ids, c.hints, c.payloads)
-				if !errors.Is(err, wire.ErrUnauthorized) {
-					t.Errorf("bob: %s in public = %v, %v; want wire.ErrUnauthorized", c.name, errs, err)
+				if !errors.Is(err, kvpool.ErrUnauthorized) {
+					t.Errorf("bob: %s in public = %v, %v; want kvpool.ErrUnauthorized", c.name, errs, err)
 				}
 			}
 			present, err := bob.Exists(ctx, []uint64{2, 3})
@@ -170,7 +170,7 @@ func TestReviewAccessPutChecksum(t *testing.T) {
 				if f.Statuses[0].Code != wire.CodeOK || f.Statuses[1].Code != wire.CodeCorrupt {
 					t.Errorf("%s: statuses %v; want ok, corrupt", b.name, f.Statuses)
 				}
-				if got, _, err := bob.Get(ctx, 5, nil); !errors.Is(err, tier.ErrNotFound) {
+				if got, _, err := bob.Get(ctx, 5, nil); !errors.Is(err, kvpool.ErrNotFound) {
 					t.Errorf("%s: Get(5) = %q, %v; want not found", b.name, got, err)
 				}
 				if got, _, err := bob.Get(ctx, 6, nil); err != nil || !bytes.Equal(got, p) {

@@ -10,8 +10,8 @@ import (
 
 // Backend is the store a Server serves (in a node: the tiered RAM+SSD
 // store). Implementations are safe for concurrent use. Errors use the tier
-// vocabulary (tier.ErrNotFound, tier.ErrCorrupt, tier.ErrTooLarge,
-// tier.ErrFull, tier.ErrClosed), which the server sends as status codes
+// vocabulary (kvpool.ErrNotFound, kvpool.ErrCorrupt, kvpool.ErrTooLarge,
+// kvpool.ErrFull, kvpool.ErrClosed), which the server sends as status codes
 // (wire.CodeOf); any other error is sent as CodeInternal.
 //
 // Package nodeservertest has an in-memory implementation.
@@ -23,7 +23,7 @@ type Backend interface {
 	// payload has been sent. Acquire counts as a read (recency, hits), may
 	// take a read lease, and need not verify the payload: the client
 	// verifies every block against the key it asked for. It returns
-	// tier.ErrNotFound when k is absent.
+	// kvpool.ErrNotFound when k is absent.
 	//
 	// Acquire returns a handle rather than calling back with the payload
 	// because a response frame's header carries its total length: the
@@ -31,13 +31,13 @@ type Backend interface {
 	Acquire(ctx context.Context, k block.Key) (Ref, error)
 	// Put stores a copy of payload under k. sum is the client's
 	// block.Checksum(k, payload), unverified by the server: Put verifies it
-	// and returns tier.ErrCorrupt on a mismatch. payload is valid only
+	// and returns kvpool.ErrCorrupt on a mismatch. payload is valid only
 	// during the call.
 	Put(ctx context.Context, k block.Key, payload []byte, sum uint32) error
 	// Exists reports whether k is stored. It must not change recency,
 	// admission or policy state, nor take or extend a read lease.
 	Exists(k block.Key) bool
-	// Delete removes k; it returns tier.ErrNotFound when k is absent.
+	// Delete removes k; it returns kvpool.ErrNotFound when k is absent.
 	Delete(ctx context.Context, k block.Key) error
 	// Stats returns a snapshot of each tier's counters (at most 255 tiers,
 	// names at most 255 bytes), for the STATS op.

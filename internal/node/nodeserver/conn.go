@@ -8,12 +8,14 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
-	"sync"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/auth"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/node/wire"
+	"github.com/kvpool/kvpool/internal/server"
 )
 
 // lingerDrain is the most bytes read and discarded from a refused
@@ -27,18 +29,12 @@ const lingerDrain = 128 << 10
 // next to the copy and bounds the buffer a connection holds.
 const copyChunk = 1 << 20
 
-// errShuttingDown ends a connection interrupted by shutdown.
-var errShuttingDown = errors.New("nodeserver: server shutting down")
-
-// aLongTimeAgo is a deadline in the past: setting it interrupts a blocked
-// read at once.
-var aLongTimeAgo = time.Unix(1, 0)
-
-// conn is one client connection. Its fields are owned by its goroutine,
-// except mu and closing, which shutdown uses to interrupt it.
+// conn is one client connection. Its fields are owned by its goroutine;
+// the server skeleton interrupts it through sc.
 type conn struct {
 	s      *Server
-	nc     net.Conn
+	sc     *server.Conn // deadlines the skeleton can take over
+	nc     net.Conn     // sc's connection itself (for writev and sendfile)
 	remote string
 	r      *wire.Reader
 	cr     connReader
@@ -48,9 +44,6 @@ type conn struct {
 	// write its tenant's namespace (a shared namespace it only reads):
 	// PUT, MPUT and DELETE are answered with it.
 	denyWrite error
-
-	mu      sync.Mutex // orders read-deadline changes against interrupt
-	closing bool
 
 	// The request being served, counted (Stats.Requests) once, when its
 	// answer starts going out, so a client that has its answer sees it
@@ -100,8 +93,8 @@ func (r *connReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), reqCounted: true}
+func newConn(s *Server, sc *server.Conn) *conn {
+	return &conn{s: s, sc: sc, nc: sc.Conn, remote: sc.RemoteAddr().String(), reqCounted: true}
 }
 
 // count counts the request being served with code, unless already counted.
@@ -112,36 +105,12 @@ func (c *conn) count(code wire.Code) {
 	}
 }
 
-// interrupt makes a connection waiting for a request give up, and any later
-// deadline change fail, so it ends after the request in flight.
-func (c *conn) interrupt() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.closing = true
-	c.nc.SetReadDeadline(aLongTimeAgo)
-}
-
 // setReadDeadline sets the read deadline d from now, unless the server is
-// shutting down.
-func (c *conn) setReadDeadline(d time.Duration) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closing {
-		return errShuttingDown
-	}
-	return c.nc.SetReadDeadline(time.Now().Add(d))
-}
-
-func (c *conn) isClosing() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closing
-}
+// shutting down (server.ErrShuttingDown).
+func (c *conn) setReadDeadline(d time.Duration) error { return c.sc.SetReadTimeout(d) }
 
 // serve runs the connection until it ends.
 func (c *conn) serve(ctx context.Context) {
-	defer c.s.connDone(c)
-	defer c.nc.Close()
 	defer func() {
 		if v := recover(); v != nil {
 			c.s.ctr.panics.Add(1)
@@ -166,10 +135,9 @@ func (c *conn) serve(ctx context.Context) {
 
 // ended counts and logs why the connection ended.
 func (c *conn) ended(err error) {
-	closing := c.isClosing()
 	reason := "error"
 	switch {
-	case closing || errors.Is(err, errShuttingDown):
+	case c.sc.Closing() || errors.Is(err, server.ErrShuttingDown):
 		reason = "shutdown"
 	case err == io.EOF || errors.Is(err, net.ErrClosed):
 		reason = "closed by peer"
@@ -180,11 +148,9 @@ func (c *conn) ended(err error) {
 	c.s.log.Debug("nodeserver: connection ended", "remote", c.remote, "tenant", c.tenant, "reason", reason, "err", err)
 }
 
-// handshake reads the hello and answers it.
+// handshake reads the hello and answers it, within the handshake deadline
+// the skeleton set.
 func (c *conn) handshake() error {
-	if err := c.setReadDeadline(c.s.opts.HandshakeTimeout); err != nil {
-		return err
-	}
 	var h wire.Hello
 	err := c.r.ReadHello(&h)
 	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
@@ -204,7 +170,7 @@ func (c *conn) handshake() error {
 	}
 	c.tenant = h.Tenant
 	if werr := g.Check(h.Tenant, true); werr != nil {
-		c.denyWrite = fmt.Errorf("nodeserver: %w: %w", werr, wire.ErrUnauthorized)
+		c.denyWrite = fmt.Errorf("nodeserver: %w: %w", werr, kvpool.ErrUnauthorized)
 	}
 	ack := wire.HelloAckFor(nil, c.s.lim)
 	c.wbuf = wire.AppendHelloAck(c.wbuf[:0], &ack)
@@ -216,16 +182,16 @@ func (c *conn) handshake() error {
 // (the hello's tenant is the namespace the connection wants). It returns
 // the grant.
 func (s *Server) authorize(h *wire.Hello) (auth.Grant, error) {
-	g, err := s.auth.Authenticate(h.Token)
+	g, err := s.srv.Auth().Authenticate(h.Token)
 	if err != nil {
-		return g, fmt.Errorf("tenant %q: %w: %w", h.Tenant, err, wire.ErrUnauthorized)
+		return g, fmt.Errorf("tenant %q: %w: %w", h.Tenant, err, kvpool.ErrUnauthorized)
 	}
 	if err := g.Check(h.Tenant, false); err != nil {
-		return g, fmt.Errorf("%w: %w", err, wire.ErrUnauthorized)
+		return g, fmt.Errorf("%w: %w", err, kvpool.ErrUnauthorized)
 	}
 	if s.opts.TenantPolicy != nil {
 		if err := s.opts.TenantPolicy(h.Tenant); err != nil {
-			return g, fmt.Errorf("tenant %q refused: %v: %w", h.Tenant, err, wire.ErrUnauthorized)
+			return g, fmt.Errorf("tenant %q refused: %v: %w", h.Tenant, err, kvpool.ErrUnauthorized)
 		}
 	}
 	return g, nil
@@ -251,8 +217,8 @@ func linger(nc net.Conn, b []byte, timeout time.Duration) int {
 
 // isDecodeError reports whether err is the peer's malformed input.
 func isDecodeError(err error) bool {
-	for _, e := range [...]error{wire.ErrMalformed, wire.ErrFrameTooLarge, wire.ErrUnknownOp,
-		wire.ErrBatchTooLong, wire.ErrPayloadTooLarge, io.ErrUnexpectedEOF} {
+	for _, e := range [...]error{frame.ErrMalformed, frame.ErrFrameTooLarge, frame.ErrUnknownOp,
+		frame.ErrBatchTooLong, frame.ErrPayloadTooLarge, io.ErrUnexpectedEOF} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -400,7 +366,7 @@ func (c *conn) dispatch(ctx context.Context, h wire.Header) (wire.Code, error) {
 		return wire.CodeOK, c.write(resp)
 	}
 	// A valid op that is not a request: a response or ERROR frame.
-	err := fmt.Errorf("nodeserver: %v frame (request %d) from %s: not a request: %w", h.Op, h.ReqID, c.remote, wire.ErrUnknownOp)
+	err := fmt.Errorf("nodeserver: %v frame (request %d) from %s: not a request: %w", h.Op, h.ReqID, c.remote, frame.ErrUnknownOp)
 	return c.bodyError(h, err)
 }
 
@@ -418,7 +384,7 @@ func (c *conn) refuse(h wire.Header) (wire.Code, error) {
 // internal answers a request the server failed to serve.
 func (c *conn) internal(h wire.Header, err error) (wire.Code, error) {
 	c.s.log.Warn("nodeserver: request failed", "remote", c.remote, "tenant", c.tenant, "op", h.Op.String(), "err", err)
-	return wire.CodeInternal, c.writeError(h.ReqID, fmt.Errorf("nodeserver: %v: %v: %w", h.Op, err, wire.ErrInternal))
+	return wire.CodeInternal, c.writeError(h.ReqID, fmt.Errorf("nodeserver: %v: %v: %w", h.Op, err, frame.ErrInternal))
 }
 
 // backendCode returns the status sent for a backend call's result, logging
@@ -496,7 +462,7 @@ func (c *conn) get(ctx context.Context, h wire.Header, ids []uint64) error {
 	fixed := headLen + wire.BlockHeaderLen*len(ids)
 	if fixed > c.s.lim.MaxFrame {
 		err := fmt.Errorf("nodeserver: %v of %d keys (request %d): the response's headers alone need %d bytes, more than the frame limit %d: %w",
-			h.Op, len(ids), h.ReqID, fixed, c.s.lim.MaxFrame, wire.ErrFrameTooLarge)
+			h.Op, len(ids), h.ReqID, fixed, c.s.lim.MaxFrame, frame.ErrFrameTooLarge)
 		return c.writeError(h.ReqID, err)
 	}
 	room := c.s.lim.MaxFrame - fixed

@@ -81,5 +81,7 @@
 // Serve returns when its context ends or Close is called. Either stops
 // accepting, interrupts connections waiting for a request, cancels the
 // context of requests in flight (pacer waits, backend calls), and waits for
-// every connection goroutine to finish.
+// every connection goroutine to finish. The accept loop, the connection
+// limit and this stop are package server's (the skeleton every kvpool
+// front shares); this package is the node protocol's connection handler.
 package nodeserver

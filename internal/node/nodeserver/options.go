@@ -7,13 +7,14 @@ import (
 
 	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/node/wire"
+	"github.com/kvpool/kvpool/internal/server"
 )
 
 // Defaults for zero Options fields.
 const (
-	// DefaultHandshakeTimeout bounds the wait for a hello: 10 s, as Go's
-	// net/http bounds a TLS handshake; a hello is at most ~4 KiB.
-	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultHandshakeTimeout bounds the wait for a hello
+	// (server.DefaultHandshakeTimeout, 10 s).
+	DefaultHandshakeTimeout = server.DefaultHandshakeTimeout
 	// DefaultIdleTimeout bounds the wait for the next request: 5 min, long
 	// enough for a client pool's connections to outlive the gaps of a trace
 	// replay (the conversation trace arrives in ~3 s buckets), short enough
@@ -27,10 +28,9 @@ const (
 	// DefaultWriteTimeout bounds each write of a response: 30 s, for the
 	// same reason as DefaultReadTimeout.
 	DefaultWriteTimeout = 30 * time.Second
-	// DefaultMaxConns is the most connections served at once: 1024. Each
-	// holds a goroutine and a 64 KiB read buffer, so the buffers stay under
-	// 64 MiB.
-	DefaultMaxConns = 1024
+	// DefaultMaxConns is the most connections served at once
+	// (server.DefaultMaxConns, 1024: 64 MiB of read buffers at most).
+	DefaultMaxConns = server.DefaultMaxConns
 )
 
 // Options configure a Server. The zero value of each field means its
@@ -93,67 +93,19 @@ func (o Options) resolve() (Options, error) {
 	if o.Backend == nil {
 		return o, fmt.Errorf("nodeserver: Options.Backend is nil; a server needs a backend to serve")
 	}
-	lim, err := resolveLimits(o.Limits)
+	lim, err := o.Limits.Resolve()
 	if err != nil {
 		return o, fmt.Errorf("nodeserver: Options.Limits: %w", err)
 	}
 	o.Limits = lim
-	durations := [...]struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"HandshakeTimeout", &o.HandshakeTimeout, DefaultHandshakeTimeout},
-		{"IdleTimeout", &o.IdleTimeout, DefaultIdleTimeout},
-		{"ReadTimeout", &o.ReadTimeout, DefaultReadTimeout},
-		{"WriteTimeout", &o.WriteTimeout, DefaultWriteTimeout},
+	sk, err := o.skeleton().Resolve() // connections, handshake, tokens, auth
+	if err != nil {
+		return o, err
 	}
-	for _, d := range durations {
-		switch {
-		case *d.v < 0:
-			return o, fmt.Errorf("nodeserver: Options.%s is %v; want >= 0 (0 means the default, %v)", d.name, *d.v, d.def)
-		case *d.v == 0:
-			*d.v = d.def
-		}
-	}
-	switch {
-	case o.MaxConns < 0:
-		return o, fmt.Errorf("nodeserver: Options.MaxConns is %d; want >= 0 (0 means the default, %d)", o.MaxConns, DefaultMaxConns)
-	case o.MaxConns == 0:
-		o.MaxConns = DefaultMaxConns
-	}
-	if len(o.Token) > o.Limits.MaxToken {
-		return o, fmt.Errorf("nodeserver: Options.Token is %d bytes, longer than Limits.MaxToken (%d): no hello could carry it",
-			len(o.Token), o.Limits.MaxToken)
-	}
-	for name, tok := range o.TenantTokens {
-		if len(tok) > o.Limits.MaxToken {
-			return o, fmt.Errorf("nodeserver: Options.TenantTokens: the token of tenant %q is %d bytes, longer than Limits.MaxToken (%d): no hello could carry it",
-				name, len(tok), o.Limits.MaxToken)
-		}
-	}
-	if err := (auth.Options{ClusterToken: o.Token, TenantTokens: o.TenantTokens, Shared: o.Shared}).Validate(); err != nil {
-		return o, fmt.Errorf("nodeserver: Options: %w", err)
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	return o, nil
-}
-
-// resolveLimits validates l and fills its zero fields with the defaults.
-func resolveLimits(l wire.Limits) (wire.Limits, error) {
-	if err := l.Validate(); err != nil {
-		return l, err
-	}
-	d := wire.DefaultLimits()
-	for _, f := range [...]struct{ v, def *int }{
-		{&l.MaxFrame, &d.MaxFrame}, {&l.MaxBatch, &d.MaxBatch}, {&l.MaxPayload, &d.MaxPayload},
-		{&l.MaxTenant, &d.MaxTenant}, {&l.MaxToken, &d.MaxToken},
-	} {
-		if *f.v == 0 {
-			*f.v = *f.def
-		}
-	}
-	return l, nil
+	o.MaxConns, o.HandshakeTimeout, o.Logger = sk.MaxConns, sk.HandshakeTimeout, sk.Logger
+	return o, server.Durations("nodeserver",
+		server.Duration{Name: "IdleTimeout", V: &o.IdleTimeout, Default: DefaultIdleTimeout},
+		server.Duration{Name: "ReadTimeout", V: &o.ReadTimeout, Default: DefaultReadTimeout},
+		server.Duration{Name: "WriteTimeout", V: &o.WriteTimeout, Default: DefaultWriteTimeout},
+	)
 }

@@ -21,12 +21,12 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/node/nodeserver/nodeservertest"
 	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -422,8 +422,8 @@ const sentinel = 0xfeedface
 func TestWireCorpus(t *testing.T) {
 	dir := filepath.Join("..", "wire", "testdata", "fuzz", "FuzzDecode")
 	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Skipf("wire fuzz corpus not found: %v", err)
+	if err != nil || len(entries) == 0 { // the corpus is checked in: its absence is a bug
+		t.Fatalf("wire fuzz corpus: %d entries, %v", len(entries), err)
 	}
 	b := newBackend(t)
 	srv, addr := start(t, b, nodeserver.Options{Limits: corpusLimits, ReadTimeout: 200 * time.Millisecond, HandshakeTimeout: 2 * time.Second})
@@ -749,9 +749,9 @@ func TestBackendErrorCodes(t *testing.T) {
 		err  error
 		want wire.Code
 	}{
-		{fmt.Errorf("store: slot: %w", tier.ErrFull), wire.CodeFull},
-		{tier.ErrTooLarge, wire.CodeTooLarge},
-		{tier.ErrClosed, wire.CodeUnavailable},
+		{fmt.Errorf("store: slot: %w", kvpool.ErrFull), wire.CodeFull},
+		{kvpool.ErrTooLarge, wire.CodeTooLarge},
+		{kvpool.ErrClosed, wire.CodeUnavailable},
 		{context.Canceled, wire.CodeUnavailable},
 		{errors.New("disk on fire"), wire.CodeInternal},
 	}

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kvpool/kvpool/internal/node/wire"
+	"github.com/kvpool/kvpool/internal/server"
 )
 
 // Sizes of Stats.Requests.
@@ -75,8 +76,7 @@ func codeSlot(c wire.Code) int {
 
 // counters are a server's live counters.
 type counters struct {
-	connsOpen                               atomic.Int64
-	connsTotal, connsRefused, handshakesRef atomic.Uint64
+	handshakesRef                           atomic.Uint64
 	requests                                [OpSlots][CodeSlots]atomic.Uint64
 	bytesIn, bytesOut, blocksIn, blocksOut  atomic.Uint64
 	writevBytes, sendfileBytes, copiedBytes atomic.Uint64
@@ -87,11 +87,12 @@ func (c *counters) request(op wire.Op, code wire.Code) {
 	c.requests[opSlot(op)][codeSlot(code)].Add(1)
 }
 
-func (c *counters) snapshot() Stats {
+// snapshot returns the counters with the skeleton's connection counters.
+func (c *counters) snapshot(conns server.Stats) Stats {
 	s := Stats{
-		ConnsOpen:         c.connsOpen.Load(),
-		ConnsTotal:        c.connsTotal.Load(),
-		ConnsRefused:      c.connsRefused.Load(),
+		ConnsOpen:         conns.Open,
+		ConnsTotal:        conns.Accepted,
+		ConnsRefused:      conns.Refused,
 		HandshakesRefused: c.handshakesRef.Load(),
 		BytesIn:           c.bytesIn.Load(),
 		BytesOut:          c.bytesOut.Load(),

@@ -10,13 +10,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/node"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
-	"github.com/kvpool/kvpool/internal/node/wire"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // tenantToken is the auth token of the servers in the tenant tests; 16
@@ -131,8 +130,8 @@ func TestTenantIsolation(t *testing.T) {
 					}
 				}
 				for _, id := range ids[:3] {
-					if got, _, err := c.Get(ctx, id, nil); !errors.Is(err, tier.ErrNotFound) {
-						t.Errorf("tenant %q: Get(%d) = %d bytes, %v; want tier.ErrNotFound", other, id, len(got), err)
+					if got, _, err := c.Get(ctx, id, nil); !errors.Is(err, kvpool.ErrNotFound) {
+						t.Errorf("tenant %q: Get(%d) = %d bytes, %v; want kvpool.ErrNotFound", other, id, len(got), err)
 					}
 				}
 				res, err := c.MGet(ctx, ids, nil)
@@ -140,12 +139,12 @@ func TestTenantIsolation(t *testing.T) {
 					t.Fatalf("tenant %q: mget: %v", other, err)
 				}
 				for i, r := range res {
-					if !errors.Is(r.Err, tier.ErrNotFound) {
-						t.Errorf("tenant %q: MGet block %d = %d bytes, %v; want tier.ErrNotFound", other, ids[i], len(r.Payload), r.Err)
+					if !errors.Is(r.Err, kvpool.ErrNotFound) {
+						t.Errorf("tenant %q: MGet block %d = %d bytes, %v; want kvpool.ErrNotFound", other, ids[i], len(r.Payload), r.Err)
 					}
 				}
-				if err := c.Delete(ctx, ids[0]); !errors.Is(err, tier.ErrNotFound) {
-					t.Errorf("tenant %q: Delete(%d) = %v; want tier.ErrNotFound", other, ids[0], err)
+				if err := c.Delete(ctx, ids[0]); !errors.Is(err, kvpool.ErrNotFound) {
+					t.Errorf("tenant %q: Delete(%d) = %v; want kvpool.ErrNotFound", other, ids[0], err)
 				}
 			}
 
@@ -168,8 +167,8 @@ func TestTenantIsolation(t *testing.T) {
 					got, _, err := c.Get(ctx, id, nil)
 					switch {
 					case tn == tenants[0] && id == ids[0]:
-						if !errors.Is(err, tier.ErrNotFound) {
-							t.Errorf("tenant %q: Get(%d) after its delete = %v; want tier.ErrNotFound", tn, id, err)
+						if !errors.Is(err, kvpool.ErrNotFound) {
+							t.Errorf("tenant %q: Get(%d) after its delete = %v; want kvpool.ErrNotFound", tn, id, err)
 						}
 					case err != nil:
 						t.Errorf("tenant %q: Get(%d): %v", tn, id, err)
@@ -193,7 +192,7 @@ func TestTenantIsolation(t *testing.T) {
 }
 
 // TestTenantAuth: a server started with a token refuses a hello without it
-// or with a wrong one (wire.ErrUnauthorized) and serves one with it.
+// or with a wrong one (kvpool.ErrUnauthorized) and serves one with it.
 func TestTenantAuth(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -217,8 +216,8 @@ func TestTenantAuth(t *testing.T) {
 						if err == nil {
 							conn.Close()
 						}
-						if !errors.Is(err, wire.ErrUnauthorized) {
-							t.Fatalf("dial: %v; want wire.ErrUnauthorized", err)
+						if !errors.Is(err, kvpool.ErrUnauthorized) {
+							t.Fatalf("dial: %v; want kvpool.ErrUnauthorized", err)
 						}
 						return
 					}
@@ -301,8 +300,8 @@ func TestTenantTokens(t *testing.T) {
 				if err == nil {
 					c.Close()
 				}
-				if !errors.Is(err, wire.ErrUnauthorized) {
-					t.Errorf("dial as tenant %q with token %q: %v; want wire.ErrUnauthorized", r.tenant, r.token, err)
+				if !errors.Is(err, kvpool.ErrUnauthorized) {
+					t.Errorf("dial as tenant %q with token %q: %v; want kvpool.ErrUnauthorized", r.tenant, r.token, err)
 				}
 			}
 
@@ -325,12 +324,12 @@ func TestTenantTokens(t *testing.T) {
 				}
 			}
 			for _, id := range ids {
-				if got, _, err := bob.Get(ctx, id, nil); !errors.Is(err, tier.ErrNotFound) {
-					t.Errorf("bob: Get(%d) = %d bytes, %v; want tier.ErrNotFound", id, len(got), err)
+				if got, _, err := bob.Get(ctx, id, nil); !errors.Is(err, kvpool.ErrNotFound) {
+					t.Errorf("bob: Get(%d) = %d bytes, %v; want kvpool.ErrNotFound", id, len(got), err)
 				}
 			}
-			if err := bob.Delete(ctx, ids[0]); !errors.Is(err, tier.ErrNotFound) {
-				t.Errorf("bob: Delete(%d) = %v; want tier.ErrNotFound", ids[0], err)
+			if err := bob.Delete(ctx, ids[0]); !errors.Is(err, kvpool.ErrNotFound) {
+				t.Errorf("bob: Delete(%d) = %v; want kvpool.ErrNotFound", ids[0], err)
 			}
 			if got, _, err := alice.Get(ctx, ids[0], nil); err != nil || !bytes.Equal(got, tenantPayload("alice", ids[0])) {
 				t.Errorf("alice: Get(%d) after bob's delete = %q, %v; want her payload", ids[0], got, err)
@@ -365,8 +364,8 @@ func TestTenantTokens(t *testing.T) {
 				{"delete", func() error { return bobPub.Delete(ctx, ids[0]) }},
 			}
 			for _, w := range writes {
-				if err := w.do(); !errors.Is(err, wire.ErrUnauthorized) {
-					t.Errorf("bob: %s in public = %v; want wire.ErrUnauthorized", w.name, err)
+				if err := w.do(); !errors.Is(err, kvpool.ErrUnauthorized) {
+					t.Errorf("bob: %s in public = %v; want kvpool.ErrUnauthorized", w.name, err)
 				}
 				// The connection stays usable after the refusal.
 				if ex, err := bobPub.Exists(ctx, ids[:1]); err != nil || !ex[0] {
@@ -418,8 +417,8 @@ func TestTenantTokensNeverLogged(t *testing.T) {
 		t.Fatal("a wrong token was accepted")
 	}
 	c := mustDial(t, addr, "public", aliceToken)
-	if err := c.Put(ctx, 1, []byte("x")); !errors.Is(err, wire.ErrUnauthorized) {
-		t.Fatalf("alice: put in public = %v; want wire.ErrUnauthorized", err)
+	if err := c.Put(ctx, 1, []byte("x")); !errors.Is(err, kvpool.ErrUnauthorized) {
+		t.Fatalf("alice: put in public = %v; want kvpool.ErrUnauthorized", err)
 	}
 	c.Close()
 	if logs.Len() == 0 {

@@ -21,8 +21,8 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // Options configure the quotas. The zero value is "no quota for anyone":
@@ -132,7 +132,7 @@ func (l *Ledger) setLocked(k block.Key, size int64) {
 // Reserve charges k at size bytes to its tenant before it is stored,
 // replacing any earlier charge of k (a Put of a present key replaces it).
 // If that would take the tenant over its quota it charges nothing and
-// returns an error wrapping tier.ErrQuota that names the tenant, the quota
+// returns an error wrapping kvpool.ErrQuota that names the tenant, the quota
 // and the usage.
 func (l *Ledger) Reserve(k block.Key, size int64) error {
 	l.mu.Lock()
@@ -143,7 +143,7 @@ func (l *Ledger) Reserve(k block.Key, size int64) error {
 	if limit > 0 && after > limit {
 		a.rejections++
 		return fmt.Errorf("quota: store %s (%d bytes): tenant %q uses %d of its %d-byte quota, and this block would take it to %d: %w",
-			k, size, k.Tenant, a.bytes, limit, after, tier.ErrQuota)
+			k, size, k.Tenant, a.bytes, limit, after, kvpool.ErrQuota)
 	}
 	l.setLocked(k, size)
 	return nil

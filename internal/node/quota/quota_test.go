@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 func k(tenant string, id uint64) block.Key { return block.Key{Tenant: tenant, ID: id} }
@@ -85,8 +85,8 @@ func TestLedger(t *testing.T) {
 					t.Fatalf("step %d %s %s: err %v, want error %v", i, s.op, s.key, err, s.wantErr)
 				}
 				if err != nil {
-					if !errors.Is(err, tier.ErrQuota) {
-						t.Errorf("step %d: %v does not match tier.ErrQuota", i, err)
+					if !errors.Is(err, kvpool.ErrQuota) {
+						t.Errorf("step %d: %v does not match kvpool.ErrQuota", i, err)
 					}
 					for _, want := range []string{`tenant "` + s.key.Tenant + `"`, "quota"} {
 						if !strings.Contains(err.Error(), want) {

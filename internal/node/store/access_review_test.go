@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/internal/tier/ram"
 	"github.com/kvpool/kvpool/internal/vfs"
 )
@@ -21,7 +21,7 @@ func reviewPayload(k block.Key) []byte {
 }
 
 // TestReviewPutHintedBadChecksumNeverStored: a hinted put with a wrong
-// checksum is refused with tier.ErrCorrupt and stored nowhere — not in RAM
+// checksum is refused with kvpool.ErrCorrupt and stored nowhere — not in RAM
 // and not written around to SSD — even when RAM would refuse the block
 // anyway (its policy key is another tenant's), and an older good copy of
 // the key is kept.
@@ -49,8 +49,8 @@ func TestReviewPutHintedBadChecksumNeverStored(t *testing.T) {
 	} {
 		p := []byte("forged block")
 		_, err := s.PutHinted(ctx, c.k, p, c.sum(c.k, p), block.Hint{Depth: 1, Parent: 1})
-		if !errors.Is(err, tier.ErrCorrupt) {
-			t.Errorf("%s: PutHinted = %v; want tier.ErrCorrupt", c.name, err)
+		if !errors.Is(err, kvpool.ErrCorrupt) {
+			t.Errorf("%s: PutHinted = %v; want kvpool.ErrCorrupt", c.name, err)
 		}
 		if c.k == good {
 			mustGet(t, s, good, reviewPayload(good))
@@ -94,14 +94,14 @@ func TestReviewTouchRacingDemotion(t *testing.T) {
 				switch g.IntN(8) {
 				case 0, 1, 2:
 					p := reviewPayload(k)
-					if _, err := s.PutHinted(ctx, k, p, block.Checksum(k, p), block.Hint{Depth: g.IntN(3), Parent: uint64(g.IntN(ids))}); err != nil && !errors.Is(err, tier.ErrFull) {
+					if _, err := s.PutHinted(ctx, k, p, block.Checksum(k, p), block.Hint{Depth: g.IntN(3), Parent: uint64(g.IntN(ids))}); err != nil && !errors.Is(err, kvpool.ErrFull) {
 						errs <- fmt.Errorf("PutHinted %v: %w", k, err)
 						return
 					}
 				case 3, 4:
 					s.Touch(k, block.Hint{Depth: g.IntN(3), Parent: uint64(g.IntN(ids))})
 				case 5:
-					if err := s.Delete(ctx, k); err != nil && !errors.Is(err, tier.ErrNotFound) {
+					if err := s.Delete(ctx, k); err != nil && !errors.Is(err, kvpool.ErrNotFound) {
 						errs <- fmt.Errorf("Delete %v: %w", k, err)
 						return
 					}
@@ -111,7 +111,7 @@ func TestReviewTouchRacingDemotion(t *testing.T) {
 						errs <- fmt.Errorf("Get(%v) from %v returned %q: another block's bytes", k, from, got)
 						return
 					}
-					if err != nil && !errors.Is(err, tier.ErrNotFound) {
+					if err != nil && !errors.Is(err, kvpool.ErrNotFound) {
 						errs <- fmt.Errorf("Get %v: %w", k, err)
 						return
 					}

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/internal/tier/ssd"
 )
 
@@ -124,7 +124,7 @@ func (s *Store) SSDItem(k block.Key) (ssd.Item, bool) {
 // eviction decided outside the RAM tier (by the master). The copy is
 // written unless the SSD tier already holds k (by the store's consistency
 // rule, the same bytes). With SSD offload off it drops the RAM copy, as
-// DropRAM does. It returns tier.ErrNotFound when RAM does not hold k, and
+// DropRAM does. It returns kvpool.ErrNotFound when RAM does not hold k, and
 // the SSD tier's error (the RAM copy stays) when the write fails. It is
 // counted with the demotions.
 //
@@ -144,7 +144,7 @@ func (s *Store) Demote(ctx context.Context, k block.Key) error {
 	defer mu.Unlock()
 	gen, ok := s.ram.Generation(k)
 	if !ok {
-		return fmt.Errorf("store: demote %s: %w", k, tier.ErrNotFound)
+		return fmt.Errorf("store: demote %s: %w", k, kvpool.ErrNotFound)
 	}
 	if s.ssd == nil {
 		return s.dropRAMLocked(ctx, k, gen, "demote")
@@ -154,7 +154,7 @@ func (s *Store) Demote(ctx context.Context, k block.Key) error {
 			return s.ssd.Put(ctx, k, p, sum)
 		})
 		if err != nil {
-			if errors.Is(err, tier.ErrFull) {
+			if errors.Is(err, kvpool.ErrFull) {
 				s.c.demotionsFull.Add(1)
 			}
 			s.c.demotionFailures.Add(1)
@@ -171,7 +171,7 @@ func (s *Store) Demote(ctx context.Context, k block.Key) error {
 		s.c.superseded.Add(1)
 		return nil
 	}
-	if err := s.ram.Delete(ctx, k); err != nil && !errors.Is(err, tier.ErrNotFound) {
+	if err := s.ram.Delete(ctx, k); err != nil && !errors.Is(err, kvpool.ErrNotFound) {
 		return fmt.Errorf("store: demote %s: remove the RAM copy: %w", k, err)
 	}
 	it, _ := s.ssd.Stat(k)
@@ -181,7 +181,7 @@ func (s *Store) Demote(ctx context.Context, k block.Key) error {
 
 // DropRAM removes k's RAM copy, leaving any SSD copy: an eviction decided
 // outside the RAM tier (by the master) for a block it wants dropped. It
-// returns tier.ErrNotFound when RAM does not hold k.
+// returns kvpool.ErrNotFound when RAM does not hold k.
 func (s *Store) DropRAM(ctx context.Context, k block.Key) error {
 	if err := s.begin("drop", k); err != nil {
 		return err
@@ -192,7 +192,7 @@ func (s *Store) DropRAM(ctx context.Context, k block.Key) error {
 	defer mu.Unlock()
 	gen, ok := s.ram.Generation(k)
 	if !ok {
-		return fmt.Errorf("store: drop %s from RAM: %w", k, tier.ErrNotFound)
+		return fmt.Errorf("store: drop %s from RAM: %w", k, kvpool.ErrNotFound)
 	}
 	return s.dropRAMLocked(ctx, k, gen, "drop")
 }

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/internal/tier/ssd"
 	"github.com/kvpool/kvpool/internal/tier/tiertest"
 	"github.com/kvpool/kvpool/internal/vfs"
@@ -96,10 +96,10 @@ func TestEvents(t *testing.T) {
 		{"drop RAM copy", func() error { return s.DropRAM(ctx, key(1)) }, []seen{ev(EventDropped, 1, false, InSSD)}, InSSD},
 		{"demote on order", func() error { return s.Demote(ctx, key(2)) }, []seen{ev(EventDemoted, 2, true, InSSD)}, InSSD},
 		{"demote absent", func() error {
-			if err := s.Demote(ctx, key(2)); !errors.Is(err, tier.ErrNotFound) {
+			if err := s.Demote(ctx, key(2)); !errors.Is(err, kvpool.ErrNotFound) {
 				t.Errorf("Demote of a block not in RAM: %v, want ErrNotFound", err)
 			}
-			if err := s.DropRAM(ctx, key(99)); !errors.Is(err, tier.ErrNotFound) {
+			if err := s.DropRAM(ctx, key(99)); !errors.Is(err, kvpool.ErrNotFound) {
 				t.Errorf("DropRAM of an absent block: %v, want ErrNotFound", err)
 			}
 			return nil
@@ -161,7 +161,7 @@ func TestEventsSSD(t *testing.T) {
 	sw := errorfs.NewSwitch(errorfs.OnPath("slots-*", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(3))))
 	efs.SetInjector(sw)
 	sw.Set(true)
-	if _, _, _, err := s.Get(ctx, key(2), nil); !errors.Is(err, tier.ErrCorrupt) {
+	if _, _, _, err := s.Get(ctx, key(2), nil); !errors.Is(err, kvpool.ErrCorrupt) {
 		t.Fatalf("Get of a flipped SSD copy: %v", err)
 	}
 	sw.Set(false)

@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/internal/tier/tiertest"
 	"github.com/kvpool/kvpool/internal/vfs"
 )
@@ -115,7 +115,7 @@ func runModel(t *testing.T, seed uint64, keys, ramSlots, ssdSlots int, ssdKeepsA
 		}
 		m := &model[id]
 		switch {
-		case errors.Is(err, tier.ErrNotFound):
+		case errors.Is(err, kvpool.ErrNotFound):
 			if m.state == must {
 				t.Fatalf("step %d: block %d (version %d) missing: %v", step, id, m.ver, err)
 			}
@@ -150,10 +150,10 @@ func runModel(t *testing.T, seed uint64, keys, ramSlots, ssdSlots int, ssdKeepsA
 			read(step, id)
 		case op < 85:
 			err := s.Delete(ctx, k)
-			if err != nil && !errors.Is(err, tier.ErrNotFound) {
+			if err != nil && !errors.Is(err, kvpool.ErrNotFound) {
 				t.Fatalf("step %d: Delete %d: %v", step, id, err)
 			}
-			if errors.Is(err, tier.ErrNotFound) && model[id].state == must {
+			if errors.Is(err, kvpool.ErrNotFound) && model[id].state == must {
 				t.Fatalf("step %d: Delete %d found nothing, but it must be present", step, id)
 			}
 			model[id].state = absent

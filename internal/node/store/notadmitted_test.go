@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/internal/tier/ram"
 )
 
@@ -23,8 +23,8 @@ func TestNotAdmittedWithoutSSDIsFull(t *testing.T) {
 	k := block.Key{Tenant: "t", ID: 1}
 	p := []byte("payload")
 	_, err = s.Put(context.Background(), k, p, block.Checksum(k, p))
-	if !errors.Is(err, tier.ErrFull) || !errors.Is(err, ram.ErrNotAdmitted) {
-		t.Fatalf("first Put under second-hit admission without SSD = %v; want tier.ErrFull and ram.ErrNotAdmitted", err)
+	if !errors.Is(err, kvpool.ErrFull) || !errors.Is(err, ram.ErrNotAdmitted) {
+		t.Fatalf("first Put under second-hit admission without SSD = %v; want kvpool.ErrFull and ram.ErrNotAdmitted", err)
 	}
 	if _, err := s.Put(context.Background(), k, p, block.Checksum(k, p)); err != nil {
 		t.Fatalf("second Put (second hit) = %v; want it admitted", err)

@@ -158,7 +158,7 @@ type Options struct {
 	ZeroCopySSD bool
 	// Quota sets per-tenant byte quotas on the blocks resident in either
 	// tier (package quota); the zero value accounts usage and refuses
-	// nothing. A Put over its tenant's quota fails with tier.ErrQuota.
+	// nothing. A Put over its tenant's quota fails with kvpool.ErrQuota.
 	Quota quota.Options
 }
 

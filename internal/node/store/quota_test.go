@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/quota"
-	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/internal/vfs"
 )
 
@@ -48,7 +48,7 @@ func checkUsage(t *testing.T, s *Store, sizes map[block.Key]int) {
 }
 
 // TestQuota: Puts within a tenant's quota succeed, one over it fails with
-// tier.ErrQuota and a message naming tenant, quota and usage, deletes and
+// kvpool.ErrQuota and a message naming tenant, quota and usage, deletes and
 // evictions free quota across tiers, tenants are independent, and 0 is
 // unlimited.
 func TestQuota(t *testing.T) {
@@ -69,8 +69,8 @@ func TestQuota(t *testing.T) {
 				sizes[a(id)] = 100
 			}
 			_, err := s.Put(ctx, a(9), blk(100), block.Checksum(a(9), blk(100)))
-			if !errors.Is(err, tier.ErrQuota) {
-				t.Fatalf("Put over quota: %v, want tier.ErrQuota", err)
+			if !errors.Is(err, kvpool.ErrQuota) {
+				t.Fatalf("Put over quota: %v, want kvpool.ErrQuota", err)
 			}
 			for _, want := range []string{`tenant "a"`, "uses 200", "250-byte quota"} {
 				if !strings.Contains(err.Error(), want) {
@@ -143,8 +143,8 @@ func TestQuota(t *testing.T) {
 				sizes[key(id)] = bs
 			}
 			small2 := block.Key{Tenant: "small", ID: 2}
-			if _, err := s.Put(ctx, small2, blk(1), block.Checksum(small2, blk(1))); !errors.Is(err, tier.ErrQuota) {
-				t.Errorf("second block of small: %v, want tier.ErrQuota", err)
+			if _, err := s.Put(ctx, small2, blk(1), block.Checksum(small2, blk(1))); !errors.Is(err, kvpool.ErrQuota) {
+				t.Errorf("second block of small: %v, want kvpool.ErrQuota", err)
 			}
 		}},
 	}
@@ -185,7 +185,7 @@ func TestQuotaRestart(t *testing.T) {
 	}
 	// Move everything to SSD so it survives the restart.
 	for k := range sizes {
-		if err := s.Demote(ctx, k); err != nil && !errors.Is(err, tier.ErrNotFound) {
+		if err := s.Demote(ctx, k); err != nil && !errors.Is(err, kvpool.ErrNotFound) {
 			t.Fatal(err)
 		}
 	}
@@ -200,7 +200,7 @@ func TestQuotaRestart(t *testing.T) {
 	}
 	checkUsage(t, s2, sizes)
 	k := block.Key{Tenant: "a", ID: 99}
-	if _, err := s2.Put(ctx, k, make([]byte, bs), block.Checksum(k, make([]byte, bs))); !errors.Is(err, tier.ErrQuota) {
-		t.Errorf("Put over the re-derived quota: %v, want tier.ErrQuota", err)
+	if _, err := s2.Put(ctx, k, make([]byte, bs), block.Checksum(k, make([]byte, bs))); !errors.Is(err, kvpool.ErrQuota) {
+		t.Errorf("Put over the re-derived quota: %v, want kvpool.ErrQuota", err)
 	}
 }

@@ -12,7 +12,7 @@
 //     the block and is counted; it never blocks the RAM tier.
 //   - Get, View and Acquire read RAM, then SSD. Every SSD read is
 //     verified; a corrupt SSD copy is dropped and counted, and the read is
-//     a miss (tier.ErrNotFound, also matching tier.ErrCorrupt), never
+//     a miss (kvpool.ErrNotFound, also matching kvpool.ErrCorrupt), never
 //     bytes.
 //   - An SSD hit is shown to the Promoter; a promotion it admits copies
 //     the block back into RAM on the store's worker goroutine, into a free
@@ -26,7 +26,7 @@
 //   - Exists and Locate never change recency or any policy state.
 //   - Quotas: every resident block is charged once to its tenant
 //     (quota.Ledger), whichever tiers hold it. Put charges the block
-//     before storing it and fails with tier.ErrQuota, storing nothing,
+//     before storing it and fails with kvpool.ErrQuota, storing nothing,
 //     when that would take the tenant over its quota. A block is released
 //     when it leaves the last tier holding it (Delete, SSD eviction, a RAM
 //     eviction or drop with no SSD copy, a corrupt copy dropped with no
@@ -58,6 +58,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/quota"
 	"github.com/kvpool/kvpool/internal/tier"
@@ -261,7 +262,7 @@ func (s *Store) begin(what string, k block.Key) error {
 	s.life.Lock()
 	defer s.life.Unlock()
 	if s.closed {
-		return fmt.Errorf("store: %s %s: %w", what, k, tier.ErrClosed)
+		return fmt.Errorf("store: %s %s: %w", what, k, kvpool.ErrClosed)
 	}
 	s.ops.Add(1)
 	return nil
@@ -303,13 +304,13 @@ func (s *Store) put(ctx context.Context, k block.Key, payload []byte, sum uint32
 		}
 		s.emit(Event{Kind: EventPut, Key: k, Size: len(payload), Sum: sum})
 		return InRAM, nil
-	case s.ssd != nil && (errors.Is(err, ram.ErrNotAdmitted) || errors.Is(err, tier.ErrFull)):
+	case s.ssd != nil && (errors.Is(err, ram.ErrNotAdmitted) || errors.Is(err, kvpool.ErrFull)):
 		return s.writeAround(ctx, k, payload, sum, err)
 	case errors.Is(err, ram.ErrNotAdmitted):
 		// Without an SSD tier a block the RAM policy declines has no
-		// place: to a client that is a full store (tier.ErrFull), not a
+		// place: to a client that is a full store (kvpool.ErrFull), not a
 		// server failure.
-		return 0, fmt.Errorf("store: put %s: no SSD tier to write around to: %w", k, errors.Join(err, tier.ErrFull))
+		return 0, fmt.Errorf("store: put %s: no SSD tier to write around to: %w", k, errors.Join(err, kvpool.ErrFull))
 	}
 	return 0, fmt.Errorf("store: put %s: %w", k, err)
 }
@@ -324,7 +325,7 @@ func (s *Store) dropStale(ctx context.Context, k block.Key, gen uint64) {
 	if g, ok := s.ram.Generation(k); !ok || g != gen || !s.ssd.Contains(k) {
 		return
 	}
-	if err := s.ssd.Delete(context.WithoutCancel(ctx), k); err != nil && !errors.Is(err, tier.ErrNotFound) {
+	if err := s.ssd.Delete(context.WithoutCancel(ctx), k); err != nil && !errors.Is(err, kvpool.ErrNotFound) {
 		s.c.cleanupFailures.Add(1)
 	}
 }
@@ -338,7 +339,7 @@ func (s *Store) writeAround(ctx context.Context, k block.Key, payload []byte, su
 	// because every slot was pinned) or a concurrent Put's: either way this
 	// Put's copy goes to SSD alone. A concurrent Put that lands in RAM
 	// after this removes the SSD copy again (dropStale).
-	if err := s.ram.Delete(ctx, k); err != nil && !errors.Is(err, tier.ErrNotFound) {
+	if err := s.ram.Delete(ctx, k); err != nil && !errors.Is(err, kvpool.ErrNotFound) {
 		return 0, fmt.Errorf("store: put %s: RAM refused it (%w), and removing its older RAM copy: %w", k, cause, err)
 	}
 	if err := s.ssd.Put(ctx, k, payload, sum); err != nil {
@@ -355,7 +356,7 @@ func (s *Store) writeAround(ctx context.Context, k block.Key, payload []byte, su
 // dropSSD removes k from the SSD tier, counting a failure other than
 // absence. The caller holds k's stripe.
 func (s *Store) dropSSD(k block.Key) {
-	if err := s.ssd.Delete(context.Background(), k); err != nil && !errors.Is(err, tier.ErrNotFound) {
+	if err := s.ssd.Delete(context.Background(), k); err != nil && !errors.Is(err, kvpool.ErrNotFound) {
 		s.c.cleanupFailures.Add(1)
 	}
 }
@@ -385,7 +386,7 @@ func (s *Store) demote(ev ram.Evicted) {
 	// a block that is already leaving RAM.
 	if err := s.ssd.Put(context.Background(), ev.Key, ev.Payload, ev.Sum); err != nil {
 		s.c.demotionFailures.Add(1)
-		if errors.Is(err, tier.ErrFull) {
+		if errors.Is(err, kvpool.ErrFull) {
 			s.c.demotionsFull.Add(1)
 		}
 		s.dropSSD(ev.Key) // an older SSD copy must not outlive this newer one
@@ -399,8 +400,8 @@ func (s *Store) demote(ev ram.Evicted) {
 
 // Get appends k's payload to dst[:0] and returns it with its checksum and
 // the tier that served it: RAM, else SSD (verified). A miss returns
-// tier.ErrNotFound; if the miss was a corrupt SSD copy (dropped and
-// counted) the error also matches tier.ErrCorrupt.
+// kvpool.ErrNotFound; if the miss was a corrupt SSD copy (dropped and
+// counted) the error also matches kvpool.ErrCorrupt.
 func (s *Store) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint32, Location, error) {
 	if err := s.begin("get", k); err != nil {
 		return dst[:0], 0, 0, err
@@ -417,7 +418,7 @@ func (s *Store) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint3
 	}
 	if s.ssd == nil {
 		s.c.misses.Add(1)
-		return dst[:0], 0, 0, fmt.Errorf("store: get %s: %w", k, tier.ErrNotFound)
+		return dst[:0], 0, 0, fmt.Errorf("store: get %s: %w", k, kvpool.ErrNotFound)
 	}
 	out, sum, err = s.ssd.Get(ctx, k, dst)
 	if err != nil {
@@ -431,9 +432,9 @@ func (s *Store) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint3
 // corrupt copy RAM dropped), the error otherwise.
 func (s *Store) ramMiss(k block.Key, err error) error {
 	switch {
-	case errors.Is(err, tier.ErrNotFound):
+	case errors.Is(err, kvpool.ErrNotFound):
 		return nil
-	case errors.Is(err, tier.ErrCorrupt):
+	case errors.Is(err, kvpool.ErrCorrupt):
 		s.c.ramCorruptions.Add(1)
 		s.emit(Event{Kind: EventRAMCorrupt, Key: k})
 		return nil
@@ -444,13 +445,13 @@ func (s *Store) ramMiss(k block.Key, err error) error {
 // ssdMiss counts and words an SSD read error.
 func (s *Store) ssdMiss(k block.Key, what string, err error) error {
 	switch {
-	case errors.Is(err, tier.ErrNotFound):
+	case errors.Is(err, kvpool.ErrNotFound):
 		s.c.misses.Add(1)
-		return fmt.Errorf("store: %s %s: %w", what, k, tier.ErrNotFound)
-	case errors.Is(err, tier.ErrCorrupt):
+		return fmt.Errorf("store: %s %s: %w", what, k, kvpool.ErrNotFound)
+	case errors.Is(err, kvpool.ErrCorrupt):
 		s.c.misses.Add(1)
 		s.c.ssdCorruptions.Add(1)
-		return fmt.Errorf("store: %s %s: %w (the SSD copy failed verification and was dropped: %w)", what, k, tier.ErrNotFound, err)
+		return fmt.Errorf("store: %s %s: %w (the SSD copy failed verification and was dropped: %w)", what, k, kvpool.ErrNotFound, err)
 	}
 	return fmt.Errorf("store: %s %s from SSD: %w", what, k, err)
 }
@@ -489,7 +490,7 @@ func (s *Store) View(ctx context.Context, k block.Key, fn func(payload []byte, s
 	}
 	if s.ssd == nil {
 		s.c.misses.Add(1)
-		return fmt.Errorf("store: view %s: %w", k, tier.ErrNotFound)
+		return fmt.Errorf("store: view %s: %w", k, kvpool.ErrNotFound)
 	}
 	bp := s.bufs.Get().(*[]byte)
 	defer s.bufs.Put(bp)
@@ -552,7 +553,7 @@ func (s *Store) Acquire(ctx context.Context, k block.Key) (Ref, error) {
 	}
 	if s.ssd == nil {
 		s.c.misses.Add(1)
-		return Ref{}, fmt.Errorf("store: acquire %s: %w", k, tier.ErrNotFound)
+		return Ref{}, fmt.Errorf("store: acquire %s: %w", k, kvpool.ErrNotFound)
 	}
 	if !s.zeroCopySSD {
 		// A verified read: the SSD tier checks header and checksum and
@@ -619,7 +620,7 @@ func (s *Store) Locate(keys []block.Key) []Location {
 	return out
 }
 
-// Delete removes k from both tiers. It returns tier.ErrNotFound when
+// Delete removes k from both tiers. It returns kvpool.ErrNotFound when
 // neither held it.
 func (s *Store) Delete(ctx context.Context, k block.Key) error {
 	if err := s.begin("delete", k); err != nil {
@@ -630,17 +631,17 @@ func (s *Store) Delete(ctx context.Context, k block.Key) error {
 	mu.Lock()
 	defer mu.Unlock()
 	rerr := s.ram.Delete(ctx, k)
-	serr := error(tier.ErrNotFound)
+	serr := error(kvpool.ErrNotFound)
 	if s.ssd != nil {
 		serr = s.ssd.Delete(ctx, k)
 	}
-	rAbsent, sAbsent := errors.Is(rerr, tier.ErrNotFound), errors.Is(serr, tier.ErrNotFound)
+	rAbsent, sAbsent := errors.Is(rerr, kvpool.ErrNotFound), errors.Is(serr, kvpool.ErrNotFound)
 	if rerr == nil || serr == nil {
 		s.emit(Event{Kind: EventDelete, Key: k})
 	}
 	switch {
 	case rAbsent && sAbsent:
-		return fmt.Errorf("store: delete %s: %w", k, tier.ErrNotFound)
+		return fmt.Errorf("store: delete %s: %w", k, kvpool.ErrNotFound)
 	case (rerr == nil || rAbsent) && (serr == nil || sAbsent):
 		return nil
 	case rerr != nil && !rAbsent:
@@ -723,12 +724,12 @@ func (s *Store) Check() error {
 
 // Close stops the promotion worker (abandoning queued tasks), waits for
 // operations in flight, and closes both tiers: RAM contents are lost, the
-// SSD tier syncs. Closing twice returns tier.ErrClosed.
+// SSD tier syncs. Closing twice returns kvpool.ErrClosed.
 func (s *Store) Close() error {
 	s.life.Lock()
 	if s.closed {
 		s.life.Unlock()
-		return fmt.Errorf("store: close: %w", tier.ErrClosed)
+		return fmt.Errorf("store: close: %w", kvpool.ErrClosed)
 	}
 	s.closed = true
 	s.life.Unlock()

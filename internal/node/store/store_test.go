@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/internal/tier/ram"
@@ -107,7 +108,7 @@ func mustGet(t testing.TB, s *Store, k block.Key, want []byte) Location {
 func mustMiss(t testing.TB, s *Store, k block.Key) {
 	t.Helper()
 	got, _, _, err := s.Get(ctx, k, nil)
-	if !errors.Is(err, tier.ErrNotFound) || len(got) != 0 {
+	if !errors.Is(err, kvpool.ErrNotFound) || len(got) != 0 {
 		t.Fatalf("Get %s = %d bytes, %v; want a miss", k, len(got), err)
 	}
 }
@@ -289,7 +290,7 @@ func TestPutAndDeleteAcrossTiers(t *testing.T) {
 	if err := s.Delete(ctx, key(2)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(ctx, key(2)); !errors.Is(err, tier.ErrNotFound) {
+	if err := s.Delete(ctx, key(2)); !errors.Is(err, kvpool.ErrNotFound) {
 		t.Fatalf("second Delete = %v, want ErrNotFound", err)
 	}
 	mustMiss(t, s, key(2))
@@ -319,10 +320,10 @@ func TestRestart(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); !errors.Is(err, tier.ErrClosed) {
+	if err := s.Close(); !errors.Is(err, kvpool.ErrClosed) {
 		t.Errorf("second Close = %v, want ErrClosed", err)
 	}
-	if _, err := s.Put(ctx, key(1), nil, block.Checksum(key(1), nil)); !errors.Is(err, tier.ErrClosed) {
+	if _, err := s.Put(ctx, key(1), nil, block.Checksum(key(1), nil)); !errors.Is(err, kvpool.ErrClosed) {
 		t.Errorf("Put after Close = %v, want ErrClosed", err)
 	}
 	s2 := mustOpen(t, o)
@@ -426,7 +427,7 @@ func TestViewAndAcquire(t *testing.T) {
 		func(k block.Key) error { return s.View(ctx, k, func([]byte, uint32, Location) error { return nil }) },
 		func(k block.Key) error { _, err := s.Acquire(ctx, k); return err },
 	} {
-		if err := read(key(99)); !errors.Is(err, tier.ErrNotFound) {
+		if err := read(key(99)); !errors.Is(err, kvpool.ErrNotFound) {
 			t.Errorf("read of an absent key = %v, want ErrNotFound", err)
 		}
 	}
@@ -467,7 +468,7 @@ func TestBitFlip(t *testing.T) {
 		got, _, from, err := s.Get(ctx, key(i), nil)
 		flipped := efs.Counts().BitFlips > before
 		switch {
-		case flipped && (!errors.Is(err, tier.ErrNotFound) || !errors.Is(err, tier.ErrCorrupt) || len(got) != 0):
+		case flipped && (!errors.Is(err, kvpool.ErrNotFound) || !errors.Is(err, kvpool.ErrCorrupt) || len(got) != 0):
 			t.Fatalf("Get %d with a flipped bit: %d bytes, %v; want a miss marked corrupt", i, len(got), err)
 		case !flipped && (err != nil || from != InSSD || !bytes.Equal(got, tiertest.Payload(i, 1, bs))):
 			t.Fatalf("Get %d without a flip: from %v, %v", i, from, err)
@@ -540,7 +541,7 @@ func TestDiskFullWriteAround(t *testing.T) {
 	efs.SetInjector(errorfs.OnOps(errorfs.OpWrite, errorfs.NoSpace(0)))
 	p := []byte("x")
 	loc, err := s.Put(ctx, key(1), p, block.Checksum(key(1), p))
-	if !errors.Is(err, ram.ErrNotAdmitted) || !errors.Is(err, tier.ErrFull) || loc != 0 {
+	if !errors.Is(err, ram.ErrNotAdmitted) || !errors.Is(err, kvpool.ErrFull) || loc != 0 {
 		t.Fatalf("write-around on a full disk = %v, %v; want ErrNotAdmitted and ErrFull", loc, err)
 	}
 	if s.Contains(key(1)) {
@@ -608,7 +609,7 @@ func TestConcurrent(t *testing.T) {
 				default:
 					err = s.Delete(ctx, k)
 				}
-				if err != nil && !errors.Is(err, tier.ErrNotFound) {
+				if err != nil && !errors.Is(err, kvpool.ErrNotFound) {
 					errs <- err
 					return
 				}
@@ -693,7 +694,7 @@ func TestAcquireSSDVerified(t *testing.T) {
 				ref.Release()
 				return
 			}
-			if !errors.Is(err, tier.ErrCorrupt) || ref.Payload != nil {
+			if !errors.Is(err, kvpool.ErrCorrupt) || ref.Payload != nil {
 				t.Fatalf("Acquire of a flipped SSD block = %v with %d bytes; want a corrupt miss", err, len(ref.Payload))
 			}
 			if s.Contains(key(1)) || s.Stats().SSDCorruptions != 1 {

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/internal/tier/ram"
 )
 
@@ -65,7 +65,7 @@ func (s *Store) Promote(ctx context.Context, keys []block.Key) (int, error) {
 	s.life.Lock()
 	if s.closed {
 		s.life.Unlock()
-		return 0, fmt.Errorf("store: promote %d keys: %w", len(keys), tier.ErrClosed)
+		return 0, fmt.Errorf("store: promote %d keys: %w", len(keys), kvpool.ErrClosed)
 	}
 	s.ops.Add(1)
 	s.life.Unlock()
@@ -166,7 +166,7 @@ func (s *Store) execute(ctx context.Context, t task) PromotionResult {
 	defer s.bufs.Put(bp)
 	out, sum, err := s.ssd.Get(ctx, t.key, *bp)
 	if err != nil {
-		if errors.Is(err, tier.ErrCorrupt) {
+		if errors.Is(err, kvpool.ErrCorrupt) {
 			s.c.ssdCorruptions.Add(1)
 		}
 		res.Outcome, res.Err = Failed, fmt.Errorf("store: promote %s: read SSD: %w", t.key, err)

@@ -99,19 +99,15 @@ func BenchmarkMGetResponse(b *testing.B) {
 		dsts[i] = make([]byte, 0, benchBlockSize)
 	}
 
-	// Encoders: Gather sends payloads by reference (the kernel's copy into
+	// Encoders: by reference (byRef, as the node server sends) sends payloads (the kernel's copy into
 	// the socket buffer is the only one); Append copies them into the frame.
 	b.Run("encode/gather", func(b *testing.B) {
-		var g Gather
+		var g byRef
 		var w chunkWriter
 		b.SetBytes(int64(len(enc)))
 		b.ReportAllocs()
 		for range b.N {
-			g.Begin(OpMGetResponse, 1)
-			for _, blk := range blks {
-				g.Add(blk)
-			}
-			if _, err := g.WriteTo(&w); err != nil {
+			if _, err := g.writeTo(&w, OpMGetResponse, 1, blks); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -169,7 +165,7 @@ func BenchmarkMGetResponse(b *testing.B) {
 		reportGBps(b, len(enc))
 	})
 
-	// End to end over a real loopback TCP connection: Gather + writev on
+	// End to end over a real loopback TCP connection: byRef + writev on
 	// one side, streaming decode into destination buffers on the other.
 	b.Run("tcp-loopback", func(b *testing.B) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -189,13 +185,9 @@ func BenchmarkMGetResponse(b *testing.B) {
 				return
 			}
 			defer conn.Close()
-			var g Gather
+			var g byRef
 			for range n {
-				g.Begin(OpMGetResponse, 1)
-				for _, blk := range blks {
-					g.Add(blk)
-				}
-				if _, err := g.WriteTo(conn); err != nil {
+				if _, err := g.writeTo(conn, OpMGetResponse, 1, blks); err != nil {
 					sendErr <- err
 					return
 				}
@@ -236,7 +228,7 @@ func TestSteadyStateAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var g Gather
+	var g byRef
 	buf := make([]byte, 0, len(enc))
 	dsts := [][]byte{make([]byte, 0, 70_000), nil, make([]byte, 0, 10)}
 	r, err := NewReader(&loopReader{frame: enc}, Limits{})
@@ -250,11 +242,7 @@ func TestSteadyStateAllocs(t *testing.T) {
 		fn   func() error
 	}{
 		{"gather", func() error {
-			g.Begin(OpMGetResponse, 1)
-			for _, b := range blks {
-				g.Add(b)
-			}
-			_, err := g.WriteTo(io.Discard)
+			_, err := g.writeTo(io.Discard, OpMGetResponse, 1, blks)
 			return err
 		}},
 		{"append", func() error {

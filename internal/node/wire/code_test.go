@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/tier"
 )
 
@@ -19,17 +21,17 @@ func TestCodesBothWays(t *testing.T) {
 		name string
 	}{
 		{CodeOK, nil, "ok"},
-		{CodeNotFound, tier.ErrNotFound, "not found"},
-		{CodeCorrupt, tier.ErrCorrupt, "corrupt"},
-		{CodeTooLarge, tier.ErrTooLarge, "too large"},
-		{CodeFull, tier.ErrFull, "full"},
-		{CodeBadRequest, ErrBadRequest, "bad request"},
-		{CodeUnsupportedOp, ErrUnknownOp, "unsupported op"},
-		{CodeUnauthorized, ErrUnauthorized, "unauthorized"},
-		{CodeInternal, ErrInternal, "internal error"},
-		{CodeVersionMismatch, ErrVersion, "version mismatch"},
-		{CodeUnavailable, tier.ErrClosed, "unavailable"},
-		{CodeQuota, tier.ErrQuota, "quota exceeded"},
+		{CodeNotFound, kvpool.ErrNotFound, "not found"},
+		{CodeCorrupt, kvpool.ErrCorrupt, "corrupt"},
+		{CodeTooLarge, kvpool.ErrTooLarge, "too large"},
+		{CodeFull, kvpool.ErrFull, "full"},
+		{CodeBadRequest, frame.ErrBadRequest, "bad request"},
+		{CodeUnsupportedOp, frame.ErrUnknownOp, "unsupported op"},
+		{CodeUnauthorized, kvpool.ErrUnauthorized, "unauthorized"},
+		{CodeInternal, frame.ErrInternal, "internal error"},
+		{CodeVersionMismatch, frame.ErrVersion, "version mismatch"},
+		{CodeUnavailable, kvpool.ErrUnavailable, "unavailable"},
+		{CodeQuota, kvpool.ErrQuota, "quota exceeded"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -62,14 +64,15 @@ func TestCodeOfOtherErrors(t *testing.T) {
 		err  error
 		want Code
 	}{
-		{ErrMalformed, CodeBadRequest},
-		{ErrBadMagic, CodeBadRequest},
-		{ErrBatchTooLong, CodeBadRequest},
-		{ErrTenantTooLong, CodeBadRequest},
-		{ErrTokenTooLong, CodeBadRequest},
+		{frame.ErrMalformed, CodeBadRequest},
+		{frame.ErrBadMagic, CodeBadRequest},
+		{frame.ErrBatchTooLong, CodeBadRequest},
+		{frame.ErrTenantTooLong, CodeBadRequest},
+		{frame.ErrTokenTooLong, CodeBadRequest},
 		{fmt.Errorf("x: %w", block.ErrBadTenant), CodeBadRequest},
-		{ErrFrameTooLarge, CodeTooLarge},
-		{ErrPayloadTooLarge, CodeTooLarge},
+		{fmt.Errorf("ram: %w", kvpool.ErrClosed), CodeUnavailable},
+		{frame.ErrFrameTooLarge, CodeTooLarge},
+		{frame.ErrPayloadTooLarge, CodeTooLarge},
 		{io.ErrUnexpectedEOF, CodeInternal},
 		{errors.New("disk on fire"), CodeInternal},
 		{fmt.Errorf("proxy: %w", &RemoteError{Code: 77}), 77},
@@ -80,7 +83,7 @@ func TestCodeOfOtherErrors(t *testing.T) {
 		}
 	}
 	err := ErrorFor(999)
-	if !errors.Is(err, ErrInternal) || !strings.Contains(err.Error(), "code(999)") {
+	if !errors.Is(err, frame.ErrInternal) || !strings.Contains(err.Error(), "code(999)") {
 		t.Errorf("ErrorFor(999) = %v, want an internal error naming code(999)", err)
 	}
 	re := &RemoteError{Code: CodeNotFound, Message: "blk 42"}

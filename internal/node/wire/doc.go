@@ -7,7 +7,7 @@
 //
 // All integers are little-endian (as in block.Checksum). Sizes are in bytes.
 // Reserved fields are written as zero and a decoder rejects any other value
-// (ErrMalformed), so every accepted frame has exactly one encoding and
+// (frame.ErrMalformed), so every accepted frame has exactly one encoding and
 // re-encodes to the same bytes.
 //
 // # Connection
@@ -17,7 +17,7 @@
 // directions; otherwise the server closes it after the ack. The hello and
 // hello-ack layouts never change between protocol versions, so a peer can
 // always read the other's version and report a mismatch (CodeVersionMismatch
-// and ErrVersion on both sides).
+// and frame.ErrVersion on both sides).
 //
 // Hello (client to server), 12 bytes then tenant and token:
 //
@@ -116,7 +116,7 @@
 // delivered under the wrong key, tenant or connection fails like a flipped
 // bit. The payload follows its header directly, so a server sends a block by
 // encoding the headers into a small buffer and writing the payload from its
-// RAM slot by writev (Gather, or AppendBlockFrameHead with net.Buffers) or
+// RAM slot by writev (AppendBlockFrameHead with net.Buffers) or
 // from its SSD slot by sendfile, and a client reads each payload straight
 // into its destination (Reader.NextBlock, Reader.ReadPayload).
 //
@@ -166,19 +166,25 @@
 //
 //	code  name              error (ErrorFor / CodeOf)
 //	0     ok                nil
-//	1     not found         tier.ErrNotFound
-//	2     corrupt           tier.ErrCorrupt
-//	3     too large         tier.ErrTooLarge (also ErrFrameTooLarge, ErrPayloadTooLarge)
-//	4     full              tier.ErrFull
-//	5     bad request       ErrBadRequest (also ErrMalformed, ErrBatchTooLong, ErrBadMagic, bad tenant)
-//	6     unsupported op    ErrUnknownOp
-//	7     unauthorized      ErrUnauthorized
-//	8     internal          ErrInternal (and any error CodeOf does not know)
-//	9     version mismatch  ErrVersion (hello-ack only)
-//	10    unavailable       tier.ErrClosed
+//	1     not found         kvpool.ErrNotFound
+//	2     corrupt           kvpool.ErrCorrupt
+//	3     too large         kvpool.ErrTooLarge (also frame.ErrFrameTooLarge, frame.ErrPayloadTooLarge)
+//	4     full              kvpool.ErrFull
+//	5     bad request       frame.ErrBadRequest (also frame.ErrMalformed, frame.ErrBatchTooLong, frame.ErrBadMagic, bad tenant)
+//	6     unsupported op    frame.ErrUnknownOp
+//	7     unauthorized      kvpool.ErrUnauthorized
+//	8     internal          frame.ErrInternal (and any error CodeOf does not know)
+//	9     version mismatch  frame.ErrVersion (hello-ack only)
+//	10    unavailable       kvpool.ErrUnavailable (also kvpool.ErrClosed)
+//	11    quota exceeded    kvpool.ErrQuota
+//
+// The numbers are this protocol's; the master protocol
+// (internal/master/masterproto) numbers the same meanings differently, and
+// both map to the one vocabulary of packages kvpool and frame, so errors.Is
+// works the same on a failure from either.
 //
 // A decoder accepts codes it does not know (a newer peer may send them);
-// ErrorFor maps them to an error wrapping ErrInternal.
+// ErrorFor maps them to an error wrapping frame.ErrInternal.
 //
 // # Decoding rules
 //

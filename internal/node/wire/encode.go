@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"unicode/utf8"
+
+	"github.com/kvpool/kvpool/internal/frame"
 )
 
 // The encoders append one whole frame (or, for the Head and Header
@@ -19,11 +20,7 @@ var le = binary.LittleEndian
 
 // AppendHeader appends a frame header. h.Len must be the frame's total
 // length; the Append functions for whole frames compute it themselves.
-func AppendHeader(dst []byte, h Header) []byte {
-	dst = le.AppendUint32(dst, h.Len)
-	dst = append(dst, byte(h.Op), h.Flags, 0, 0)
-	return le.AppendUint64(dst, h.ReqID)
-}
+func AppendHeader(dst []byte, h Header) []byte { return frame.AppendHeader(dst, h) }
 
 // AppendBlockHeader appends the fixed part of a block entry; bh.Len payload
 // bytes must follow it.
@@ -54,11 +51,11 @@ func appendStatus(dst []byte, s Status) []byte {
 }
 
 // frameLen returns the total length of a frame with a body of body bytes, or
-// an error wrapping ErrFrameTooLarge when the u32 length field cannot hold it.
+// an error wrapping frame.ErrFrameTooLarge when the u32 length field cannot hold it.
 func frameLen(op Op, body uint64) (uint32, error) {
 	if body > MaxFrameLen-HeaderLen {
 		return 0, fmt.Errorf("wire: encode %v: frame of %d bytes exceeds the format's %d: %w",
-			op, body+HeaderLen, uint64(MaxFrameLen), ErrFrameTooLarge)
+			op, body+HeaderLen, uint64(MaxFrameLen), frame.ErrFrameTooLarge)
 	}
 	return uint32(body + HeaderLen), nil
 }
@@ -109,13 +106,13 @@ func checkBlock(op Op, i int, id uint64, c Code, sum uint32, n int) error {
 	switch {
 	case uint64(n) > MaxFrameLen:
 		return fmt.Errorf("wire: encode %v block %d (id %016x): payload of %d bytes exceeds the format's %d: %w",
-			op, i, id, n, uint64(MaxFrameLen), ErrFrameTooLarge)
+			op, i, id, n, uint64(MaxFrameLen), frame.ErrFrameTooLarge)
 	case op.IsRequest() && c != CodeOK:
 		return fmt.Errorf("wire: encode %v block %d (id %016x): status %v in a request (must be ok): %w",
-			op, i, id, c, ErrMalformed)
+			op, i, id, c, frame.ErrMalformed)
 	case c != CodeOK && (n != 0 || sum != 0):
 		return fmt.Errorf("wire: encode %v block %d (id %016x): status %v with a %d-byte payload and checksum %08x (must be empty): %w",
-			op, i, id, c, n, sum, ErrMalformed)
+			op, i, id, c, n, sum, frame.ErrMalformed)
 	}
 	return nil
 }
@@ -133,22 +130,22 @@ func AppendBlockFrameHead(dst []byte, op Op, reqID uint64, n int, payloadBytes u
 	switch op.shape() {
 	case shapeBlock:
 		if n != 1 {
-			return dst, fmt.Errorf("wire: encode %v with %d blocks (must be 1): %w", op, n, ErrMalformed)
+			return dst, fmt.Errorf("wire: encode %v with %d blocks (must be 1): %w", op, n, frame.ErrMalformed)
 		}
 	case shapeBlocks, shapeAccess:
 		if n < 0 {
-			return dst, fmt.Errorf("wire: encode %v with %d blocks: %w", op, n, ErrMalformed)
+			return dst, fmt.Errorf("wire: encode %v with %d blocks: %w", op, n, frame.ErrMalformed)
 		}
 		body = countLen
 		if op.shape() == shapeAccess {
 			body += uint64(n) * HintLen
 		}
 	default:
-		return dst, fmt.Errorf("wire: encode block frame head: %v does not carry blocks: %w", op, ErrUnknownOp)
+		return dst, fmt.Errorf("wire: encode block frame head: %v does not carry blocks: %w", op, frame.ErrUnknownOp)
 	}
 	if uint64(n) > MaxFrameLen || payloadBytes > MaxFrameLen {
 		return dst, fmt.Errorf("wire: encode %v of %d blocks, %d payload bytes: exceeds the format's %d-byte frame: %w",
-			op, n, payloadBytes, uint64(MaxFrameLen), ErrFrameTooLarge)
+			op, n, payloadBytes, uint64(MaxFrameLen), frame.ErrFrameTooLarge)
 	}
 	fl, err := frameLen(op, body+uint64(n)*BlockHeaderLen+payloadBytes)
 	if err != nil {
@@ -187,7 +184,7 @@ func appendBlocks(dst []byte, op Op, reqID uint64, blocks []Block) ([]byte, erro
 // and checksum 0; a put carries its block with CodeOK.
 func AppendAccess(dst []byte, reqID uint64, hints []Hint, blocks []Block) ([]byte, error) {
 	if len(hints) != len(blocks) {
-		return dst, fmt.Errorf("wire: encode %v: %d hints for %d blocks: %w", OpAccess, len(hints), len(blocks), ErrMalformed)
+		return dst, fmt.Errorf("wire: encode %v: %d hints for %d blocks: %w", OpAccess, len(hints), len(blocks), frame.ErrMalformed)
 	}
 	var total uint64
 	for i := range blocks {
@@ -197,7 +194,7 @@ func AppendAccess(dst []byte, reqID uint64, hints []Hint, blocks []Block) ([]byt
 		}
 		if hints[i].Touch && (len(b.Payload) != 0 || b.Checksum != 0) {
 			return dst, fmt.Errorf("wire: encode %v block %d (id %016x): a touch with a %d-byte payload and checksum %08x (must be empty): %w",
-				OpAccess, i, b.ID, len(b.Payload), b.Checksum, ErrMalformed)
+				OpAccess, i, b.ID, len(b.Payload), b.Checksum, frame.ErrMalformed)
 		}
 		total += uint64(len(b.Payload))
 	}
@@ -288,13 +285,13 @@ func AppendExistsResponse(dst []byte, reqID uint64, ss []Status) ([]byte, error)
 // at most 255 bytes.
 func AppendStatsResponse(dst []byte, reqID uint64, tiers []TierStats) ([]byte, error) {
 	if len(tiers) > math.MaxUint8 {
-		return dst, fmt.Errorf("wire: encode STATS response: %d tiers, the format allows %d: %w", len(tiers), math.MaxUint8, ErrMalformed)
+		return dst, fmt.Errorf("wire: encode STATS response: %d tiers, the format allows %d: %w", len(tiers), math.MaxUint8, frame.ErrMalformed)
 	}
 	body := uint64(statsCountLen)
 	for i := range tiers {
 		if len(tiers[i].Name) > math.MaxUint8 {
 			return dst, fmt.Errorf("wire: encode STATS response: tier %d name of %d bytes, the format allows %d: %w",
-				i, len(tiers[i].Name), math.MaxUint8, ErrMalformed)
+				i, len(tiers[i].Name), math.MaxUint8, frame.ErrMalformed)
 		}
 		body += tierFixedLen + uint64(len(tiers[i].Name))
 	}
@@ -340,76 +337,9 @@ func AppendError(dst []byte, reqID uint64, err error) []byte {
 }
 
 func appendError(dst []byte, reqID uint64, c Code, msg string) []byte {
-	msg = truncateMessage(msg)
+	msg = frame.TruncateMessage(msg)
 	dst = AppendHeader(dst, Header{Len: uint32(HeaderLen + errorFixedLen + len(msg)), Op: OpError, ReqID: reqID})
 	dst = le.AppendUint16(dst, uint16(c))
 	dst = le.AppendUint16(dst, uint16(len(msg)))
 	return append(dst, msg...)
-}
-
-// truncateMessage cuts msg to at most MaxMessageLen bytes without splitting a
-// UTF-8 sequence.
-func truncateMessage(msg string) string {
-	if len(msg) <= MaxMessageLen {
-		return msg
-	}
-	n := MaxMessageLen
-	for n > 0 && !utf8.RuneStart(msg[n]) {
-		n--
-	}
-	return msg[:n]
-}
-
-// AppendFrame appends the whole frame f (f.Header.Len is ignored and
-// computed). It is the inverse of Reader.ReadFrame: a frame ReadFrame
-// decoded re-encodes to the same bytes.
-func AppendFrame(dst []byte, f *Frame) ([]byte, error) {
-	h := f.Header
-	if h.Flags != 0 {
-		return dst, fmt.Errorf("wire: encode %v: flags %#02x set; version %d defines none: %w", h.Op, h.Flags, Version, ErrMalformed)
-	}
-	one := func(n int, what string) error {
-		if n != 1 {
-			return fmt.Errorf("wire: encode %v: %d %s (must be 1): %w", h.Op, n, what, ErrMalformed)
-		}
-		return nil
-	}
-	switch h.Op.shape() {
-	case shapeEmpty:
-		return AppendStats(dst, h.ReqID), nil
-	case shapeID:
-		if err := one(len(f.IDs), "IDs"); err != nil {
-			return dst, err
-		}
-		return appendID(dst, h.Op, h.ReqID, f.IDs[0]), nil
-	case shapeIDs:
-		return appendIDs(dst, h.Op, h.ReqID, f.IDs)
-	case shapeBlock:
-		if err := one(len(f.Blocks), "blocks"); err != nil {
-			return dst, err
-		}
-		return appendBlocks(dst, h.Op, h.ReqID, f.Blocks)
-	case shapeBlocks:
-		return appendBlocks(dst, h.Op, h.ReqID, f.Blocks)
-	case shapeStatus:
-		if err := one(len(f.Statuses), "statuses"); err != nil {
-			return dst, err
-		}
-		return appendOneStatus(dst, h.Op, h.ReqID, f.Statuses[0]), nil
-	case shapeStatuses:
-		return appendStatuses(dst, h.Op, h.ReqID, f.Statuses)
-	case shapeStats:
-		return AppendStatsResponse(dst, h.ReqID, f.Tiers)
-	case shapeAccess:
-		return AppendAccess(dst, h.ReqID, f.Hints, f.Blocks)
-	case shapeError:
-		if f.Code == CodeOK {
-			return dst, fmt.Errorf("wire: encode ERROR: code ok (an ERROR frame reports a failure): %w", ErrMalformed)
-		}
-		if len(f.Message) > MaxMessageLen {
-			return dst, fmt.Errorf("wire: encode ERROR: message of %d bytes, limit %d: %w", len(f.Message), MaxMessageLen, ErrMalformed)
-		}
-		return appendError(dst, h.ReqID, f.Code, f.Message), nil
-	}
-	return dst, fmt.Errorf("wire: encode %v: %w", h.Op, ErrUnknownOp)
 }

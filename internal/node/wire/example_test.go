@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"log"
+	"net"
 
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/wire"
 )
 
 // Example shows one exchange: the handshake, an MGET, and a response sent
-// by reference (Gather) and read straight into the client's buffers. A
+// by reference (its payloads stay where they are; one writev sends them) and read straight into the client's buffers. A
 // bytes.Buffer stands in for each direction of the TCP connection.
 func Example() {
 	var toServer, toClient bytes.Buffer
@@ -45,18 +46,25 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	var g wire.Gather
-	g.Begin(h.Op.Response(), h.ReqID)
+	var total uint64
+	for _, id := range ids {
+		total += uint64(len(ram[id]))
+	}
+	head, err := wire.AppendBlockFrameHead(nil, h.Op.Response(), h.ReqID, len(ids), total)
+	if err != nil {
+		log.Fatal(err)
+	}
+	bufs := net.Buffers{head}
 	for _, id := range ids {
 		p, ok := ram[id]
-		if !ok {
-			g.Add(wire.Block{ID: id, Code: wire.CodeNotFound})
-			continue
+		bh := wire.BlockHeader{ID: id, Code: wire.CodeNotFound}
+		if ok {
+			// The key is namespaced by the connection's tenant, never the request's.
+			bh = wire.BlockHeader{ID: id, Checksum: block.Checksum(block.Key{Tenant: hello.Tenant, ID: id}, p), Len: uint32(len(p))}
 		}
-		// The key is namespaced by the connection's tenant, never the request's.
-		g.Add(wire.Block{ID: id, Checksum: block.Checksum(block.Key{Tenant: hello.Tenant, ID: id}, p), Payload: p})
+		bufs = append(bufs, wire.AppendBlockHeader(nil, bh), p)
 	}
-	if _, err := g.WriteTo(&toClient); err != nil { // writev on a TCP connection
+	if _, err := bufs.WriteTo(&toClient); err != nil { // writev on a TCP connection
 		log.Fatal(err)
 	}
 

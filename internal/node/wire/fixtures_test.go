@@ -72,7 +72,7 @@ type sample struct {
 // sampleFrames returns frames of every op under lim: empty and full batches,
 // empty, failed and maximum-size payloads.
 func sampleFrames(lim Limits) []sample {
-	lim, err := lim.resolve()
+	lim, err := lim.Resolve()
 	if err != nil {
 		panic(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/tier"
 )
 
@@ -18,7 +19,7 @@ const Magic = "KVPL"
 // Encoded sizes, in bytes.
 const (
 	// HeaderLen is the size of a frame header.
-	HeaderLen = 16
+	HeaderLen = frame.HeaderLen
 	// BlockHeaderLen is the size of a block entry's header (before its
 	// payload).
 	BlockHeaderLen = 20
@@ -97,7 +98,7 @@ const (
 	OpError Op = 0xFF
 )
 
-const responseBit Op = 0x80
+const responseBit Op = frame.ResponseBit
 
 // shape is the layout of an op's body.
 type shape uint8
@@ -185,22 +186,11 @@ func (o Op) String() string {
 	return fmt.Sprintf("op(0x%02x)", uint8(o))
 }
 
-// Header is a frame header.
-type Header struct {
-	// Len is the frame's total length in bytes, these 16 included.
-	Len uint32
-	// Op is the frame's operation.
-	Op Op
-	// Flags must be zero in version 1.
-	Flags uint8
-	// ReqID is chosen by the client; a response carries the ID of the
-	// request it answers. Servers may answer pipelined requests in any
-	// order, so clients match responses by ReqID.
-	ReqID uint64
-}
-
-// BodyLen returns the length of the body that follows the header.
-func (h Header) BodyLen() int { return int(h.Len) - HeaderLen }
+// Header is a frame header (package frame): ReqID is chosen by the client;
+// a response carries the ID of the request it answers. Servers may answer
+// pipelined requests in any order, so clients match responses by ReqID.
+// Flags and Reserved must be zero in version 1.
+type Header = frame.Header[Op]
 
 // BlockHeader is the fixed part of a block entry; Len payload bytes follow.
 // The checksum is block.Checksum over the connection's tenant, the ID and
@@ -264,12 +254,13 @@ type TierStats struct {
 	Stats tier.Stats
 }
 
-// Frame is a whole decoded frame (ReadFrame) or one to encode (AppendFrame).
+// Frame is a whole decoded frame (ReadFrame); the tests encode one with
+// appendframe_test.go's AppendFrame, ReadFrame's inverse.
 // Which fields are used depends on Header.Op; the others are empty. A Frame
 // is reusable: ReadFrame keeps its slices' capacity, and the payloads of
 // Blocks live in a buffer the Frame owns, valid until the next ReadFrame.
 type Frame struct {
-	// Header: ReadFrame fills all of it; AppendFrame ignores Len.
+	// Header: ReadFrame fills all of it.
 	Header Header
 	// IDs: GET and DELETE (exactly one), MGET and EXISTS.
 	IDs []uint64

@@ -7,11 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 )
 
 // fuzzLimits are small so the fuzzer reaches every limit.
@@ -20,17 +23,12 @@ var fuzzLimits = smallLimits
 // decodeErrors are the errors a decoder may return for bad input; anything
 // else is a bug (an unclassified failure).
 var decodeErrors = []error{
-	io.EOF, io.ErrUnexpectedEOF, ErrMalformed, ErrFrameTooLarge, ErrBatchTooLong, ErrPayloadTooLarge,
-	ErrUnknownOp, ErrBadMagic, ErrVersion, ErrTenantTooLong, ErrTokenTooLong, block.ErrBadTenant,
+	io.EOF, io.ErrUnexpectedEOF, frame.ErrMalformed, frame.ErrFrameTooLarge, frame.ErrBatchTooLong, frame.ErrPayloadTooLarge,
+	frame.ErrUnknownOp, frame.ErrBadMagic, frame.ErrVersion, frame.ErrTenantTooLong, frame.ErrTokenTooLong, block.ErrBadTenant,
 }
 
 func classified(err error) bool {
-	for _, e := range decodeErrors {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(decodeErrors, func(e error) bool { return errors.Is(err, e) })
 }
 
 // FuzzDecode feeds arbitrary bytes to the frame decoder (as a stream of
@@ -162,26 +160,26 @@ func seedCorpus(t *testing.T) map[string][]byte {
 	seeds["hello_then_get"] = AppendGet(append([]byte(nil), hello...), 1, 2)
 	ack := HelloAckFor(nil, fuzzLimits)
 	seeds["hello_ack"] = AppendHelloAck(nil, &ack)
-	refused := HelloAckFor(fmt.Errorf("token expired: %w", ErrUnauthorized), fuzzLimits)
+	refused := HelloAckFor(fmt.Errorf("token expired: %w", kvpool.ErrUnauthorized), fuzzLimits)
 	seeds["hello_ack_refused"] = AppendHelloAck(nil, &refused)
 
 	get := AppendGet(nil, 1, 2)
 	seeds["bad_length_short"] = raw(OpStats, 0, 0, nil, 3)
 	seeds["bad_frame_too_large"] = raw(OpGet, 0, 0, u64(1), int64(fuzzLimits.MaxFrame)+1)
-	seeds["bad_unknown_op_then_get"] = append(frame(0x08, []byte("abc")), get...)
+	seeds["bad_unknown_op_then_get"] = append(rawFrame(0x08, []byte("abc")), get...)
 	seeds["bad_flags"] = raw(OpGet, 0x80, 0, u64(1), -1)
-	seeds["bad_get_body_long"] = frame(OpGet, u64(1), u8(0))
-	seeds["bad_batch_too_long"] = frame(OpMGet, u32(uint32(fuzzLimits.MaxBatch+1)), bytes.Repeat(u64(9), fuzzLimits.MaxBatch+1))
-	seeds["bad_count_mismatch"] = frame(OpExists, u32(3), u64(1))
-	seeds["bad_payload_too_large"] = frame(OpPut, entry(1, 0, 0, 0, uint32(fuzzLimits.MaxPayload+1)), make([]byte, fuzzLimits.MaxPayload+1))
-	seeds["bad_payload_beyond_frame"] = frame(OpMGetResponse, u32(1), entry(1, 0, 0, 0, 9), []byte("short"))
-	seeds["bad_failed_block_with_payload"] = frame(OpGetResponse, entry(1, CodeCorrupt, 0, 0, 1), u8(1))
-	seeds["bad_trailing_bytes"] = frame(OpMPutResponse, u32(0), u8(1))
-	seeds["bad_access_touch_with_payload"] = frame(OpAccess, u32(1), u64(0), u32(0), u8(hintTouch), make([]byte, 3), entry(1, 0, 0, 0, 1), u8(1))
-	seeds["bad_access_hint_flags"] = frame(OpAccess, u32(1), u64(0), u32(0), u8(0x02), make([]byte, 3), entry(1, 0, 0, 0, 0))
-	seeds["bad_access_count_overrun"] = frame(OpAccess, u32(2), u64(0), u32(0), make([]byte, 4), entry(1, 0, 0, 0, 0))
-	seeds["bad_stats_name_overrun"] = frame(OpStatsResponse, u8(1), u8(255), make([]byte, 88))
-	seeds["bad_error_code_ok"] = frame(OpError, u16(0), u16(2), []byte("ok"))
+	seeds["bad_get_body_long"] = rawFrame(OpGet, u64(1), u8(0))
+	seeds["bad_batch_too_long"] = rawFrame(OpMGet, u32(uint32(fuzzLimits.MaxBatch+1)), bytes.Repeat(u64(9), fuzzLimits.MaxBatch+1))
+	seeds["bad_count_mismatch"] = rawFrame(OpExists, u32(3), u64(1))
+	seeds["bad_payload_too_large"] = rawFrame(OpPut, entry(1, 0, 0, 0, uint32(fuzzLimits.MaxPayload+1)), make([]byte, fuzzLimits.MaxPayload+1))
+	seeds["bad_payload_beyond_frame"] = rawFrame(OpMGetResponse, u32(1), entry(1, 0, 0, 0, 9), []byte("short"))
+	seeds["bad_failed_block_with_payload"] = rawFrame(OpGetResponse, entry(1, CodeCorrupt, 0, 0, 1), u8(1))
+	seeds["bad_trailing_bytes"] = rawFrame(OpMPutResponse, u32(0), u8(1))
+	seeds["bad_access_touch_with_payload"] = rawFrame(OpAccess, u32(1), u64(0), u32(0), u8(hintTouch), make([]byte, 3), entry(1, 0, 0, 0, 1), u8(1))
+	seeds["bad_access_hint_flags"] = rawFrame(OpAccess, u32(1), u64(0), u32(0), u8(0x02), make([]byte, 3), entry(1, 0, 0, 0, 0))
+	seeds["bad_access_count_overrun"] = rawFrame(OpAccess, u32(2), u64(0), u32(0), make([]byte, 4), entry(1, 0, 0, 0, 0))
+	seeds["bad_stats_name_overrun"] = rawFrame(OpStatsResponse, u8(1), u8(255), make([]byte, 88))
+	seeds["bad_error_code_ok"] = rawFrame(OpError, u16(0), u16(2), []byte("ok"))
 	seeds["bad_truncated_mget_response"] = stream[:len(stream)/2]
 	seeds["bad_hello_magic"] = []byte("GET / HTTP/1.1\r\n\r\n")
 	seeds["bad_hello_version"] = helloBytes(2, "t", nil, 0, 0)

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 )
 
 // Hello opens a connection (client to server). The tenant it names is the
@@ -31,14 +32,13 @@ func AppendHello(dst []byte, h *Hello) ([]byte, error) {
 		return dst, fmt.Errorf("wire: encode hello: tenant %q: %w", h.Tenant, err)
 	}
 	if len(h.Token) > MaxTokenLen {
-		return dst, fmt.Errorf("wire: encode hello: token of %d bytes, the format allows %d: %w", len(h.Token), MaxTokenLen, ErrTokenTooLong)
+		return dst, fmt.Errorf("wire: encode hello: token of %d bytes, the format allows %d: %w", len(h.Token), MaxTokenLen, frame.ErrTokenTooLong)
 	}
 	v := h.Version
 	if v == 0 {
 		v = Version
 	}
-	dst = append(dst, Magic...)
-	dst = le.AppendUint16(dst, v)
+	dst = frame.AppendMagic(dst, Magic, v)
 	dst = append(dst, byte(len(h.Tenant)), 0)
 	dst = le.AppendUint16(dst, uint16(len(h.Token)))
 	dst = append(dst, 0, 0)
@@ -69,7 +69,7 @@ type HelloAck struct {
 // CodeOf(err) and err's message otherwise. Fields of lim that are zero or
 // invalid are sent as their defaults.
 func HelloAckFor(err error, lim Limits) HelloAck {
-	if r, rerr := lim.resolve(); rerr == nil {
+	if r, rerr := lim.Resolve(); rerr == nil {
 		lim = r
 	} else {
 		lim = DefaultLimits()
@@ -79,7 +79,7 @@ func HelloAckFor(err error, lim Limits) HelloAck {
 		if c == CodeOK {
 			c = CodeInternal
 		}
-		return HelloAck{Version: Version, Code: c, Message: truncateMessage(err.Error())}
+		return HelloAck{Version: Version, Code: c, Message: frame.TruncateMessage(err.Error())}
 	}
 	return HelloAck{
 		Version:    Version,
@@ -91,20 +91,10 @@ func HelloAckFor(err error, lim Limits) HelloAck {
 
 // Err returns nil when the ack accepts the connection in this package's
 // Version; a *RemoteError (unwrapping to ErrorFor(a.Code)) when it refuses
-// it; and an error wrapping ErrVersion when the server accepted a version
+// it; and an error wrapping frame.ErrVersion when the server accepted a version
 // this side does not speak.
 func (a *HelloAck) Err() error {
-	switch {
-	case a.Code != CodeOK:
-		msg := a.Message
-		if a.Code == CodeVersionMismatch {
-			msg = fmt.Sprintf("server speaks protocol version %d, client %d: %s", a.Version, Version, a.Message)
-		}
-		return &RemoteError{Code: a.Code, Message: msg}
-	case a.Version != Version:
-		return fmt.Errorf("wire: hello-ack: server accepted protocol version %d, client speaks %d: %w", a.Version, Version, ErrVersion)
-	}
-	return nil
+	return frame.HelloErr(a.Code, CodeOK, CodeVersionMismatch, a.Version, Version, a.Message, "wire: hello-ack")
 }
 
 // AppendHelloAck appends the ack a; a message longer than MaxMessageLen is
@@ -114,9 +104,8 @@ func AppendHelloAck(dst []byte, a *HelloAck) []byte {
 	if v == 0 {
 		v = Version
 	}
-	msg := truncateMessage(a.Message)
-	dst = append(dst, Magic...)
-	dst = le.AppendUint16(dst, v)
+	msg := frame.TruncateMessage(a.Message)
+	dst = frame.AppendMagic(dst, Magic, v)
 	dst = le.AppendUint16(dst, uint16(a.Code))
 	dst = le.AppendUint16(dst, uint16(len(msg)))
 	dst = append(dst, 0, 0)

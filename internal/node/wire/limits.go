@@ -2,9 +2,9 @@ package wire
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 )
 
 // Default limits. Each bounds what a peer can make the decoder allocate or
@@ -18,26 +18,26 @@ const (
 	// DefaultMaxBatch is the most keys in one MGET, MPUT or EXISTS: 4096
 	// blocks of 512 tokens cover a 2M-token prefix, twice the longest input
 	// in the Mooncake traces.
-	DefaultMaxBatch = 4096
+	DefaultMaxBatch = frame.DefaultMaxBatch
 	// DefaultMaxFrame is the largest frame accepted: one maximum payload
 	// plus 128 KiB, which holds the frame header, the count and the 20-byte
 	// headers of a full batch (16 + 4 + 4096×20 = 81,940 bytes).
 	DefaultMaxFrame = DefaultMaxPayload + 128<<10
-	// DefaultMaxToken is the longest auth token accepted: 4 KiB, room for a
-	// signed bearer token (JWTs are typically well under 2 KiB).
-	DefaultMaxToken = 4 << 10
+	// DefaultMaxToken is the longest auth token accepted
+	// (frame.DefaultMaxToken, 4 KiB).
+	DefaultMaxToken = frame.DefaultMaxToken
 )
 
 // Format bounds: the most a length field of the encoding can express.
 const (
 	// MaxTokenLen is the longest auth token the hello can carry (u16 length).
-	MaxTokenLen = math.MaxUint16
+	MaxTokenLen = frame.MaxTokenLen
 	// MaxFrameLen is the largest frame the u32 length field can express.
-	MaxFrameLen = math.MaxUint32
-	// MaxMessageLen is the longest message of an ERROR frame or hello-ack.
-	// Longer messages are truncated by the encoders; a decoder rejects them.
-	// 1 KiB is room for a wrapped error chain, not for a data dump.
-	MaxMessageLen = 1 << 10
+	MaxFrameLen = frame.MaxFrameLen
+	// MaxMessageLen is the longest message of an ERROR frame or hello-ack
+	// (frame.MaxMessageLen). Longer messages are truncated by the encoders;
+	// a decoder rejects them.
+	MaxMessageLen = frame.MaxMessageLen
 )
 
 // Limits bounds what a Reader accepts. The zero value of each field means
@@ -72,34 +72,22 @@ func DefaultLimits() Limits {
 // what the encoding can express, or a MaxPayload whose block would not fit
 // in a MaxFrame frame.
 func (l Limits) Validate() error {
-	_, err := l.resolve()
+	_, err := l.Resolve()
 	return err
 }
 
-// resolve returns l with defaults filled in, or the error Validate reports.
-func (l Limits) resolve() (Limits, error) {
+// Resolve returns l with defaults filled in, or the error Validate
+// reports.
+func (l Limits) Resolve() (Limits, error) {
 	d := DefaultLimits()
-	fields := [...]struct {
-		name string
-		v    *int
-		def  int
-		max  uint64
-	}{
-		{"MaxFrame", &l.MaxFrame, d.MaxFrame, MaxFrameLen},
-		{"MaxBatch", &l.MaxBatch, d.MaxBatch, MaxFrameLen},
-		{"MaxPayload", &l.MaxPayload, d.MaxPayload, MaxFrameLen - HeaderLen - BlockHeaderLen},
-		{"MaxTenant", &l.MaxTenant, d.MaxTenant, block.MaxTenantLen},
-		{"MaxToken", &l.MaxToken, d.MaxToken, MaxTokenLen},
-	}
-	for _, f := range fields {
-		switch {
-		case *f.v < 0:
-			return l, fmt.Errorf("wire: Limits.%s is %d; want >= 0 (0 means the default, %d)", f.name, *f.v, f.def)
-		case *f.v == 0:
-			*f.v = f.def
-		case uint64(*f.v) > f.max:
-			return l, fmt.Errorf("wire: Limits.%s is %d; the encoding allows at most %d", f.name, *f.v, f.max)
-		}
+	if err := frame.ResolveLimits("wire",
+		frame.Limit{Name: "MaxFrame", V: &l.MaxFrame, Default: d.MaxFrame, Max: MaxFrameLen},
+		frame.Limit{Name: "MaxBatch", V: &l.MaxBatch, Default: d.MaxBatch, Max: MaxFrameLen},
+		frame.Limit{Name: "MaxPayload", V: &l.MaxPayload, Default: d.MaxPayload, Max: MaxFrameLen - HeaderLen - BlockHeaderLen},
+		frame.Limit{Name: "MaxTenant", V: &l.MaxTenant, Default: d.MaxTenant, Max: block.MaxTenantLen},
+		frame.Limit{Name: "MaxToken", V: &l.MaxToken, Default: d.MaxToken, Max: MaxTokenLen},
+	); err != nil {
+		return l, err
 	}
 	if need := uint64(l.MaxPayload) + HeaderLen + BlockHeaderLen; need > uint64(l.MaxFrame) {
 		return l, fmt.Errorf("wire: Limits.MaxPayload is %d: a GET response carrying it needs %d bytes, more than Limits.MaxFrame (%d)",

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 )
 
 var errTripped = errors.New("tripwire: read past the end of the input")
@@ -36,7 +38,7 @@ func raw(op Op, flags byte, reserved uint16, body []byte, lenOverride int64) []b
 	return append(b, body...)
 }
 
-func frame(op Op, body ...[]byte) []byte { return raw(op, 0, 0, bytes.Join(body, nil), -1) }
+func rawFrame(op Op, body ...[]byte) []byte { return raw(op, 0, 0, bytes.Join(body, nil), -1) }
 
 func u8(v uint8) []byte   { return []byte{v} }
 func u16(v uint16) []byte { return le.AppendUint16(nil, v) }
@@ -67,62 +69,62 @@ func TestMalformedFrames(t *testing.T) {
 		recover bool
 		msg     string // must appear in the error
 	}{
-		{"length zero", raw(OpStats, 0, 0, nil, 0), Limits{}, ErrMalformed, fatal, "length 0"},
-		{"length below header", raw(OpStats, 0, 0, nil, 15), Limits{}, ErrMalformed, fatal, "length 15"},
-		{"frame too large", raw(OpGet, 0, 0, u64(1), 4097), Limits{}, ErrFrameTooLarge, fatal, "length 4097 exceeds limit 4096"},
-		{"frame too large at max u32", raw(OpGet, 0, 0, u64(1), 1<<32-1), Limits{}, ErrFrameTooLarge, fatal, "exceeds limit"},
-		{"unknown op 0x00", frame(0x00, u64(1)), Limits{}, ErrUnknownOp, recoverable, "op 0x00"},
-		{"unknown op 0x08", frame(0x08, []byte("xyz")), Limits{}, ErrUnknownOp, recoverable, "op 0x08"},
-		{"unknown op 0x80", frame(0x80), Limits{}, ErrUnknownOp, recoverable, "op 0x80"},
-		{"unknown op 0x88", frame(0x88, u64(5)), Limits{}, ErrUnknownOp, recoverable, "op 0x88"},
-		{"unknown op 0xfe", frame(0xfe, u64(5)), Limits{}, ErrUnknownOp, recoverable, "op 0xfe"},
-		{"flags set", raw(OpGet, 1, 0, u64(1), -1), Limits{}, ErrMalformed, recoverable, "flags"},
-		{"reserved set", raw(OpGet, 0, 0x100, u64(1), -1), Limits{}, ErrMalformed, recoverable, "reserved"},
-		{"GET body short", frame(OpGet, []byte{1, 2, 3, 4, 5, 6, 7}), Limits{}, ErrMalformed, recoverable, "body of 7 bytes, want exactly 8"},
-		{"GET body long", frame(OpGet, u64(1), u8(0)), Limits{}, ErrMalformed, recoverable, "body of 9 bytes"},
-		{"DELETE body long", frame(OpDelete, u64(1), u64(2)), Limits{}, ErrMalformed, recoverable, "want exactly 8"},
-		{"STATS with body", frame(OpStats, u8(1)), Limits{}, ErrMalformed, recoverable, "want exactly 0"},
-		{"PUT response short", frame(OpPutResponse, u64(1), u16(0)), Limits{}, ErrMalformed, recoverable, "want exactly 12"},
-		{"MGET without count", frame(OpMGet, u16(0)), Limits{}, ErrMalformed, recoverable, "at least 4"},
-		{"MGET over batch limit", frame(OpMGet, u32(5), bytes.Repeat(u64(1), 5)), Limits{}, ErrBatchTooLong, recoverable, "count 5 exceeds limit 4"},
-		{"MGET count above body", frame(OpMGet, u32(3), u64(1), u64(2)), Limits{}, ErrMalformed, recoverable, "count 3"},
-		{"MGET count below body", frame(OpMGet, u32(1), u64(1), u64(2)), Limits{}, ErrMalformed, recoverable, "count 1"},
-		{"MGET huge count, huge limit", frame(OpMGet, u32(1<<32-1)), Limits{MaxBatch: 1<<32 - 1, MaxPayload: 64, MaxFrame: 4096}, ErrMalformed, recoverable, "count 4294967295"},
-		{"EXISTS over batch limit", frame(OpExists, u32(1000), bytes.Repeat(u64(1), 1000)), Limits{MaxBatch: 999, MaxPayload: 64, MaxFrame: 1 << 16}, ErrBatchTooLong, recoverable, "count 1000 exceeds limit 999"},
-		{"PUT body short", frame(OpPut, u64(1)), Limits{}, ErrMalformed, recoverable, "at least 20"},
-		{"PUT payload over limit", frame(OpPut, entry(1, 0, 0, 0, 65), make([]byte, 65)), Limits{}, ErrPayloadTooLarge, recoverable, "65 bytes exceeds limit 64"},
-		{"PUT payload beyond frame", frame(OpPut, entry(1, 0, 0, 0, 10), make([]byte, 5)), Limits{}, ErrMalformed, recoverable, "room for 5"},
-		{"PUT payload short of frame", frame(OpPut, entry(1, 0, 0, 0, 5), make([]byte, 7)), Limits{}, ErrMalformed, recoverable, "2 trailing bytes"},
-		{"PUT empty payload, trailing", frame(OpPut, entry(1, 0, 0, 0, 0), make([]byte, 3)), Limits{}, ErrMalformed, recoverable, "3 trailing bytes"},
-		{"PUT with a status", frame(OpPut, entry(1, CodeNotFound, 0, 0, 0)), Limits{}, ErrMalformed, recoverable, "in a request"},
-		{"block reserved set", frame(OpGetResponse, entry(1, 0, 7, 0, 0)), Limits{}, ErrMalformed, recoverable, "reserved"},
-		{"not found with payload", frame(OpGetResponse, entry(1, CodeNotFound, 0, 0, 3), make([]byte, 3)), Limits{}, ErrMalformed, recoverable, "must be empty"},
-		{"not found with checksum", frame(OpGetResponse, entry(1, CodeNotFound, 0, 5, 0)), Limits{}, ErrMalformed, recoverable, "must be empty"},
-		{"MPUT over batch limit", frame(OpMPut, u32(5), bytes.Repeat(entry(1, 0, 0, 0, 0), 5)), Limits{}, ErrBatchTooLong, recoverable, "count 5 exceeds limit 4"},
-		{"MPUT count above body", frame(OpMPut, u32(2), entry(1, 0, 0, 0, 0)), Limits{}, ErrMalformed, recoverable, "count 2"},
-		{"MGET response payload eats next header", frame(OpMGetResponse, u32(2), entry(1, 0, 0, 0, 40), make([]byte, 20), entry(2, 0, 0, 0, 0)),
-			Limits{}, ErrMalformed, recoverable, "payload of 40 bytes, the frame has room for 20"},
-		{"MGET response empty, trailing", frame(OpMGetResponse, u32(0), []byte{1, 2, 3}), Limits{}, ErrMalformed, recoverable, "3 trailing bytes"},
-		{"status reserved set", frame(OpDeleteResponse, u64(1), u16(0), u16(1)), Limits{}, ErrMalformed, recoverable, "reserved"},
-		{"MPUT response count mismatch", frame(OpMPutResponse, u32(2), u64(1), u32(0)), Limits{}, ErrMalformed, recoverable, "count 2"},
-		{"EXISTS response over batch limit", frame(OpExistsResponse, u32(5), bytes.Repeat(bytes.Join([][]byte{u64(1), u32(0)}, nil), 5)), Limits{}, ErrBatchTooLong, recoverable, "count 5"},
-		{"STATS response without count", frame(OpStatsResponse), Limits{}, ErrMalformed, recoverable, "at least 1"},
-		{"STATS response count above body", frame(OpStatsResponse, u8(2), u8(0), tier), Limits{}, ErrMalformed, recoverable, "2 tiers"},
-		{"STATS response name beyond body", frame(OpStatsResponse, u8(1), u8(200), tier), Limits{}, ErrMalformed, recoverable, "200-byte name"},
-		{"STATS response trailing", frame(OpStatsResponse, u8(1), u8(0), tier, u8(9)), Limits{}, ErrMalformed, recoverable, "1 trailing bytes"},
-		{"ACCESS touch with payload", frame(OpAccess, u32(1), hint(0, 0, hintTouch, 0), entry(1, 0, 0, 0, 2), u16(7)), Limits{}, ErrMalformed, recoverable, "a touch with a 2-byte payload"},
-		{"ACCESS touch with checksum", frame(OpAccess, u32(1), hint(0, 0, hintTouch, 0), entry(1, 0, 0, 9, 0)), Limits{}, ErrMalformed, recoverable, "checksum 00000009"},
-		{"ACCESS unknown hint flag", frame(OpAccess, u32(1), hint(0, 0, 0x80, 0), entry(1, 0, 0, 0, 0)), Limits{}, ErrMalformed, recoverable, "hint flags 0x80"},
-		{"ACCESS hint reserved set", frame(OpAccess, u32(1), hint(0, 0, 0, 1), entry(1, 0, 0, 0, 0)), Limits{}, ErrMalformed, recoverable, "hint reserved"},
-		{"ACCESS with a status", frame(OpAccess, u32(1), hint(0, 0, 0, 0), entry(1, CodeFull, 0, 0, 0)), Limits{}, ErrMalformed, recoverable, "in a request"},
-		{"ACCESS count above body", frame(OpAccess, u32(2), hint(0, 0, 0, 0), entry(1, 0, 0, 0, 0)), Limits{}, ErrMalformed, recoverable, "count 2"},
-		{"ACCESS over batch limit", frame(OpAccess, u32(5), bytes.Repeat(bytes.Join([][]byte{hint(0, 0, 0, 0), entry(1, 0, 0, 0, 0)}, nil), 5)), Limits{}, ErrBatchTooLong, recoverable, "count 5 exceeds limit 4"},
-		{"ACCESS payload eats the next hint", frame(OpAccess, u32(2), hint(0, 0, 0, 0), entry(1, 0, 0, 0, 30), make([]byte, 20), hint(1, 1, 0, 0), entry(2, 0, 0, 0, 0)),
-			Limits{}, ErrMalformed, recoverable, "payload of 30 bytes, the frame has room for 20"},
-		{"ERROR short", frame(OpError, u16(5)), Limits{}, ErrMalformed, recoverable, "at least 4"},
-		{"ERROR with code ok", frame(OpError, u16(0), u16(0)), Limits{}, ErrMalformed, recoverable, "code ok"},
-		{"ERROR message too long", frame(OpError, u16(8), u16(MaxMessageLen+1), make([]byte, MaxMessageLen+1)), Limits{}, ErrMalformed, recoverable, "1025 bytes exceeds limit 1024"},
-		{"ERROR message length lies", frame(OpError, u16(8), u16(10), []byte("short")), Limits{}, ErrMalformed, recoverable, "message of 10 bytes"},
+		{"length zero", raw(OpStats, 0, 0, nil, 0), Limits{}, frame.ErrMalformed, fatal, "length 0"},
+		{"length below header", raw(OpStats, 0, 0, nil, 15), Limits{}, frame.ErrMalformed, fatal, "length 15"},
+		{"frame too large", raw(OpGet, 0, 0, u64(1), 4097), Limits{}, frame.ErrFrameTooLarge, fatal, "length 4097 exceeds limit 4096"},
+		{"frame too large at max u32", raw(OpGet, 0, 0, u64(1), 1<<32-1), Limits{}, frame.ErrFrameTooLarge, fatal, "exceeds limit"},
+		{"unknown op 0x00", rawFrame(0x00, u64(1)), Limits{}, frame.ErrUnknownOp, recoverable, "op 0x00"},
+		{"unknown op 0x08", rawFrame(0x08, []byte("xyz")), Limits{}, frame.ErrUnknownOp, recoverable, "op 0x08"},
+		{"unknown op 0x80", rawFrame(0x80), Limits{}, frame.ErrUnknownOp, recoverable, "op 0x80"},
+		{"unknown op 0x88", rawFrame(0x88, u64(5)), Limits{}, frame.ErrUnknownOp, recoverable, "op 0x88"},
+		{"unknown op 0xfe", rawFrame(0xfe, u64(5)), Limits{}, frame.ErrUnknownOp, recoverable, "op 0xfe"},
+		{"flags set", raw(OpGet, 1, 0, u64(1), -1), Limits{}, frame.ErrMalformed, recoverable, "flags"},
+		{"reserved set", raw(OpGet, 0, 0x100, u64(1), -1), Limits{}, frame.ErrMalformed, recoverable, "reserved"},
+		{"GET body short", rawFrame(OpGet, []byte{1, 2, 3, 4, 5, 6, 7}), Limits{}, frame.ErrMalformed, recoverable, "body of 7 bytes, want exactly 8"},
+		{"GET body long", rawFrame(OpGet, u64(1), u8(0)), Limits{}, frame.ErrMalformed, recoverable, "body of 9 bytes"},
+		{"DELETE body long", rawFrame(OpDelete, u64(1), u64(2)), Limits{}, frame.ErrMalformed, recoverable, "want exactly 8"},
+		{"STATS with body", rawFrame(OpStats, u8(1)), Limits{}, frame.ErrMalformed, recoverable, "want exactly 0"},
+		{"PUT response short", rawFrame(OpPutResponse, u64(1), u16(0)), Limits{}, frame.ErrMalformed, recoverable, "want exactly 12"},
+		{"MGET without count", rawFrame(OpMGet, u16(0)), Limits{}, frame.ErrMalformed, recoverable, "at least 4"},
+		{"MGET over batch limit", rawFrame(OpMGet, u32(5), bytes.Repeat(u64(1), 5)), Limits{}, frame.ErrBatchTooLong, recoverable, "count 5 exceeds limit 4"},
+		{"MGET count above body", rawFrame(OpMGet, u32(3), u64(1), u64(2)), Limits{}, frame.ErrMalformed, recoverable, "count 3"},
+		{"MGET count below body", rawFrame(OpMGet, u32(1), u64(1), u64(2)), Limits{}, frame.ErrMalformed, recoverable, "count 1"},
+		{"MGET huge count, huge limit", rawFrame(OpMGet, u32(1<<32-1)), Limits{MaxBatch: 1<<32 - 1, MaxPayload: 64, MaxFrame: 4096}, frame.ErrMalformed, recoverable, "count 4294967295"},
+		{"EXISTS over batch limit", rawFrame(OpExists, u32(1000), bytes.Repeat(u64(1), 1000)), Limits{MaxBatch: 999, MaxPayload: 64, MaxFrame: 1 << 16}, frame.ErrBatchTooLong, recoverable, "count 1000 exceeds limit 999"},
+		{"PUT body short", rawFrame(OpPut, u64(1)), Limits{}, frame.ErrMalformed, recoverable, "at least 20"},
+		{"PUT payload over limit", rawFrame(OpPut, entry(1, 0, 0, 0, 65), make([]byte, 65)), Limits{}, frame.ErrPayloadTooLarge, recoverable, "65 bytes exceeds limit 64"},
+		{"PUT payload beyond frame", rawFrame(OpPut, entry(1, 0, 0, 0, 10), make([]byte, 5)), Limits{}, frame.ErrMalformed, recoverable, "room for 5"},
+		{"PUT payload short of frame", rawFrame(OpPut, entry(1, 0, 0, 0, 5), make([]byte, 7)), Limits{}, frame.ErrMalformed, recoverable, "2 trailing bytes"},
+		{"PUT empty payload, trailing", rawFrame(OpPut, entry(1, 0, 0, 0, 0), make([]byte, 3)), Limits{}, frame.ErrMalformed, recoverable, "3 trailing bytes"},
+		{"PUT with a status", rawFrame(OpPut, entry(1, CodeNotFound, 0, 0, 0)), Limits{}, frame.ErrMalformed, recoverable, "in a request"},
+		{"block reserved set", rawFrame(OpGetResponse, entry(1, 0, 7, 0, 0)), Limits{}, frame.ErrMalformed, recoverable, "reserved"},
+		{"not found with payload", rawFrame(OpGetResponse, entry(1, CodeNotFound, 0, 0, 3), make([]byte, 3)), Limits{}, frame.ErrMalformed, recoverable, "must be empty"},
+		{"not found with checksum", rawFrame(OpGetResponse, entry(1, CodeNotFound, 0, 5, 0)), Limits{}, frame.ErrMalformed, recoverable, "must be empty"},
+		{"MPUT over batch limit", rawFrame(OpMPut, u32(5), bytes.Repeat(entry(1, 0, 0, 0, 0), 5)), Limits{}, frame.ErrBatchTooLong, recoverable, "count 5 exceeds limit 4"},
+		{"MPUT count above body", rawFrame(OpMPut, u32(2), entry(1, 0, 0, 0, 0)), Limits{}, frame.ErrMalformed, recoverable, "count 2"},
+		{"MGET response payload eats next header", rawFrame(OpMGetResponse, u32(2), entry(1, 0, 0, 0, 40), make([]byte, 20), entry(2, 0, 0, 0, 0)),
+			Limits{}, frame.ErrMalformed, recoverable, "payload of 40 bytes, the frame has room for 20"},
+		{"MGET response empty, trailing", rawFrame(OpMGetResponse, u32(0), []byte{1, 2, 3}), Limits{}, frame.ErrMalformed, recoverable, "3 trailing bytes"},
+		{"status reserved set", rawFrame(OpDeleteResponse, u64(1), u16(0), u16(1)), Limits{}, frame.ErrMalformed, recoverable, "reserved"},
+		{"MPUT response count mismatch", rawFrame(OpMPutResponse, u32(2), u64(1), u32(0)), Limits{}, frame.ErrMalformed, recoverable, "count 2"},
+		{"EXISTS response over batch limit", rawFrame(OpExistsResponse, u32(5), bytes.Repeat(bytes.Join([][]byte{u64(1), u32(0)}, nil), 5)), Limits{}, frame.ErrBatchTooLong, recoverable, "count 5"},
+		{"STATS response without count", rawFrame(OpStatsResponse), Limits{}, frame.ErrMalformed, recoverable, "at least 1"},
+		{"STATS response count above body", rawFrame(OpStatsResponse, u8(2), u8(0), tier), Limits{}, frame.ErrMalformed, recoverable, "2 tiers"},
+		{"STATS response name beyond body", rawFrame(OpStatsResponse, u8(1), u8(200), tier), Limits{}, frame.ErrMalformed, recoverable, "200-byte name"},
+		{"STATS response trailing", rawFrame(OpStatsResponse, u8(1), u8(0), tier, u8(9)), Limits{}, frame.ErrMalformed, recoverable, "1 trailing bytes"},
+		{"ACCESS touch with payload", rawFrame(OpAccess, u32(1), hint(0, 0, hintTouch, 0), entry(1, 0, 0, 0, 2), u16(7)), Limits{}, frame.ErrMalformed, recoverable, "a touch with a 2-byte payload"},
+		{"ACCESS touch with checksum", rawFrame(OpAccess, u32(1), hint(0, 0, hintTouch, 0), entry(1, 0, 0, 9, 0)), Limits{}, frame.ErrMalformed, recoverable, "checksum 00000009"},
+		{"ACCESS unknown hint flag", rawFrame(OpAccess, u32(1), hint(0, 0, 0x80, 0), entry(1, 0, 0, 0, 0)), Limits{}, frame.ErrMalformed, recoverable, "hint flags 0x80"},
+		{"ACCESS hint reserved set", rawFrame(OpAccess, u32(1), hint(0, 0, 0, 1), entry(1, 0, 0, 0, 0)), Limits{}, frame.ErrMalformed, recoverable, "hint reserved"},
+		{"ACCESS with a status", rawFrame(OpAccess, u32(1), hint(0, 0, 0, 0), entry(1, CodeFull, 0, 0, 0)), Limits{}, frame.ErrMalformed, recoverable, "in a request"},
+		{"ACCESS count above body", rawFrame(OpAccess, u32(2), hint(0, 0, 0, 0), entry(1, 0, 0, 0, 0)), Limits{}, frame.ErrMalformed, recoverable, "count 2"},
+		{"ACCESS over batch limit", rawFrame(OpAccess, u32(5), bytes.Repeat(bytes.Join([][]byte{hint(0, 0, 0, 0), entry(1, 0, 0, 0, 0)}, nil), 5)), Limits{}, frame.ErrBatchTooLong, recoverable, "count 5 exceeds limit 4"},
+		{"ACCESS payload eats the next hint", rawFrame(OpAccess, u32(2), hint(0, 0, 0, 0), entry(1, 0, 0, 0, 30), make([]byte, 20), hint(1, 1, 0, 0), entry(2, 0, 0, 0, 0)),
+			Limits{}, frame.ErrMalformed, recoverable, "payload of 30 bytes, the frame has room for 20"},
+		{"ERROR short", rawFrame(OpError, u16(5)), Limits{}, frame.ErrMalformed, recoverable, "at least 4"},
+		{"ERROR with code ok", rawFrame(OpError, u16(0), u16(0)), Limits{}, frame.ErrMalformed, recoverable, "code ok"},
+		{"ERROR message too long", rawFrame(OpError, u16(8), u16(MaxMessageLen+1), make([]byte, MaxMessageLen+1)), Limits{}, frame.ErrMalformed, recoverable, "1025 bytes exceeds limit 1024"},
+		{"ERROR message length lies", rawFrame(OpError, u16(8), u16(10), []byte("short")), Limits{}, frame.ErrMalformed, recoverable, "message of 10 bytes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -253,18 +255,18 @@ func TestMalformedHello(t *testing.T) {
 		want error
 		msg  string
 	}{
-		{"http request", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), ErrBadMagic, `magic "GET "`},
-		{"frame instead of hello", AppendStats(nil, 1), ErrBadMagic, "magic"},
-		{"newer version", helloBytes(2, "t", nil, 0, 0), ErrVersion, "version 2"},
-		{"version 0", helloBytes(0, "t", nil, 0, 0), ErrVersion, "version 0"},
+		{"http request", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), frame.ErrBadMagic, `magic "GET "`},
+		{"frame instead of hello", AppendStats(nil, 1), frame.ErrBadMagic, "magic"},
+		{"newer version", helloBytes(2, "t", nil, 0, 0), frame.ErrVersion, "version 2"},
+		{"version 0", helloBytes(0, "t", nil, 0, 0), frame.ErrVersion, "version 0"},
 		// A future version's hello may be shorter: the version is checked
 		// before reading on, so this does not wait for bytes never sent.
-		{"newer version, short hello", append([]byte(Magic), u16(3)...), ErrVersion, "version 3"},
-		{"reserved byte", helloBytes(1, "t", nil, 1, 0), ErrMalformed, "reserved"},
-		{"reserved u16", helloBytes(1, "t", nil, 0, 1), ErrMalformed, "reserved"},
-		{"tenant too long", helloBytes(1, strings.Repeat("t", 17), nil, 0, 0), ErrTenantTooLong, "tenant of 17 bytes exceeds limit 16"},
+		{"newer version, short hello", append([]byte(Magic), u16(3)...), frame.ErrVersion, "version 3"},
+		{"reserved byte", helloBytes(1, "t", nil, 1, 0), frame.ErrMalformed, "reserved"},
+		{"reserved u16", helloBytes(1, "t", nil, 0, 1), frame.ErrMalformed, "reserved"},
+		{"tenant too long", helloBytes(1, strings.Repeat("t", 17), nil, 0, 0), frame.ErrTenantTooLong, "tenant of 17 bytes exceeds limit 16"},
 		{"tenant bad byte", helloBytes(1, "a/b", nil, 0, 0), block.ErrBadTenant, `"a/b"`},
-		{"token too long", helloBytes(1, "t", make([]byte, 9), 0, 0), ErrTokenTooLong, "token of 9 bytes exceeds limit 8"},
+		{"token too long", helloBytes(1, "t", make([]byte, 9), 0, 0), frame.ErrTokenTooLong, "token of 9 bytes exceeds limit 8"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -277,7 +279,7 @@ func TestMalformedHello(t *testing.T) {
 			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.msg) {
 				t.Fatalf("got %v, want %v saying %q", err, c.want, c.msg)
 			}
-			if errors.Is(err, ErrVersion) && CodeOf(err) != CodeVersionMismatch {
+			if errors.Is(err, frame.ErrVersion) && CodeOf(err) != CodeVersionMismatch {
 				t.Errorf("CodeOf = %v, want version mismatch", CodeOf(err))
 			}
 			if _, err2 := r.ReadHeader(); err2 == nil || err2.Error() != err.Error() {
@@ -305,10 +307,10 @@ func TestMalformedHelloAck(t *testing.T) {
 		want error
 		msg  string
 	}{
-		{"bad magic", mut(0, 'K', 'V', 'P', 'X'), ErrBadMagic, "magic"},
-		{"version 0", mut(4, 0, 0), ErrMalformed, "version 0"},
-		{"reserved", mut(10, 1), ErrMalformed, "reserved"},
-		{"message too long", mut(8, 0x01, 0x04), ErrMalformed, "1025 bytes exceeds limit 1024"},
+		{"bad magic", mut(0, 'K', 'V', 'P', 'X'), frame.ErrBadMagic, "magic"},
+		{"version 0", mut(4, 0, 0), frame.ErrMalformed, "version 0"},
+		{"reserved", mut(10, 1), frame.ErrMalformed, "reserved"},
+		{"message too long", mut(8, 0x01, 0x04), frame.ErrMalformed, "1025 bytes exceeds limit 1024"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -331,10 +333,10 @@ func TestHelloAckErr(t *testing.T) {
 		want error // nil: accepted
 	}{
 		{"accepted", HelloAckFor(nil, Limits{}), nil},
-		{"unauthorized", HelloAckFor(ErrUnauthorized, Limits{}), ErrUnauthorized},
-		{"bad tenant", HelloAckFor(block.ErrBadTenant, Limits{}), ErrBadRequest},
-		{"server speaks another version", HelloAck{Version: 2, Code: CodeVersionMismatch}, ErrVersion},
-		{"server accepted another version", HelloAck{Version: 2}, ErrVersion},
+		{"unauthorized", HelloAckFor(kvpool.ErrUnauthorized, Limits{}), kvpool.ErrUnauthorized},
+		{"bad tenant", HelloAckFor(block.ErrBadTenant, Limits{}), frame.ErrBadRequest},
+		{"server speaks another version", HelloAck{Version: 2, Code: CodeVersionMismatch}, frame.ErrVersion},
+		{"server accepted another version", HelloAck{Version: 2}, frame.ErrVersion},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -430,41 +432,41 @@ func TestEncodeErrors(t *testing.T) {
 		{"hello tenant bad byte", func(d []byte) ([]byte, error) { return AppendHello(d, &Hello{Tenant: "a b"}) }, block.ErrBadTenant},
 		{"hello token too long", func(d []byte) ([]byte, error) {
 			return AppendHello(d, &Hello{Token: make([]byte, MaxTokenLen+1)})
-		}, ErrTokenTooLong},
+		}, frame.ErrTokenTooLong},
 		{"flags", func(d []byte) ([]byte, error) {
 			return AppendFrame(d, &Frame{Header: Header{Op: OpStats, Flags: 2}})
-		}, ErrMalformed},
-		{"GET without ID", func(d []byte) ([]byte, error) { return AppendFrame(d, &Frame{Header: Header{Op: OpGet}}) }, ErrMalformed},
+		}, frame.ErrMalformed},
+		{"GET without ID", func(d []byte) ([]byte, error) { return AppendFrame(d, &Frame{Header: Header{Op: OpGet}}) }, frame.ErrMalformed},
 		{"PUT with two blocks", func(d []byte) ([]byte, error) {
 			return AppendFrame(d, &Frame{Header: Header{Op: OpPut}, Blocks: blocks(2, 1)})
-		}, ErrMalformed},
+		}, frame.ErrMalformed},
 		{"DELETE response without status", func(d []byte) ([]byte, error) {
 			return AppendFrame(d, &Frame{Header: Header{Op: OpDeleteResponse}})
-		}, ErrMalformed},
-		{"unknown op", func(d []byte) ([]byte, error) { return AppendFrame(d, &Frame{Header: Header{Op: 0x42}}) }, ErrUnknownOp},
-		{"ERROR with code ok", func(d []byte) ([]byte, error) { return AppendFrame(d, &Frame{Header: Header{Op: OpError}}) }, ErrMalformed},
+		}, frame.ErrMalformed},
+		{"unknown op", func(d []byte) ([]byte, error) { return AppendFrame(d, &Frame{Header: Header{Op: 0x42}}) }, frame.ErrUnknownOp},
+		{"ERROR with code ok", func(d []byte) ([]byte, error) { return AppendFrame(d, &Frame{Header: Header{Op: OpError}}) }, frame.ErrMalformed},
 		{"ERROR message too long", func(d []byte) ([]byte, error) {
 			return AppendFrame(d, &Frame{Header: Header{Op: OpError}, Code: CodeInternal, Message: strings.Repeat("m", MaxMessageLen+1)})
-		}, ErrMalformed},
-		{"PUT with a status", func(d []byte) ([]byte, error) { return AppendPut(d, 1, Block{ID: 1, Code: CodeFull}) }, ErrMalformed},
+		}, frame.ErrMalformed},
+		{"PUT with a status", func(d []byte) ([]byte, error) { return AppendPut(d, 1, Block{ID: 1, Code: CodeFull}) }, frame.ErrMalformed},
 		{"not found with payload", func(d []byte) ([]byte, error) {
 			return AppendGetResponse(d, 1, Block{ID: 1, Code: CodeNotFound, Payload: []byte{1}})
-		}, ErrMalformed},
+		}, frame.ErrMalformed},
 		{"not found with checksum", func(d []byte) ([]byte, error) {
 			return AppendMGetResponse(d, 1, []Block{{ID: 1, Code: CodeNotFound, Checksum: 1}})
-		}, ErrMalformed},
-		{"too many tiers", func(d []byte) ([]byte, error) { return AppendStatsResponse(d, 1, make([]TierStats, 256)) }, ErrMalformed},
+		}, frame.ErrMalformed},
+		{"too many tiers", func(d []byte) ([]byte, error) { return AppendStatsResponse(d, 1, make([]TierStats, 256)) }, frame.ErrMalformed},
 		{"tier name too long", func(d []byte) ([]byte, error) {
 			return AppendStatsResponse(d, 1, []TierStats{{Name: long}})
-		}, ErrMalformed},
-		{"head of a non-block op", func(d []byte) ([]byte, error) { return AppendBlockFrameHead(d, OpGet, 1, 1, 0) }, ErrUnknownOp},
+		}, frame.ErrMalformed},
+		{"head of a non-block op", func(d []byte) ([]byte, error) { return AppendBlockFrameHead(d, OpGet, 1, 1, 0) }, frame.ErrUnknownOp},
 		{"head of GET response with 2 blocks", func(d []byte) ([]byte, error) {
 			return AppendBlockFrameHead(d, OpGetResponse, 1, 2, 0)
-		}, ErrMalformed},
-		{"head with negative count", func(d []byte) ([]byte, error) { return AppendBlockFrameHead(d, OpMPut, 1, -1, 0) }, ErrMalformed},
+		}, frame.ErrMalformed},
+		{"head with negative count", func(d []byte) ([]byte, error) { return AppendBlockFrameHead(d, OpMPut, 1, -1, 0) }, frame.ErrMalformed},
 		{"head beyond u32 length", func(d []byte) ([]byte, error) {
 			return AppendBlockFrameHead(d, OpMGetResponse, 1, 2, MaxFrameLen-50)
-		}, ErrFrameTooLarge},
+		}, frame.ErrFrameTooLarge},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -479,35 +481,6 @@ func TestEncodeErrors(t *testing.T) {
 	}
 }
 
-func TestGatherErrors(t *testing.T) {
-	var g Gather
-	if _, err := g.Buffers(); !errors.Is(err, errMisuse) {
-		t.Errorf("Buffers before Begin: %v", err)
-	}
-	g.Begin(OpGet, 1)
-	g.Add(okBlock(1, 1))
-	if _, err := g.WriteTo(io.Discard); !errors.Is(err, ErrUnknownOp) {
-		t.Errorf("GET frame by Gather: %v", err)
-	}
-	g.Begin(OpGetResponse, 1)
-	g.Add(okBlock(1, 1))
-	g.Add(okBlock(2, 1))
-	if _, err := g.WriteTo(io.Discard); !errors.Is(err, ErrMalformed) {
-		t.Errorf("GET response with 2 blocks: %v", err)
-	}
-	g.Begin(OpMPut, 1)
-	g.Add(Block{ID: 1, Code: CodeNotFound})
-	g.Add(okBlock(2, 1)) // ignored after the first error
-	if _, err := g.Buffers(); !errors.Is(err, ErrMalformed) {
-		t.Errorf("MPUT block with a status: %v", err)
-	}
-	// Begin clears the error.
-	g.Begin(OpMGetResponse, 3)
-	if _, err := g.WriteTo(io.Discard); err != nil {
-		t.Errorf("empty MGET response after an error: %v", err)
-	}
-}
-
 func TestAppendError(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -516,7 +489,7 @@ func TestAppendError(t *testing.T) {
 		wantMsg  string
 	}{
 		{"nil", nil, CodeInternal, "wire: ERROR frame for a nil error"},
-		{"unknown op", ErrUnknownOp, CodeUnsupportedOp, "unknown or unsupported op"},
+		{"unknown op", frame.ErrUnknownOp, CodeUnsupportedOp, "unknown or unsupported op"},
 		{"remote passes through", &RemoteError{Code: CodeFull, Message: "upstream full"}, CodeFull, "upstream full"},
 		{"remote ok is not ok", &RemoteError{Code: CodeOK}, CodeInternal, ""},
 		// 1023 ASCII bytes then a 2-byte rune straddling the limit: cut before it.

@@ -1,26 +1,14 @@
 package wire
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 )
-
-// readBufferSize is the Reader's bufio size: 64 KiB, the Linux loopback MTU,
-// so one read system call can take a whole segment. Payload reads at least
-// this long bypass the buffer and land directly in the caller's slice.
-const readBufferSize = 64 << 10
-
-// growChunk is the first step by which a payload buffer grows before the
-// bytes it is for have arrived (1 MiB, sixteen loopback segments). Later
-// steps double the buffer, so a peer that announces a large payload and
-// then stalls makes the Reader allocate at most twice what it actually sent
-// plus growChunk, never the announced length up front.
-const growChunk = 1 << 20
 
 // scratchLen is the Reader's scratch buffer: room for the longest message
 // (hello-ack or ERROR), which also holds a hello-ack's fixed part, a hello's
@@ -49,7 +37,7 @@ const (
 var errMisuse = errors.New("reader used out of sequence")
 
 // Reader decodes a stream of frames (after a hello or hello-ack) from a
-// connection, through a bufio.Reader it owns. It reads only the bytes the
+// connection, through a frame.Reader it owns. It reads only the bytes the
 // frame's length says are there, so it never blocks waiting for bytes that
 // belong to a later frame, and it validates every length field against its
 // Limits and the frame before reading or allocating for it.
@@ -65,18 +53,17 @@ var errMisuse = errors.New("reader used out of sequence")
 // as io.ErrUnexpectedEOF, I/O errors and deadlines, a frame length below
 // HeaderLen or above Limits.MaxFrame, any hello error) are sticky: every
 // later call returns them and the connection must be closed. Any other
-// decode error (ErrUnknownOp, ErrMalformed, ErrBatchTooLong,
-// ErrPayloadTooLarge) leaves the stream in sync: call Skip, answer the
+// decode error (frame.ErrUnknownOp, frame.ErrMalformed, frame.ErrBatchTooLong,
+// frame.ErrPayloadTooLarge) leaves the stream in sync: call Skip, answer the
 // request with an ERROR frame (AppendError), and go on.
 //
 // A Reader is not safe for concurrent use.
 type Reader struct {
-	br  *bufio.Reader
+	fr  *frame.Reader[Op]
 	lim Limits
-	err error // sticky: the frame boundary is lost
+	err error // sticky: the frame boundary is lost (also fr.Err())
 
 	st         state
-	off        int64  // stream bytes consumed
 	hdr        Header // current frame
 	start      int64  // stream offset of the current frame
 	remain     int    // unread body bytes of the current frame
@@ -93,21 +80,20 @@ type Reader struct {
 // NewReader returns a Reader of rd enforcing lim (zero fields mean the
 // defaults), or the error lim.Validate reports.
 func NewReader(rd io.Reader, lim Limits) (*Reader, error) {
-	l, err := lim.resolve()
+	l, err := lim.Resolve()
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{br: bufio.NewReaderSize(rd, readBufferSize), lim: l}, nil
+	return &Reader{fr: frame.NewReader[Op](rd, "wire"), lim: l}, nil
 }
 
 // Reset discards all state, including a sticky error, and makes r read
 // from rd, reusing its buffers.
 func (r *Reader) Reset(rd io.Reader) {
-	r.br.Reset(rd)
+	r.fr.Reset(rd)
 	r.err = nil
 	r.resetFrame()
 	r.handshake = ""
-	r.off = 0
 }
 
 // Limits returns the limits r enforces, defaults filled in.
@@ -115,7 +101,7 @@ func (r *Reader) Limits() Limits { return r.lim }
 
 // Offset returns the number of stream bytes r has consumed (decoded or
 // skipped); bytes bufio has read ahead are not counted.
-func (r *Reader) Offset() int64 { return r.off }
+func (r *Reader) Offset() int64 { return r.fr.Offset() }
 
 func (r *Reader) resetFrame() {
 	r.st = stIdle
@@ -133,7 +119,7 @@ func (r *Reader) where() string {
 
 // fail records a sticky error.
 func (r *Reader) fail(err error) error {
-	r.err = err
+	r.err = r.fr.Fail(err)
 	r.resetFrame()
 	return err
 }
@@ -155,13 +141,8 @@ func (r *Reader) misuse(method string) error {
 // read fills p from the stream; what names it for errors. Any failure is
 // sticky, and a stream that ends inside p is io.ErrUnexpectedEOF.
 func (r *Reader) read(p []byte, what string) error {
-	n, err := io.ReadFull(r.br, p)
-	r.off += int64(n)
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return r.fail(fmt.Errorf("wire: %s: read %s: got %d of %d bytes: %w", r.where(), what, n, len(p), err))
+	if err := r.fr.ReadFull(p); err != nil {
+		return r.fail(fmt.Errorf("wire: %s: read %s: %w", r.where(), what, err))
 	}
 	return nil
 }
@@ -169,7 +150,7 @@ func (r *Reader) read(p []byte, what string) error {
 // body reads len(p) bytes of the current frame's body.
 func (r *Reader) body(p []byte, what string) error {
 	if len(p) > r.remain { // callers validate first; this keeps the decoder inside the frame regardless
-		return r.bad(ErrMalformed, "%s needs %d bytes, %d left in the frame", what, len(p), r.remain)
+		return r.bad(frame.ErrMalformed, "%s needs %d bytes, %d left in the frame", what, len(p), r.remain)
 	}
 	r.remain -= len(p)
 	return r.read(p, what)
@@ -181,7 +162,7 @@ func (r *Reader) body(p []byte, what string) error {
 // geometrically, not by one payload at a time).
 func (r *Reader) appendBody(dst []byte, n int, toFrameEnd bool, what string) ([]byte, error) {
 	if n > r.remain {
-		return dst, r.bad(ErrMalformed, "%s needs %d bytes, %d left in the frame", what, n, r.remain)
+		return dst, r.bad(frame.ErrMalformed, "%s needs %d bytes, %d left in the frame", what, n, r.remain)
 	}
 	limit := len(dst) + n
 	if toFrameEnd {
@@ -191,21 +172,12 @@ func (r *Reader) appendBody(dst []byte, n int, toFrameEnd bool, what string) ([]
 	return r.appendRead(dst, n, limit, what)
 }
 
-// appendRead appends n stream bytes to dst. It grows dst only when full, to
-// twice its capacity or by growChunk, whichever is more, and never beyond
-// limit (>= len(dst)+n): memory follows the bytes received.
+// appendRead appends n stream bytes to dst, growing it as the bytes arrive
+// and never beyond limit (>= len(dst)+n) (frame.Reader.AppendFull).
 func (r *Reader) appendRead(dst []byte, n, limit int, what string) ([]byte, error) {
-	need := len(dst) + n
-	for len(dst) < need {
-		if len(dst) == cap(dst) {
-			c := min(limit, max(2*cap(dst), len(dst)+growChunk))
-			dst = append(make([]byte, 0, c), dst...)
-		}
-		start := len(dst)
-		dst = dst[:min(need, cap(dst))]
-		if err := r.read(dst[start:], what); err != nil {
-			return dst[:start], err
-		}
+	dst, err := r.fr.AppendFull(dst, n, limit)
+	if err != nil {
+		return dst, r.fail(fmt.Errorf("wire: %s: read %s: %w", r.where(), what, err))
 	}
 	return dst, nil
 }
@@ -223,37 +195,21 @@ func (r *Reader) ReadHeader() (Header, error) {
 		return Header{}, r.misuse("ReadHeader")
 	}
 	r.emptyOK = false
-	r.start = r.off
-	r.hdr = Header{}
-	b := r.scratch[:HeaderLen]
-	if n, err := io.ReadFull(r.br, b); n == 0 && err == io.EOF {
-		return Header{}, r.fail(io.EOF)
-	} else {
-		r.off += int64(n)
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return Header{}, r.fail(fmt.Errorf("wire: frame header at byte %d: got %d of %d bytes: %w", r.start, n, HeaderLen, err))
-		}
-	}
-	h := Header{Len: le.Uint32(b[0:]), Op: Op(b[4]), Flags: b[5], ReqID: le.Uint64(b[8:])}
+	r.start = r.fr.Offset()
+	h, err := r.fr.ReadHeader(r.lim.MaxFrame)
 	r.hdr = h
-	switch {
-	case h.Len < HeaderLen:
-		return h, r.fail(fmt.Errorf("wire: %s: length %d is shorter than the %d-byte header: %w", r.where(), h.Len, HeaderLen, ErrMalformed))
-	case uint64(h.Len) > uint64(r.lim.MaxFrame):
-		return h, r.fail(fmt.Errorf("wire: %s: length %d exceeds limit %d: %w", r.where(), h.Len, r.lim.MaxFrame, ErrFrameTooLarge))
+	if err != nil {
+		return h, r.fail(err)
 	}
 	r.st, r.remain = stBody, h.BodyLen()
 	if !h.Op.Valid() {
-		return h, r.bad(ErrUnknownOp, "op 0x%02x is not defined in protocol version %d", uint8(h.Op), Version)
+		return h, r.bad(frame.ErrUnknownOp, "op 0x%02x is not defined in protocol version %d", uint8(h.Op), Version)
 	}
 	if h.Flags != 0 {
-		return h, r.bad(ErrMalformed, "flags %#02x set; version %d defines none", h.Flags, Version)
+		return h, r.bad(frame.ErrMalformed, "flags %#02x set; version %d defines none", h.Flags, Version)
 	}
-	if res := le.Uint16(b[6:]); res != 0 {
-		return h, r.bad(ErrMalformed, "reserved field is %#04x, want 0", res)
+	if h.Reserved != 0 {
+		return h, r.bad(frame.ErrMalformed, "reserved field is %#04x, want 0", h.Reserved)
 	}
 	exact, least := -1, 0
 	switch h.Op.shape() {
@@ -274,9 +230,9 @@ func (r *Reader) ReadHeader() (Header, error) {
 	}
 	switch {
 	case exact >= 0 && r.remain != exact:
-		return h, r.bad(ErrMalformed, "body of %d bytes, want exactly %d", r.remain, exact)
+		return h, r.bad(frame.ErrMalformed, "body of %d bytes, want exactly %d", r.remain, exact)
 	case r.remain < least:
-		return h, r.bad(ErrMalformed, "body of %d bytes, want at least %d", r.remain, least)
+		return h, r.bad(frame.ErrMalformed, "body of %d bytes, want at least %d", r.remain, least)
 	}
 	if r.remain == 0 {
 		r.st = stIdle
@@ -296,13 +252,8 @@ func (r *Reader) Skip() error {
 	if n == 0 {
 		return nil
 	}
-	d, err := r.br.Discard(n)
-	r.off += int64(d)
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return r.fail(fmt.Errorf("wire: %s: skip %d body bytes: got %d: %w", r.where(), n, d, err))
+	if err := r.fr.Discard(n); err != nil {
+		return r.fail(fmt.Errorf("wire: %s: skip body: %w", r.where(), err))
 	}
 	return nil
 }
@@ -328,10 +279,10 @@ func (r *Reader) readCount(entryLen int) (int, error) {
 	}
 	n := le.Uint32(b)
 	if uint64(n) > uint64(r.lim.MaxBatch) {
-		return 0, r.bad(ErrBatchTooLong, "count %d exceeds limit %d", n, r.lim.MaxBatch)
+		return 0, r.bad(frame.ErrBatchTooLong, "count %d exceeds limit %d", n, r.lim.MaxBatch)
 	}
 	if uint64(n)*uint64(entryLen) > uint64(r.remain) {
-		return 0, r.bad(ErrMalformed, "count %d needs at least %d bytes, the frame has %d left", n, uint64(n)*uint64(entryLen), r.remain)
+		return 0, r.bad(frame.ErrMalformed, "count %d needs at least %d bytes, the frame has %d left", n, uint64(n)*uint64(entryLen), r.remain)
 	}
 	return int(n), nil
 }
@@ -339,7 +290,7 @@ func (r *Reader) readCount(entryLen int) (int, error) {
 // finishBody ends a body that must have been consumed exactly.
 func (r *Reader) finishBody() error {
 	if r.remain != 0 {
-		return r.bad(ErrMalformed, "%d trailing bytes after the body", r.remain)
+		return r.bad(frame.ErrMalformed, "%d trailing bytes after the body", r.remain)
 	}
 	r.st = stIdle
 	return nil
@@ -360,7 +311,7 @@ func (r *Reader) ReadIDs(dst []uint64) ([]uint64, error) {
 			return dst, err
 		}
 		if n*idLen != r.remain {
-			return dst, r.bad(ErrMalformed, "count %d needs %d bytes of IDs, the frame has %d", n, n*idLen, r.remain)
+			return dst, r.bad(frame.ErrMalformed, "count %d needs %d bytes of IDs, the frame has %d", n, n*idLen, r.remain)
 		}
 	}
 	dst = slices.Grow(dst, n)
@@ -392,7 +343,7 @@ func (r *Reader) ReadStatuses(dst []Status) ([]Status, error) {
 			return dst, err
 		}
 		if n*StatusLen != r.remain {
-			return dst, r.bad(ErrMalformed, "count %d needs %d bytes of statuses, the frame has %d", n, n*StatusLen, r.remain)
+			return dst, r.bad(frame.ErrMalformed, "count %d needs %d bytes of statuses, the frame has %d", n, n*StatusLen, r.remain)
 		}
 	}
 	dst = slices.Grow(dst, n)
@@ -402,7 +353,7 @@ func (r *Reader) ReadStatuses(dst []Status) ([]Status, error) {
 			return dst, err
 		}
 		if res := le.Uint16(b[10:]); res != 0 {
-			return dst, r.bad(ErrMalformed, "status entry %d: reserved field is %#04x, want 0", i, res)
+			return dst, r.bad(frame.ErrMalformed, "status entry %d: reserved field is %#04x, want 0", i, res)
 		}
 		dst = append(dst, Status{ID: le.Uint64(b), Code: Code(le.Uint16(b[8:]))})
 	}
@@ -421,11 +372,11 @@ func (r *Reader) ReadError(e *RemoteError) error {
 	c, n := Code(le.Uint16(b)), int(le.Uint16(b[2:]))
 	switch {
 	case c == CodeOK:
-		return r.bad(ErrMalformed, "ERROR with code ok")
+		return r.bad(frame.ErrMalformed, "ERROR with code ok")
 	case n > MaxMessageLen:
-		return r.bad(ErrMalformed, "message of %d bytes exceeds limit %d", n, MaxMessageLen)
+		return r.bad(frame.ErrMalformed, "message of %d bytes exceeds limit %d", n, MaxMessageLen)
 	case n != r.remain:
-		return r.bad(ErrMalformed, "message of %d bytes, the frame has %d left", n, r.remain)
+		return r.bad(frame.ErrMalformed, "message of %d bytes, the frame has %d left", n, r.remain)
 	}
 	msg := r.scratch[:n]
 	if err := r.body(msg, "message"); err != nil {
@@ -452,7 +403,7 @@ func (r *Reader) ReadStats(dst []TierStats) ([]TierStats, error) {
 	}
 	n := int(b[0])
 	if n*tierFixedLen > r.remain {
-		return dst, r.bad(ErrMalformed, "%d tiers need at least %d bytes, the frame has %d", n, n*tierFixedLen, r.remain)
+		return dst, r.bad(frame.ErrMalformed, "%d tiers need at least %d bytes, the frame has %d", n, n*tierFixedLen, r.remain)
 	}
 	dst = slices.Grow(dst, n)
 	for i := 0; i < n; i++ {
@@ -461,7 +412,7 @@ func (r *Reader) ReadStats(dst []TierStats) ([]TierStats, error) {
 		}
 		nl := int(r.scratch[0])
 		if rest := tierFixedLen - 1 + nl; rest > r.remain {
-			return dst, r.bad(ErrMalformed, "tier %d with a %d-byte name needs %d bytes, the frame has %d", i, nl, rest, r.remain)
+			return dst, r.bad(frame.ErrMalformed, "tier %d with a %d-byte name needs %d bytes, the frame has %d", i, nl, rest, r.remain)
 		}
 		b := r.scratch[:nl+tierFixedLen-1]
 		if err := r.body(b, "tier stats"); err != nil {
@@ -533,7 +484,7 @@ func (r *Reader) NextBlock() (BlockHeader, error) {
 // NextAccess reads the next entry of an ACCESS request: its hint, then its
 // block header, checked as NextBlock checks it and, for a touch, for an
 // empty payload and a zero checksum. Unknown hint flags and a nonzero
-// reserved field are ErrMalformed.
+// reserved field are frame.ErrMalformed.
 func (r *Reader) NextAccess() (Hint, BlockHeader, error) {
 	if r.err != nil {
 		return Hint{}, BlockHeader{}, r.err
@@ -550,10 +501,10 @@ func (r *Reader) NextAccess() (Hint, BlockHeader, error) {
 	switch {
 	case b[12]&^hintTouch != 0:
 		r.blocksLeft-- // the entry is lost: only Skip is left
-		return h, BlockHeader{}, r.bad(ErrMalformed, "entry %d: hint flags %#02x; only %#02x (touch) is defined", i, b[12], hintTouch)
+		return h, BlockHeader{}, r.bad(frame.ErrMalformed, "entry %d: hint flags %#02x; only %#02x (touch) is defined", i, b[12], hintTouch)
 	case b[13] != 0 || b[14] != 0 || b[15] != 0:
 		r.blocksLeft--
-		return h, BlockHeader{}, r.bad(ErrMalformed, "entry %d: hint reserved bytes %x, want 0", i, b[13:16])
+		return h, BlockHeader{}, r.bad(frame.ErrMalformed, "entry %d: hint reserved bytes %x, want 0", i, b[13:16])
 	}
 	bh, err := r.nextBlock(&h)
 	return h, bh, err
@@ -573,19 +524,19 @@ func (r *Reader) nextBlock(h *Hint) (BlockHeader, error) {
 	room := max(0, r.remain-r.blocksLeft*r.entryLen) // bytes left for this payload
 	switch res := le.Uint16(b[10:]); {
 	case res != 0:
-		return bh, r.bad(ErrMalformed, "block %d (id %016x): reserved field is %#04x, want 0", i, bh.ID, res)
+		return bh, r.bad(frame.ErrMalformed, "block %d (id %016x): reserved field is %#04x, want 0", i, bh.ID, res)
 	case r.hdr.Op.IsRequest() && bh.Code != CodeOK:
-		return bh, r.bad(ErrMalformed, "block %d (id %016x): status %v in a request (must be ok)", i, bh.ID, bh.Code)
+		return bh, r.bad(frame.ErrMalformed, "block %d (id %016x): status %v in a request (must be ok)", i, bh.ID, bh.Code)
 	case bh.Code != CodeOK && (bh.Len != 0 || bh.Checksum != 0):
-		return bh, r.bad(ErrMalformed, "block %d (id %016x): status %v with a %d-byte payload and checksum %08x (must be empty)",
+		return bh, r.bad(frame.ErrMalformed, "block %d (id %016x): status %v with a %d-byte payload and checksum %08x (must be empty)",
 			i, bh.ID, bh.Code, bh.Len, bh.Checksum)
 	case uint64(bh.Len) > uint64(r.lim.MaxPayload):
-		return bh, r.bad(ErrPayloadTooLarge, "block %d (id %016x): payload of %d bytes exceeds limit %d", i, bh.ID, bh.Len, r.lim.MaxPayload)
+		return bh, r.bad(frame.ErrPayloadTooLarge, "block %d (id %016x): payload of %d bytes exceeds limit %d", i, bh.ID, bh.Len, r.lim.MaxPayload)
 	case uint64(bh.Len) > uint64(room):
-		return bh, r.bad(ErrMalformed, "block %d (id %016x): payload of %d bytes, the frame has room for %d",
+		return bh, r.bad(frame.ErrMalformed, "block %d (id %016x): payload of %d bytes, the frame has room for %d",
 			i, bh.ID, bh.Len, room)
 	case h != nil && h.Touch && (bh.Len != 0 || bh.Checksum != 0):
-		return bh, r.bad(ErrMalformed, "block %d (id %016x): a touch with a %d-byte payload and checksum %08x (must be empty)",
+		return bh, r.bad(frame.ErrMalformed, "block %d (id %016x): a touch with a %d-byte payload and checksum %08x (must be empty)",
 			i, bh.ID, bh.Len, bh.Checksum)
 	}
 	r.payload = int(bh.Len)
@@ -612,7 +563,7 @@ func (r *Reader) endBlock() error {
 // When cap(dst) is at least the block's length the bytes land in dst's array
 // (payloads of 64 KiB or more are read from the connection straight into
 // it); otherwise a larger array is allocated, growing as bytes arrive (see
-// growChunk), never beyond the payload's length.
+// frame.GrowChunk), never beyond the payload's length.
 // Verify the checksum with block.Verify against the connection's tenant.
 func (r *Reader) ReadPayload(dst []byte) ([]byte, error) {
 	return r.appendPayload(dst[:0], false)
@@ -652,13 +603,8 @@ func (r *Reader) SkipPayload() error {
 	}
 	n := r.payload
 	r.remain -= n
-	d, err := r.br.Discard(n)
-	r.off += int64(d)
-	if err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return r.fail(fmt.Errorf("wire: %s: skip payload: got %d of %d bytes: %w", r.where(), d, n, err))
+	if err := r.fr.Discard(n); err != nil {
+		return r.fail(fmt.Errorf("wire: %s: skip payload: %w", r.where(), err))
 	}
 	return r.endBlock()
 }
@@ -728,7 +674,7 @@ func (r *Reader) readBlocks(f *Frame) error {
 }
 
 // ReadHello reads a client's hello into h (reusing h.Token's array). It
-// checks, in order: the magic, the version (ErrVersion: answer with
+// checks, in order: the magic, the version (frame.ErrVersion: answer with
 // CodeVersionMismatch), the reserved fields, the tenant and token lengths
 // against Limits, and the tenant's characters (block.ErrBadTenant). Every
 // hello error is sticky: answer with a refusing HelloAck and close.
@@ -737,7 +683,7 @@ func (r *Reader) ReadHello(h *Hello) error {
 		v := le.Uint16(b[4:])
 		h.Version = v
 		if v != Version {
-			return fmt.Errorf("client speaks protocol version %d, this side %d: %w", v, Version, ErrVersion)
+			return fmt.Errorf("client speaks protocol version %d, this side %d: %w", v, Version, frame.ErrVersion)
 		}
 		if err := r.read(b[6:HelloLen], "hello"); err != nil {
 			return err
@@ -745,11 +691,11 @@ func (r *Reader) ReadHello(h *Hello) error {
 		tl, kl := int(b[6]), int(le.Uint16(b[8:]))
 		switch {
 		case b[7] != 0 || le.Uint16(b[10:]) != 0:
-			return fmt.Errorf("reserved fields are %#02x and %#04x, want 0: %w", b[7], le.Uint16(b[10:]), ErrMalformed)
+			return fmt.Errorf("reserved fields are %#02x and %#04x, want 0: %w", b[7], le.Uint16(b[10:]), frame.ErrMalformed)
 		case tl > r.lim.MaxTenant:
-			return fmt.Errorf("tenant of %d bytes exceeds limit %d: %w", tl, r.lim.MaxTenant, ErrTenantTooLong)
+			return fmt.Errorf("tenant of %d bytes exceeds limit %d: %w", tl, r.lim.MaxTenant, frame.ErrTenantTooLong)
 		case kl > r.lim.MaxToken:
-			return fmt.Errorf("token of %d bytes exceeds limit %d: %w", kl, r.lim.MaxToken, ErrTokenTooLong)
+			return fmt.Errorf("token of %d bytes exceeds limit %d: %w", kl, r.lim.MaxToken, frame.ErrTokenTooLong)
 		}
 		t := b[:tl]
 		if err := r.read(t, "tenant"); err != nil {
@@ -781,11 +727,11 @@ func (r *Reader) ReadHelloAck(a *HelloAck) error {
 		a.MaxFrame, a.MaxBatch, a.MaxPayload = le.Uint32(b[12:]), le.Uint32(b[16:]), le.Uint32(b[20:])
 		switch res := le.Uint16(b[10:]); {
 		case a.Version == 0:
-			return fmt.Errorf("version 0 is not a protocol version: %w", ErrMalformed)
+			return fmt.Errorf("version 0 is not a protocol version: %w", frame.ErrMalformed)
 		case res != 0:
-			return fmt.Errorf("reserved field is %#04x, want 0: %w", res, ErrMalformed)
+			return fmt.Errorf("reserved field is %#04x, want 0: %w", res, frame.ErrMalformed)
 		case n > MaxMessageLen:
-			return fmt.Errorf("message of %d bytes exceeds limit %d: %w", n, MaxMessageLen, ErrMalformed)
+			return fmt.Errorf("message of %d bytes exceeds limit %d: %w", n, MaxMessageLen, frame.ErrMalformed)
 		}
 		m := b[:n]
 		if err := r.read(m, "message"); err != nil {
@@ -807,24 +753,15 @@ func (r *Reader) readHandshake(what string, rest func(b []byte) error) error {
 	if r.st != stIdle {
 		return r.misuse("Read" + what)
 	}
-	r.start = r.off
+	r.start = r.fr.Offset()
 	r.hdr = Header{}
 	r.handshake = what
 	defer func() { r.handshake = "" }()
 	b := r.scratch[:]
-	if n, err := io.ReadFull(r.br, b[:4]); n == 0 && err == io.EOF {
+	if err := r.fr.ReadMagic(b, Magic); err == io.EOF {
 		return r.fail(io.EOF)
-	} else {
-		r.off += int64(n)
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return r.fail(fmt.Errorf("wire: %s: magic: got %d of 4 bytes: %w", r.where(), n, err))
-		}
-	}
-	if string(b[:4]) != Magic {
-		return r.fail(fmt.Errorf("wire: %s: magic %q, want %q: %w", r.where(), b[:4], Magic, ErrBadMagic))
+	} else if err != nil {
+		return r.fail(fmt.Errorf("wire: %s: %w", r.where(), err))
 	}
 	if err := r.read(b[4:6], "version"); err != nil {
 		return err

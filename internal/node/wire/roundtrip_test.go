@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 )
 
 // encodeDirect encodes f with the op's own encoder (not AppendFrame), so the
@@ -142,34 +144,26 @@ func TestPipelined(t *testing.T) {
 	}
 }
 
-// TestGatherMatchesAppend: a frame assembled by reference (Gather) is
-// byte-identical to the copying encoder's, whichever way it is written.
-func TestGatherMatchesAppend(t *testing.T) {
-	var g Gather // reused across frames
+// TestByRefMatchesAppend: a frame assembled by reference (the head, the
+// block headers and the payloads as separate pieces) is byte-identical to
+// the copying encoder's.
+func TestByRefMatchesAppend(t *testing.T) {
+	var g byRef // reused across frames
 	for _, s := range sampleFrames(smallLimits) {
 		if sh := s.f.Header.Op.shape(); sh != shapeBlock && sh != shapeBlocks {
 			continue
 		}
 		t.Run(s.name, func(t *testing.T) {
 			want := mustEncode(t, &s.f)
-			g.Begin(s.f.Header.Op, s.f.Header.ReqID)
-			for _, b := range s.f.Blocks {
-				g.Add(b)
+			var buf bytes.Buffer
+			n, err := g.writeTo(&buf, s.f.Header.Op, s.f.Header.ReqID, s.f.Blocks)
+			if err != nil || n != int64(len(want)) {
+				t.Fatalf("WriteTo: %d, %v; want %d bytes", n, err, len(want))
 			}
-			if g.Len() != len(want) {
-				t.Fatalf("Len %d, want %d", g.Len(), len(want))
+			if !bytes.Equal(buf.Bytes(), want) {
+				t.Fatalf("frame sent by reference differs:\n%x\n%x", buf.Bytes(), want)
 			}
-			for range 2 { // a frame can be written more than once
-				var buf bytes.Buffer
-				n, err := g.WriteTo(&buf)
-				if err != nil || n != int64(len(want)) {
-					t.Fatalf("WriteTo: %d, %v; want %d bytes", n, err, len(want))
-				}
-				if !bytes.Equal(buf.Bytes(), want) {
-					t.Fatalf("gathered frame differs:\n%x\n%x", buf.Bytes(), want)
-				}
-			}
-			bufs, err := g.Buffers()
+			bufs, err := g.buffers(s.f.Header.Op, s.f.Header.ReqID, s.f.Blocks)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -331,7 +325,7 @@ func TestHandshakeRoundTrip(t *testing.T) {
 	}
 	acks := []HelloAck{
 		HelloAckFor(nil, Limits{}),
-		HelloAckFor(ErrUnauthorized, Limits{}),
+		HelloAckFor(kvpool.ErrUnauthorized, Limits{}),
 		{Version: 7, Code: CodeVersionMismatch, Message: "speak 7"},
 		{Version: Version, Code: CodeInternal, Message: strings.Repeat("m", MaxMessageLen)},
 	}
@@ -410,7 +404,7 @@ func TestAllocationFollowsData(t *testing.T) {
 			if !errors.Is(err, io.ErrUnexpectedEOF) {
 				t.Fatalf("got %v, want io.ErrUnexpectedEOF", err)
 			}
-			if got > growChunk {
+			if got > frame.GrowChunk {
 				t.Fatalf("allocated %d bytes for 100 received", got)
 			}
 		})

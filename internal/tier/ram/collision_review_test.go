@@ -9,8 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // Review tests (adversarial review of the ACCESS op and policy keys): they
@@ -52,7 +52,7 @@ func TestReviewCollidingPolicyKeysNeverMixBlocks(t *testing.T) {
 					t.Fatalf("Put of %v over the resident %v: %v; want ErrNotAdmitted", second, first, err)
 				}
 				mustGet(t, r, first, p1)
-				if got, _, err := r.Get(ctx, second, nil); !errors.Is(err, tier.ErrNotFound) {
+				if got, _, err := r.Get(ctx, second, nil); !errors.Is(err, kvpool.ErrNotFound) {
 					t.Fatalf("Get(%v) = %q, %v; want not found", second, got, err)
 				}
 				if r.Touch(second, block.Hint{Depth: 1, Parent: first.ID}) {
@@ -66,7 +66,7 @@ func TestReviewCollidingPolicyKeysNeverMixBlocks(t *testing.T) {
 				}
 				put(t, r, second, p2)
 				mustGet(t, r, second, p2)
-				if got, _, err := r.Get(ctx, first, nil); !errors.Is(err, tier.ErrNotFound) {
+				if got, _, err := r.Get(ctx, first, nil); !errors.Is(err, kvpool.ErrNotFound) {
 					t.Fatalf("Get(%v) = %q, %v; want not found", first, got, err)
 				}
 				if err := r.Check(); err != nil {
@@ -163,7 +163,7 @@ func TestReviewTouchRacingEviction(t *testing.T) {
 						switch g.IntN(3) {
 						case 0:
 							p := reviewPayload(k, 64)
-							if err := r.Put(ctx, k, p, block.Checksum(k, p)); err != nil && !errors.Is(err, ErrNotAdmitted) && !errors.Is(err, tier.ErrFull) {
+							if err := r.Put(ctx, k, p, block.Checksum(k, p)); err != nil && !errors.Is(err, ErrNotAdmitted) && !errors.Is(err, kvpool.ErrFull) {
 								errs <- fmt.Errorf("Put %v: %w", k, err)
 								return
 							}
@@ -176,7 +176,7 @@ func TestReviewTouchRacingEviction(t *testing.T) {
 								errs <- fmt.Errorf("Get(%v) returned %q: another block's bytes", k, got[:min(len(got), 24)])
 								return
 							}
-							if err != nil && !errors.Is(err, tier.ErrNotFound) {
+							if err != nil && !errors.Is(err, kvpool.ErrNotFound) {
 								errs <- fmt.Errorf("Get %v: %w", k, err)
 								return
 							}

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // TestPutOverEvictingCopyChecksCollision holds an eviction of alice's
@@ -52,7 +52,7 @@ func TestPutOverEvictingCopyChecksCollision(t *testing.T) {
 	mustGet(t, r, mallory, []byte("mallory's block"))
 	if got, _, gerr := r.Get(ctx, alice, nil); gerr == nil && string(got) != "alice v2" {
 		t.Fatalf("alice reads %q, want her latest bytes or a miss", got)
-	} else if gerr != nil && !errors.Is(gerr, tier.ErrNotFound) {
+	} else if gerr != nil && !errors.Is(gerr, kvpool.ErrNotFound) {
 		t.Fatal(gerr)
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/tier"
 )
 
 // TestPutBeatsConcurrentCleanCopy: a Put must not lose to a clean copy
@@ -43,7 +43,7 @@ func TestPutBeatsConcurrentCleanCopy(t *testing.T) {
 	defer func() { close(stop); wg.Wait() }()
 	for i := range 5000 {
 		p := []byte{byte(i), byte(i >> 8), 'n', 'e', 'w'}
-		if err := r.Delete(ctx, k); err != nil && !errors.Is(err, tier.ErrNotFound) {
+		if err := r.Delete(ctx, k); err != nil && !errors.Is(err, kvpool.ErrNotFound) {
 			t.Fatal(err)
 		}
 		put(t, r, k, p)

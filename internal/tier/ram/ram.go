@@ -16,7 +16,7 @@
 // — one being read by Get, View or Acquire — is never evicted or
 // overwritten: eviction skips it (Stats counts EvictAttempts against
 // Evicted), and a Put that finds every slot pinned fails with
-// tier.ErrFull. A Put evicts when it finds no free slot and, optionally,
+// kvpool.ErrFull. A Put evicts when it finds no free slot and, optionally,
 // keeps headroom: past a high watermark it evicts down to a low one (or a
 // batch policy's batch), so promotions from a lower tier find free slots.
 //
@@ -41,6 +41,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/internal/tier"
@@ -101,7 +102,7 @@ type InsertOptions struct {
 	// Insert returns ErrExists and changes nothing.
 	IfAbsent bool
 	// NoEvict stores the block only into a free slot; with none, Insert
-	// returns tier.ErrFull rather than evicting.
+	// returns kvpool.ErrFull rather than evicting.
 	NoEvict bool
 	// Clean marks the copy clean (see Evicted.Clean).
 	Clean bool
@@ -303,7 +304,7 @@ func (r *RAM) slot(s int32, n uint32) []byte {
 // The caller holds r.mu and calls r.ops.Done when the operation ends.
 func (r *RAM) beginLocked(what string, k block.Key) error {
 	if r.closed {
-		return fmt.Errorf("ram: %s %s: %w", what, k, tier.ErrClosed)
+		return fmt.Errorf("ram: %s %s: %w", what, k, kvpool.ErrClosed)
 	}
 	r.ops.Add(1)
 	return nil
@@ -435,7 +436,7 @@ func (r *RAM) dropLocked(s int32) {
 
 // Put stores payload under k (see tier.Tier). A key that is not resident
 // is first offered to the admission policy: a refusal returns
-// ErrNotAdmitted. With every slot pinned it returns tier.ErrFull.
+// ErrNotAdmitted. With every slot pinned it returns kvpool.ErrFull.
 func (r *RAM) Put(ctx context.Context, k block.Key, payload []byte, sum uint32) error {
 	_, err := r.Insert(ctx, k, payload, sum, InsertOptions{})
 	return err
@@ -453,10 +454,10 @@ func (r *RAM) Insert(ctx context.Context, k block.Key, payload []byte, sum uint3
 		return 0, fmt.Errorf("ram: put %s: %w", k, err)
 	}
 	if len(payload) > r.bs {
-		return 0, fmt.Errorf("ram: put %s: %d bytes, block size %d: %w", k, len(payload), r.bs, tier.ErrTooLarge)
+		return 0, fmt.Errorf("ram: put %s: %d bytes, block size %d: %w", k, len(payload), r.bs, kvpool.ErrTooLarge)
 	}
 	if got := block.Checksum(k, payload); got != sum {
-		return 0, fmt.Errorf("ram: put %s: checksum %08x given, payload has %08x: %w", k, sum, got, tier.ErrCorrupt)
+		return 0, fmt.Errorf("ram: put %s: checksum %08x given, payload has %08x: %w", k, sum, got, kvpool.ErrCorrupt)
 	}
 
 	r.mu.Lock()
@@ -583,12 +584,12 @@ func (r *RAM) reserveLocked(noEvict bool) (int32, error) {
 		}
 		if noEvict {
 			r.full++
-			return 0, fmt.Errorf("no free slot among %d, and eviction not allowed: %w", r.nSlots, tier.ErrFull)
+			return 0, fmt.Errorf("no free slot among %d, and eviction not allowed: %w", r.nSlots, kvpool.ErrFull)
 		}
 		s, reusable, ok := r.evictLocked()
 		if !ok {
 			r.full++
-			return 0, fmt.Errorf("all %d slots are pinned or being written: %w", r.nSlots, tier.ErrFull)
+			return 0, fmt.Errorf("all %d slots are pinned or being written: %w", r.nSlots, kvpool.ErrFull)
 		}
 		if reusable {
 			return s, nil
@@ -689,7 +690,7 @@ func (r *RAM) victimLocked() (int32, bool) {
 
 // Get appends the payload of k to dst[:0] (see tier.Tier). Unless
 // Options.SkipVerifyReads is set, it verifies the copy's checksum; a
-// mismatch drops the copy and returns tier.ErrCorrupt.
+// mismatch drops the copy and returns kvpool.ErrCorrupt.
 func (r *RAM) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint32, error) {
 	if err := ctx.Err(); err != nil {
 		return dst[:0], 0, fmt.Errorf("ram: get %s: %w", k, err)
@@ -704,7 +705,7 @@ func (r *RAM) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint32,
 	if !ok {
 		r.stats.Misses++
 		r.mu.Unlock()
-		return dst[:0], 0, fmt.Errorf("ram: get %s: %w", k, tier.ErrNotFound)
+		return dst[:0], 0, fmt.Errorf("ram: get %s: %w", k, kvpool.ErrNotFound)
 	}
 	m := r.slots[s]
 	r.pinLocked(s)
@@ -729,7 +730,7 @@ func (r *RAM) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint32,
 	r.mu.Unlock()
 	if !good {
 		return dst[:0], 0, fmt.Errorf("ram: get %s from slot %d: payload checksum %08x, stored %08x: %w",
-			k, s, block.Checksum(k, out), m.sum, tier.ErrCorrupt)
+			k, s, block.Checksum(k, out), m.sum, kvpool.ErrCorrupt)
 	}
 	return out, m.sum, nil
 }
@@ -808,11 +809,11 @@ func (r *RAM) Delete(ctx context.Context, k block.Key) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return fmt.Errorf("ram: delete %s: %w", k, tier.ErrClosed)
+		return fmt.Errorf("ram: delete %s: %w", k, kvpool.ErrClosed)
 	}
 	s, ok := r.lookupLocked(k)
 	if !ok {
-		return fmt.Errorf("ram: delete %s: %w", k, tier.ErrNotFound)
+		return fmt.Errorf("ram: delete %s: %w", k, kvpool.ErrNotFound)
 	}
 	r.dropLocked(s)
 	return nil
@@ -881,12 +882,12 @@ func (r *RAM) Slots() int { return r.nSlots }
 
 // Close waits for operations in flight and closes the tier; its contents
 // are gone. Payloads still held through Acquire stay readable until
-// released. Closing twice returns tier.ErrClosed.
+// released. Closing twice returns kvpool.ErrClosed.
 func (r *RAM) Close() error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return fmt.Errorf("ram: close: %w", tier.ErrClosed)
+		return fmt.Errorf("ram: close: %w", kvpool.ErrClosed)
 	}
 	r.closed = true
 	r.mu.Unlock()
@@ -977,8 +978,8 @@ type missError struct {
 }
 
 func (e *missError) Error() string {
-	return fmt.Sprintf("ram: %s %s: %v", e.what, e.key, tier.ErrNotFound)
+	return fmt.Sprintf("ram: %s %s: %v", e.what, e.key, kvpool.ErrNotFound)
 }
 
-// Unwrap returns tier.ErrNotFound.
-func (e *missError) Unwrap() error { return tier.ErrNotFound }
+// Unwrap returns kvpool.ErrNotFound.
+func (e *missError) Unwrap() error { return kvpool.ErrNotFound }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/internal/tier"
@@ -30,7 +31,7 @@ func mustOpen(t testing.TB, o Options) *RAM {
 		if err := r.Check(); err != nil {
 			t.Errorf("Check: %v", err)
 		}
-		if err := r.Close(); err != nil && !errors.Is(err, tier.ErrClosed) {
+		if err := r.Close(); err != nil && !errors.Is(err, kvpool.ErrClosed) {
 			t.Errorf("Close: %v", err)
 		}
 	})
@@ -141,9 +142,9 @@ func TestPutRefusals(t *testing.T) {
 		sum  uint32
 		want error
 	}{
-		{"bad checksum", k, p, block.Checksum(k, p) ^ 1, tier.ErrCorrupt},
-		{"checksum of another key", k, p, block.Checksum(key(2), p), tier.ErrCorrupt},
-		{"too large", k, make([]byte, 101), block.Checksum(k, make([]byte, 101)), tier.ErrTooLarge},
+		{"bad checksum", k, p, block.Checksum(k, p) ^ 1, kvpool.ErrCorrupt},
+		{"checksum of another key", k, p, block.Checksum(key(2), p), kvpool.ErrCorrupt},
+		{"too large", k, make([]byte, 101), block.Checksum(k, make([]byte, 101)), kvpool.ErrTooLarge},
 		{"bad tenant", block.Key{Tenant: "a/b", ID: 1}, p, block.Checksum(block.Key{Tenant: "a/b", ID: 1}, p), block.ErrBadTenant},
 	}
 	for _, tt := range tests {
@@ -239,7 +240,7 @@ func TestPinned(t *testing.T) {
 	err = r.View(key(10), func([]byte, uint32) error {
 		// Every slot is pinned now: a Put must fail, and change nothing.
 		p := tiertest.Payload(20, 1, 64)
-		if err := r.Put(ctx, key(20), p, block.Checksum(key(20), p)); !errors.Is(err, tier.ErrFull) {
+		if err := r.Put(ctx, key(20), p, block.Checksum(key(20), p)); !errors.Is(err, kvpool.ErrFull) {
 			t.Errorf("Put with every slot pinned = %v, want ErrFull", err)
 		}
 		return nil
@@ -284,7 +285,7 @@ func TestDeletePinned(t *testing.T) {
 	}
 	// Replacing 2 needs a slot: none is free and both are pinned.
 	p := tiertest.Payload(2, 2, 64)
-	if err := r.Put(ctx, key(2), p, block.Checksum(key(2), p)); !errors.Is(err, tier.ErrFull) {
+	if err := r.Put(ctx, key(2), p, block.Checksum(key(2), p)); !errors.Is(err, kvpool.ErrFull) {
 		t.Fatalf("replace with both slots pinned = %v, want ErrFull", err)
 	}
 	if r.Contains(key(1)) || r.Watermark() != 1 {
@@ -408,7 +409,7 @@ func TestCorruptionDetected(t *testing.T) {
 				r.arena[int(s)*r.bs+40] ^= 0x10
 				return
 			}
-			if !errors.Is(err, tier.ErrCorrupt) || len(got) != 0 {
+			if !errors.Is(err, kvpool.ErrCorrupt) || len(got) != 0 {
 				t.Fatalf("Get of a flipped copy: %d bytes, %v; want ErrCorrupt and no bytes", len(got), err)
 			}
 			if r.Contains(key(1)) || st.Corruptions != 1 || st.Misses != 1 || st.Hits != 0 || st.Blocks != 0 {
@@ -462,7 +463,7 @@ func TestInsertOptions(t *testing.T) {
 	if _, err := ins(2, 1, InsertOptions{Clean: true, NoEvict: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ins(3, 1, InsertOptions{NoEvict: true}); !errors.Is(err, tier.ErrFull) {
+	if _, err := ins(3, 1, InsertOptions{NoEvict: true}); !errors.Is(err, kvpool.ErrFull) {
 		t.Fatalf("NoEvict into a full tier = %v, want ErrFull", err)
 	}
 	if len(evicted) != 0 || r.Contains(key(3)) {
@@ -508,7 +509,7 @@ func TestEveryPolicy(t *testing.T) {
 						continue
 					}
 					got, _, err := r.Get(ctx, key(id), nil)
-					if errors.Is(err, tier.ErrNotFound) {
+					if errors.Is(err, kvpool.ErrNotFound) {
 						continue
 					}
 					if err != nil {
@@ -587,7 +588,7 @@ func TestConcurrentChurn(t *testing.T) {
 				default:
 					err = r.Delete(ctx, k)
 				}
-				if err != nil && !errors.Is(err, tier.ErrNotFound) && !errors.Is(err, tier.ErrFull) {
+				if err != nil && !errors.Is(err, kvpool.ErrNotFound) && !errors.Is(err, kvpool.ErrFull) {
 					errs <- err
 					return
 				}
@@ -643,16 +644,16 @@ func TestClosed(t *testing.T) {
 		t.Error("acquired bytes changed at Close")
 	}
 	rel()
-	if err := r.View(key(1), func([]byte, uint32) error { return nil }); !errors.Is(err, tier.ErrClosed) {
+	if err := r.View(key(1), func([]byte, uint32) error { return nil }); !errors.Is(err, kvpool.ErrClosed) {
 		t.Errorf("View after Close = %v", err)
 	}
-	if _, _, _, err := r.Acquire(key(1)); !errors.Is(err, tier.ErrClosed) {
+	if _, _, _, err := r.Acquire(key(1)); !errors.Is(err, kvpool.ErrClosed) {
 		t.Errorf("Acquire after Close = %v", err)
 	}
 	if _, ok := r.Generation(key(1)); ok {
 		t.Error("Generation after Close reports the key")
 	}
-	if err := r.Close(); !errors.Is(err, tier.ErrClosed) {
+	if err := r.Close(); !errors.Is(err, kvpool.ErrClosed) {
 		t.Errorf("second Close = %v", err)
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
-	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/internal/tier/tiertest"
 	"github.com/kvpool/kvpool/internal/vfs"
 	"github.com/kvpool/kvpool/internal/vfs/errorfs"
@@ -85,14 +85,14 @@ func TestOnRemove(t *testing.T) {
 		sw := errorfs.NewSwitch(errorfs.OnPath("slots-*", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(3))))
 		efs.SetInjector(sw)
 		sw.Set(true)
-		if _, _, err := tr.Get(ctx, k, nil); !errors.Is(err, tier.ErrCorrupt) {
+		if _, _, err := tr.Get(ctx, k, nil); !errors.Is(err, kvpool.ErrCorrupt) {
 			t.Fatalf("Get with a flipped bit: %v, want ErrCorrupt", err)
 		}
 		sw.Set(false)
 		if got, want := rec.take(), []Removed{{Key: k, Reason: RemovedCorrupt}}; !slices.Equal(got, want) {
 			t.Errorf("removals: %v, want %v", got, want)
 		}
-		if _, _, err := tr.Get(ctx, k, nil); !errors.Is(err, tier.ErrNotFound) {
+		if _, _, err := tr.Get(ctx, k, nil); !errors.Is(err, kvpool.ErrNotFound) {
 			t.Errorf("Get after the drop: %v, want ErrNotFound", err)
 		}
 		if got := rec.take(); len(got) != 0 {

@@ -36,6 +36,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/internal/tier"
@@ -406,7 +407,7 @@ func (t *Tier) syncFor(files ...*slotFile) error {
 // The caller holds t.mu and calls t.ops.Done when the operation ends.
 func (t *Tier) beginLocked(what string, k block.Key) error {
 	if t.closed {
-		return fmt.Errorf("ssd: %s %s: %w", what, k, tier.ErrClosed)
+		return fmt.Errorf("ssd: %s %s: %w", what, k, kvpool.ErrClosed)
 	}
 	t.ops.Add(1)
 	return nil
@@ -421,10 +422,10 @@ func (t *Tier) Put(ctx context.Context, k block.Key, payload []byte, sum uint32)
 		return fmt.Errorf("ssd: put %s: %w", k, err)
 	}
 	if len(payload) > t.opts.BlockSize {
-		return fmt.Errorf("ssd: put %s: %d bytes, block size %d: %w", k, len(payload), t.opts.BlockSize, tier.ErrTooLarge)
+		return fmt.Errorf("ssd: put %s: %d bytes, block size %d: %w", k, len(payload), t.opts.BlockSize, kvpool.ErrTooLarge)
 	}
 	if got := block.Checksum(k, payload); got != sum {
-		return fmt.Errorf("ssd: put %s: checksum %08x given, payload has %08x: %w", k, sum, got, tier.ErrCorrupt)
+		return fmt.Errorf("ssd: put %s: checksum %08x given, payload has %08x: %w", k, sum, got, kvpool.ErrCorrupt)
 	}
 
 	t.mu.Lock()
@@ -456,7 +457,7 @@ func (t *Tier) Put(ctx context.Context, k block.Key, payload []byte, sum uint32)
 		takeover = true
 	default:
 		t.mu.Unlock()
-		return fmt.Errorf("ssd: put %s: all %d slots are being written or read: %w", k, t.nSlots, tier.ErrFull)
+		return fmt.Errorf("ssd: put %s: all %d slots are being written or read: %w", k, t.nSlots, kvpool.ErrFull)
 	}
 	t.gen++
 	gen := t.gen
@@ -502,7 +503,7 @@ func (t *Tier) Put(ctx context.Context, k block.Key, payload []byte, sum uint32)
 		t.freeLocked(s)
 		t.mu.Unlock()
 		if errors.Is(werr, syscall.ENOSPC) {
-			return fmt.Errorf("ssd: put %s into slot %d: device full: %w: %w", k, s, tier.ErrFull, werr)
+			return fmt.Errorf("ssd: put %s into slot %d: device full: %w: %w", k, s, kvpool.ErrFull, werr)
 		}
 		return fmt.Errorf("ssd: put %s into slot %d: %w", k, s, werr)
 	}
@@ -672,7 +673,7 @@ func (t *Tier) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint32
 	if !ok {
 		t.stats.Misses++
 		t.mu.Unlock()
-		return dst[:0], 0, fmt.Errorf("ssd: get %s: %w", k, tier.ErrNotFound)
+		return dst[:0], 0, fmt.Errorf("ssd: get %s: %w", k, kvpool.ErrNotFound)
 	}
 	m := t.slots[s]
 	t.slots[s].pins++
@@ -710,7 +711,7 @@ func (t *Tier) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint32
 	if reason == nil {
 		reason = checkErr
 	}
-	return dst[:0], 0, fmt.Errorf("ssd: get %s from slot %d: %w: %w", k, s, tier.ErrCorrupt, reason)
+	return dst[:0], 0, fmt.Errorf("ssd: get %s from slot %d: %w: %w", k, s, kvpool.ErrCorrupt, reason)
 }
 
 // readSlot reads and verifies pinned slot s, expected to hold m.
@@ -812,12 +813,12 @@ func (t *Tier) Section(k block.Key) (f vfs.File, off int64, n int, sum uint32, r
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return nil, 0, 0, 0, nil, fmt.Errorf("ssd: section %s: %w", k, tier.ErrClosed)
+		return nil, 0, 0, 0, nil, fmt.Errorf("ssd: section %s: %w", k, kvpool.ErrClosed)
 	}
 	s, ok := t.index[k]
 	if !ok {
 		t.stats.Misses++
-		return nil, 0, 0, 0, nil, fmt.Errorf("ssd: section %s: %w", k, tier.ErrNotFound)
+		return nil, 0, 0, 0, nil, fmt.Errorf("ssd: section %s: %w", k, kvpool.ErrNotFound)
 	}
 	m := &t.slots[s]
 	m.pins++
@@ -845,7 +846,7 @@ func (t *Tier) Delete(ctx context.Context, k block.Key) error {
 	s, ok := t.index[k]
 	if !ok {
 		t.mu.Unlock()
-		return fmt.Errorf("ssd: delete %s: %w", k, tier.ErrNotFound)
+		return fmt.Errorf("ssd: delete %s: %w", k, kvpool.ErrNotFound)
 	}
 	now := t.dropLocked(s)
 	t.mu.Unlock()
@@ -904,7 +905,7 @@ func (t *Tier) Close() error {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return fmt.Errorf("ssd: close %s: %w", t.dir, tier.ErrClosed)
+		return fmt.Errorf("ssd: close %s: %w", t.dir, kvpool.ErrClosed)
 	}
 	t.closed = true
 	t.mu.Unlock()

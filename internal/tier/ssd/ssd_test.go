@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/internal/tier"
@@ -51,7 +52,7 @@ func closeChecked(t testing.TB, tr *Tier) {
 		if err := tr.Check(); err != nil {
 			t.Errorf("Check: %v", err)
 		}
-		if err := tr.Close(); err != nil && !errors.Is(err, tier.ErrClosed) {
+		if err := tr.Close(); err != nil && !errors.Is(err, kvpool.ErrClosed) {
 			t.Errorf("Close: %v", err)
 		}
 	})
@@ -218,7 +219,7 @@ func TestBitFlip(t *testing.T) {
 				got, _, err := tr.Get(ctx, key(i), nil)
 				flipped := efs.Counts().BitFlips > before
 				switch {
-				case flipped && !errors.Is(err, tier.ErrCorrupt):
+				case flipped && !errors.Is(err, kvpool.ErrCorrupt):
 					t.Fatalf("Get %d with a flipped bit: %d bytes, %v; want ErrCorrupt", i, len(got), err)
 				case flipped && len(got) != 0:
 					t.Fatalf("Get %d returned bytes with ErrCorrupt", i)
@@ -363,7 +364,7 @@ func TestScanDrops(t *testing.T) {
 			}
 			if !tt.verify {
 				// Not checked at Open, so caught at Get.
-				if _, _, err := tr2.Get(ctx, key(0), nil); !errors.Is(err, tier.ErrCorrupt) {
+				if _, _, err := tr2.Get(ctx, key(0), nil); !errors.Is(err, kvpool.ErrCorrupt) {
 					t.Errorf("Get of the damaged block: %v, want ErrCorrupt", err)
 				}
 			}
@@ -420,7 +421,7 @@ func TestDiskFull(t *testing.T) {
 	for i := uint64(100); i < 105; i++ {
 		p := tiertest.Payload(i, 1, 4000)
 		err := tr.Put(ctx, key(i), p, block.Checksum(key(i), p))
-		if !errors.Is(err, tier.ErrFull) || !strings.Contains(err.Error(), "device full") || !strings.Contains(err.Error(), "no space left") {
+		if !errors.Is(err, kvpool.ErrFull) || !strings.Contains(err.Error(), "device full") || !strings.Contains(err.Error(), "no space left") {
 			t.Fatalf("Put on a full disk: %v; want ErrFull saying the device is full", err)
 		}
 		if tr.Contains(key(i)) {
@@ -490,7 +491,7 @@ func TestRestart(t *testing.T) {
 				for id := range uint64(200) {
 					k := key(id)
 					got, _, err := tr2.Get(ctx, k, nil)
-					if errors.Is(err, tier.ErrNotFound) {
+					if errors.Is(err, kvpool.ErrNotFound) {
 						if _, ok := want[k]; ok && tt.all {
 							t.Fatalf("seed %d: completed put of %s lost", seed, k)
 						}
@@ -601,7 +602,7 @@ func TestSection(t *testing.T) {
 	if !bytes.Equal(got, pa) || sum != block.Checksum(a, pa) {
 		t.Fatal("section bytes changed while pinned")
 	}
-	if _, _, _, _, _, err := tr.Section(a); !errors.Is(err, tier.ErrNotFound) {
+	if _, _, _, _, _, err := tr.Section(a); !errors.Is(err, kvpool.ErrNotFound) {
 		t.Errorf("Section of a deleted key: %v", err)
 	}
 	// Both slots busy (one pinned and dropped, one live): a put evicts d.
@@ -621,7 +622,7 @@ func TestAllPinnedIsFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = tr.Put(ctx, key(2), []byte("b"), block.Checksum(key(2), []byte("b")))
-	if !errors.Is(err, tier.ErrFull) {
+	if !errors.Is(err, kvpool.ErrFull) {
 		t.Errorf("Put with every slot pinned: %v, want ErrFull", err)
 	}
 	release()
@@ -678,7 +679,7 @@ func TestContextAndBadInput(t *testing.T) {
 	if _, _, err := tr.Get(cctx, key(1), nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("Get with a cancelled context: %v", err)
 	}
-	if err := tr.Put(ctx, key(1), p, 12345); !errors.Is(err, tier.ErrCorrupt) {
+	if err := tr.Put(ctx, key(1), p, 12345); !errors.Is(err, kvpool.ErrCorrupt) {
 		t.Errorf("Put with a wrong checksum: %v, want ErrCorrupt", err)
 	}
 	long := block.Key{Tenant: strings.Repeat("x", block.MaxTenantLen+1), ID: 1}
@@ -704,14 +705,14 @@ func TestConcurrentEviction(t *testing.T) {
 						k := key(rng.Uint64N(32))
 						if rng.IntN(3) == 0 {
 							p := tiertest.Payload(k.ID, uint64(w*1000+i), 16+rng.IntN(4080))
-							if err := tr.Put(ctx, k, p, block.Checksum(k, p)); err != nil && !errors.Is(err, tier.ErrFull) {
+							if err := tr.Put(ctx, k, p, block.Checksum(k, p)); err != nil && !errors.Is(err, kvpool.ErrFull) {
 								errs <- err
 								return
 							}
 							continue
 						}
 						got, _, err := tr.Get(ctx, k, nil)
-						if errors.Is(err, tier.ErrNotFound) {
+						if errors.Is(err, kvpool.ErrNotFound) {
 							continue
 						}
 						if err != nil {
@@ -778,16 +779,16 @@ func TestModel(t *testing.T) {
 						switch {
 						case err == nil && (!ok || !bytes.Equal(got, want)):
 							t.Fatalf("step %d: get %s: bytes the model does not have", step, k)
-						case errors.Is(err, tier.ErrNotFound) && ok && tt.exact:
+						case errors.Is(err, kvpool.ErrNotFound) && ok && tt.exact:
 							t.Fatalf("step %d: get %s: missing", step, k)
-						case err != nil && !errors.Is(err, tier.ErrNotFound):
+						case err != nil && !errors.Is(err, kvpool.ErrNotFound):
 							t.Fatalf("step %d: get %s: %v", step, k, err)
 						}
 					case r < 92:
 						op = "delete"
 						err := tr.Delete(ctx, k)
 						_, ok := model[k]
-						if err != nil && !(errors.Is(err, tier.ErrNotFound) && (!ok || !tt.exact)) {
+						if err != nil && !(errors.Is(err, kvpool.ErrNotFound) && (!ok || !tt.exact)) {
 							t.Fatalf("step %d: delete %s (in model %v): %v", step, k, ok, err)
 						}
 						delete(model, k)

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/tier"
 )
@@ -23,7 +24,7 @@ import (
 // Config describes the tier a subtest asks the Opener for.
 type Config struct {
 	// BlockSize is the largest payload the tier must accept; a payload of
-	// BlockSize+1 bytes must be refused with tier.ErrTooLarge.
+	// BlockSize+1 bytes must be refused with kvpool.ErrTooLarge.
 	BlockSize int
 	// Blocks is how many blocks of up to BlockSize bytes the tier must hold
 	// before it evicts anything. When a subtest asks for 2, the tier must
@@ -155,7 +156,7 @@ func (h *harness) mustGet(k block.Key, want []byte) {
 
 func (h *harness) mustMiss(k block.Key) {
 	h.t.Helper()
-	if _, _, err := h.tier.Get(context.Background(), k, nil); !errors.Is(err, tier.ErrNotFound) {
+	if _, _, err := h.tier.Get(context.Background(), k, nil); !errors.Is(err, kvpool.ErrNotFound) {
 		h.t.Fatalf("Get %s: %v, want ErrNotFound", k, err)
 	}
 	if h.tier.Contains(k) {
@@ -259,10 +260,10 @@ func testDelete(t *testing.T, open Opener) {
 	delete(h.model, a)
 	h.mustMiss(a)
 	h.mustGet(b, Payload(b.ID, 1, 600))
-	if err := h.tier.Delete(ctx, a); !errors.Is(err, tier.ErrNotFound) {
+	if err := h.tier.Delete(ctx, a); !errors.Is(err, kvpool.ErrNotFound) {
 		t.Errorf("second Delete: %v, want ErrNotFound", err)
 	}
-	if err := h.tier.Delete(ctx, key(99)); !errors.Is(err, tier.ErrNotFound) {
+	if err := h.tier.Delete(ctx, key(99)); !errors.Is(err, kvpool.ErrNotFound) {
 		t.Errorf("Delete of a never-put key: %v, want ErrNotFound", err)
 	}
 	// A deleted key can be put again.
@@ -278,7 +279,7 @@ func testAbsent(t *testing.T, open Opener) {
 	before := h.tier.Stats()
 	h.mustMiss(key(1))
 	got, sum, err := h.tier.Get(context.Background(), key(2), make([]byte, 10))
-	if !errors.Is(err, tier.ErrNotFound) || len(got) != 0 || sum != 0 {
+	if !errors.Is(err, kvpool.ErrNotFound) || len(got) != 0 || sum != 0 {
 		t.Errorf("Get absent = %d bytes, sum %08x, %v; want none, ErrNotFound", len(got), sum, err)
 	}
 	after := h.tier.Stats()
@@ -292,14 +293,14 @@ func testTooLarge(t *testing.T, open Opener) {
 	k := key(1)
 	p := Payload(k.ID, 1, blockSize+1)
 	err := h.tier.Put(context.Background(), k, p, block.Checksum(k, p))
-	if !errors.Is(err, tier.ErrTooLarge) {
+	if !errors.Is(err, kvpool.ErrTooLarge) {
 		t.Fatalf("Put of %d bytes into blocks of %d: %v, want ErrTooLarge", len(p), blockSize, err)
 	}
 	h.mustMiss(k)
 	// An oversize put over an existing copy leaves the old copy or none,
 	// never a partial one.
 	h.put(k, Payload(k.ID, 2, 10))
-	if err := h.tier.Put(context.Background(), k, p, block.Checksum(k, p)); !errors.Is(err, tier.ErrTooLarge) {
+	if err := h.tier.Put(context.Background(), k, p, block.Checksum(k, p)); !errors.Is(err, kvpool.ErrTooLarge) {
 		t.Fatalf("oversize replace: %v, want ErrTooLarge", err)
 	}
 	if h.tier.Contains(k) {
@@ -444,7 +445,7 @@ func testConcurrent(t *testing.T, open Opener) {
 					}
 				case r < 9:
 					got, sum, err := h.tier.Get(ctx, k, dst)
-					if errors.Is(err, tier.ErrNotFound) {
+					if errors.Is(err, kvpool.ErrNotFound) {
 						continue
 					}
 					if err != nil {
@@ -461,7 +462,7 @@ func testConcurrent(t *testing.T, open Opener) {
 					}
 					dst = got
 				default:
-					if err := h.tier.Delete(ctx, k); err != nil && !errors.Is(err, tier.ErrNotFound) {
+					if err := h.tier.Delete(ctx, k); err != nil && !errors.Is(err, kvpool.ErrNotFound) {
 						errs <- fmt.Errorf("Delete %s: %w", k, err)
 						return
 					}
@@ -482,7 +483,7 @@ func testConcurrent(t *testing.T, open Opener) {
 		k := key(id)
 		got, _, err := h.tier.Get(ctx, k, nil)
 		switch {
-		case errors.Is(err, tier.ErrNotFound):
+		case errors.Is(err, kvpool.ErrNotFound):
 		case err != nil:
 			t.Errorf("final Get %s: %v", k, err)
 		default:
@@ -507,19 +508,19 @@ func testClosed(t *testing.T, open Opener) {
 	}
 	h.closed = true
 	p := Payload(2, 1, 100)
-	if err := h.tier.Put(ctx, key(2), p, block.Checksum(key(2), p)); !errors.Is(err, tier.ErrClosed) {
+	if err := h.tier.Put(ctx, key(2), p, block.Checksum(key(2), p)); !errors.Is(err, kvpool.ErrClosed) {
 		t.Errorf("Put after Close: %v, want ErrClosed", err)
 	}
-	if _, _, err := h.tier.Get(ctx, k, nil); !errors.Is(err, tier.ErrClosed) {
+	if _, _, err := h.tier.Get(ctx, k, nil); !errors.Is(err, kvpool.ErrClosed) {
 		t.Errorf("Get after Close: %v, want ErrClosed", err)
 	}
-	if err := h.tier.Delete(ctx, k); !errors.Is(err, tier.ErrClosed) {
+	if err := h.tier.Delete(ctx, k); !errors.Is(err, kvpool.ErrClosed) {
 		t.Errorf("Delete after Close: %v, want ErrClosed", err)
 	}
 	if h.tier.Contains(k) {
 		t.Error("Contains after Close = true")
 	}
-	if err := h.tier.Close(); err != nil && !errors.Is(err, tier.ErrClosed) {
+	if err := h.tier.Close(); err != nil && !errors.Is(err, kvpool.ErrClosed) {
 		t.Errorf("second Close: %v, want nil or ErrClosed", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/tier"
 )
@@ -39,12 +40,12 @@ func (t *mapTier) Put(ctx context.Context, k block.Key, p []byte, sum uint32) er
 		return err
 	}
 	if len(p) > t.cfg.BlockSize {
-		return fmt.Errorf("put %s: %w", k, tier.ErrTooLarge)
+		return fmt.Errorf("put %s: %w", k, kvpool.ErrTooLarge)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return tier.ErrClosed
+		return kvpool.ErrClosed
 	}
 	if e, ok := t.m[k]; ok {
 		t.remove(e)
@@ -72,12 +73,12 @@ func (t *mapTier) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uin
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return dst[:0], 0, tier.ErrClosed
+		return dst[:0], 0, kvpool.ErrClosed
 	}
 	e, ok := t.m[k]
 	if !ok {
 		t.stats.Misses++
-		return dst[:0], 0, tier.ErrNotFound
+		return dst[:0], 0, kvpool.ErrNotFound
 	}
 	t.lru.MoveToFront(e)
 	p := e.Value.(*entry).p
@@ -90,11 +91,11 @@ func (t *mapTier) Delete(ctx context.Context, k block.Key) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return tier.ErrClosed
+		return kvpool.ErrClosed
 	}
 	e, ok := t.m[k]
 	if !ok {
-		return tier.ErrNotFound
+		return kvpool.ErrNotFound
 	}
 	t.remove(e)
 	return nil
@@ -117,7 +118,7 @@ func (t *mapTier) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return tier.ErrClosed
+		return kvpool.ErrClosed
 	}
 	t.closed = true
 	return nil

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/node/wire"
@@ -76,7 +77,7 @@ func (b *Backend) Acquire(ctx context.Context, k block.Key) (nodeserver.Ref, err
 	s, ok := b.blocks[k]
 	if !ok {
 		b.ram.Misses++
-		return nodeserver.Ref{}, fmt.Errorf("nodeservertest: acquire %s: %w", k, tier.ErrNotFound)
+		return nodeserver.Ref{}, fmt.Errorf("nodeservertest: acquire %s: %w", k, kvpool.ErrNotFound)
 	}
 	b.pins.Add(1)
 	var once sync.Once
@@ -102,7 +103,7 @@ func (b *Backend) Put(ctx context.Context, k block.Key, payload []byte, sum uint
 		b.mu.Lock()
 		b.ram.Corruptions++
 		b.mu.Unlock()
-		return fmt.Errorf("nodeservertest: put %s: checksum %08x does not match the %d-byte payload: %w", k, sum, len(payload), tier.ErrCorrupt)
+		return fmt.Errorf("nodeservertest: put %s: checksum %08x does not match the %d-byte payload: %w", k, sum, len(payload), kvpool.ErrCorrupt)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -120,7 +121,7 @@ func (b *Backend) PutHinted(ctx context.Context, k block.Key, payload []byte, su
 	return err
 }
 
-// Touch logs the access (see Accesses); it returns tier.ErrNotFound when
+// Touch logs the access (see Accesses); it returns kvpool.ErrNotFound when
 // k is not in RAM (absent, or spilled to the file tier).
 func (b *Backend) Touch(ctx context.Context, k block.Key, h wire.Hint) error {
 	if err := ctx.Err(); err != nil {
@@ -132,7 +133,7 @@ func (b *Backend) Touch(ctx context.Context, k block.Key, h wire.Hint) error {
 	found := ok && !s.inFile
 	b.access = append(b.access, Access{Key: k, Hint: h, Found: found})
 	if !found {
-		return fmt.Errorf("nodeservertest: touch %s: not in RAM: %w", k, tier.ErrNotFound)
+		return fmt.Errorf("nodeservertest: touch %s: not in RAM: %w", k, kvpool.ErrNotFound)
 	}
 	return nil
 }
@@ -167,7 +168,7 @@ func (b *Backend) Delete(ctx context.Context, k block.Key) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.blocks[k]; !ok {
-		return fmt.Errorf("nodeservertest: delete %s: %w", k, tier.ErrNotFound)
+		return fmt.Errorf("nodeservertest: delete %s: %w", k, kvpool.ErrNotFound)
 	}
 	delete(b.blocks, k)
 	return nil
@@ -197,7 +198,7 @@ func (b *Backend) Spill(k block.Key) error {
 	s, ok := b.blocks[k]
 	switch {
 	case !ok:
-		return fmt.Errorf("nodeservertest: spill %s: %w", k, tier.ErrNotFound)
+		return fmt.Errorf("nodeservertest: spill %s: %w", k, kvpool.ErrNotFound)
 	case s.inFile:
 		return nil
 	case b.dir == "":
@@ -226,7 +227,7 @@ func (b *Backend) FlipBit(k block.Key, i int) error {
 	defer b.mu.Unlock()
 	s, ok := b.blocks[k]
 	if !ok {
-		return fmt.Errorf("nodeservertest: flip bit of %s: %w", k, tier.ErrNotFound)
+		return fmt.Errorf("nodeservertest: flip bit of %s: %w", k, kvpool.ErrNotFound)
 	}
 	n := len(s.payload)
 	if s.inFile {
