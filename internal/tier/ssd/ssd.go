@@ -621,6 +621,7 @@ func (t *Tier) publishLocked(s int32, h header, victims []int32, ioErrs uint64, 
 	retire = -1
 	if old, ok := t.index[k]; ok {
 		if t.slots[old].gen > h.gen {
+			// A concurrent put of k committed a newer copy: ours loses.
 			t.slots[s].state = slotDropping
 			t.stats.BytesIn += uint64(h.n)
 			return s, true, nil
