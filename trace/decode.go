@@ -83,6 +83,8 @@ func quoteByte(c byte) string {
 	return fmt.Sprintf("byte 0x%02x", c)
 }
 
+// object parses one request object: the whole line, which must hold
+// nothing else, with every field the format requires.
 func (p *parser) object() (Request, *problem) {
 	var req Request
 	if p.peek() != '{' {
@@ -92,77 +94,97 @@ func (p *parser) object() (Request, *problem) {
 	seen := 0
 	if p.peek() == '}' {
 		p.i++
-	} else {
-		for {
-			if p.peek() != '"' {
-				return req, syntaxf("%s, want a field name", p.where())
-			}
-			kb, pr := p.key()
-			if pr != nil {
-				return req, pr
-			}
-			if p.peek() != ':' {
-				return req, syntaxf("%s after field %q, want ':'", p.where(), kb)
-			}
-			p.i++
-			p.ws()
-			bit := 0
-			switch string(kb) {
-			case "timestamp":
-				bit = fieldTimestamp
-			case "input_length":
-				bit = fieldInput
-			case "output_length":
-				bit = fieldOutput
-			case "hash_ids":
-				bit = fieldHashIDs
-			}
-			key := fieldName(bit, kb)
-			if bit != 0 && seen&bit != 0 {
-				return req, &problem{KindDuplicateField, fmt.Sprintf("field %q appears twice", key)}
-			}
-			seen |= bit
-			switch bit {
-			case fieldTimestamp:
-				req.Timestamp, pr = p.int64Field(key)
-			case fieldInput:
-				req.InputLength, pr = p.intField(key)
-			case fieldOutput:
-				req.OutputLength, pr = p.intField(key)
-			case fieldHashIDs:
-				req.HashIDs, pr = p.hashIDs()
-			default:
-				pr = p.skipValue(key)
-			}
-			if pr != nil {
-				return req, pr
-			}
-			c := p.peek()
-			if c == ',' {
-				p.i++
-				continue
-			}
-			if c == '}' {
-				p.i++
-				break
-			}
-			return req, syntaxf("%s after field %q, want ',' or '}'", p.where(), key)
-		}
+	} else if pr := p.members(&req, &seen); pr != nil {
+		return req, pr
 	}
 	if p.peek() != 0 {
 		return req, syntaxf("%s after the object", p.where())
 	}
 	if seen != allFields {
-		for _, f := range [...]struct {
-			bit  int
-			name string
-		}{{fieldTimestamp, "timestamp"}, {fieldInput, "input_length"}, {fieldOutput, "output_length"}, {fieldHashIDs, "hash_ids"}} {
-			if seen&f.bit == 0 {
-				return req, &problem{KindMissingField, fmt.Sprintf("missing field %q", f.name)}
-			}
-		}
+		return req, missingField(seen)
 	}
 	return req, nil
+}
+
+// members parses an object's members, up to and including its closing
+// '}', into req, adding the bit of every known field to seen.
+func (p *parser) members(req *Request, seen *int) *problem {
+	for {
+		key, pr := p.member(req, seen)
+		if pr != nil {
+			return pr
+		}
+		c := p.peek()
+		if c == ',' {
+			p.i++
+			continue
+		}
+		if c == '}' {
+			p.i++
+			return nil
+		}
+		return syntaxf("%s after field %q, want ',' or '}'", p.where(), key)
+	}
+}
+
+// member parses one "name": value member into req (skipping the value of
+// an unknown field) and returns the field's name.
+func (p *parser) member(req *Request, seen *int) (string, *problem) {
+	if p.peek() != '"' {
+		return "", syntaxf("%s, want a field name", p.where())
+	}
+	kb, pr := p.key()
+	if pr != nil {
+		return "", pr
+	}
+	if p.peek() != ':' {
+		return "", syntaxf("%s after field %q, want ':'", p.where(), kb)
+	}
+	p.i++
+	p.ws()
+	bit := 0
+	switch string(kb) {
+	case "timestamp":
+		bit = fieldTimestamp
+	case "input_length":
+		bit = fieldInput
+	case "output_length":
+		bit = fieldOutput
+	case "hash_ids":
+		bit = fieldHashIDs
+	}
+	key := fieldName(bit, kb)
+	if bit != 0 && *seen&bit != 0 {
+		return key, &problem{KindDuplicateField, fmt.Sprintf("field %q appears twice", key)}
+	}
+	*seen |= bit
+	switch bit {
+	case fieldTimestamp:
+		req.Timestamp, pr = p.int64Field(key)
+	case fieldInput:
+		req.InputLength, pr = p.intField(key)
+	case fieldOutput:
+		req.OutputLength, pr = p.intField(key)
+	case fieldHashIDs:
+		req.HashIDs, pr = p.hashIDs()
+	default:
+		pr = p.skipValue(key)
+	}
+	return key, pr
+}
+
+// missingField reports the first required field (in the format's order)
+// whose bit is not in seen.
+func missingField(seen int) *problem {
+	for _, f := range [...]struct {
+		bit  int
+		name string
+	}{{fieldTimestamp, "timestamp"}, {fieldInput, "input_length"}, {fieldOutput, "output_length"}, {fieldHashIDs, "hash_ids"}} {
+		if seen&f.bit == 0 {
+			return &problem{KindMissingField, fmt.Sprintf("missing field %q", f.name)}
+		}
+	}
+	return nil
 }
 
 // fieldName names a field for messages without allocating for the known ones.

@@ -61,10 +61,6 @@ func itPayload(id uint64) []byte {
 	return p
 }
 
-func hasCommand(name string) bool {
-	return slices.ContainsFunc(commands(), func(c command) bool { return c.name == name })
-}
-
 // replicaSets returns, for each id, its replicas as a sorted "node/tier"
 // list, as the master's lookup (without lease) shows them.
 func replicaSets(ctx context.Context, t *testing.T, c *client.Client, ids []uint64) map[uint64][]string {
@@ -132,9 +128,6 @@ func TestClusterMultiProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process cluster test skipped in -short mode")
 	}
-	if !hasCommand("master") || !hasCommand("node") {
-		t.Skip("kvpool master and kvpool node are not in this build yet")
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -167,9 +160,6 @@ func TestClusterMultiProcess(t *testing.T) {
 	newClientTimeout := func(local string, timeout time.Duration) *client.Client {
 		c, err := client.New(ctx, client.Options{Master: cl.Master.Addr, LocalNode: local, Replicas: 2,
 			RequestTimeout: timeout, DialTimeout: timeout})
-		if errors.Is(err, errors.ErrUnsupported) {
-			t.Skipf("the client cannot reach a master over the network yet: %v", err)
-		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,9 +18,6 @@ func liveTestSetup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("live cluster runs skipped in -short mode")
 	}
-	if !hasCommand("master") || !hasCommand("node") {
-		t.Skip("kvpool master/node are not commands yet")
-	}
 	t.Setenv(asKvpoolEnv, "1")
 }
 

@@ -93,9 +93,6 @@ func faultScenario(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process fault scenario skipped in -short mode")
 	}
-	if !hasCommand("master") || !hasCommand("node") {
-		t.Skip("kvpool master and kvpool node are not in this build yet")
-	}
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
 	t.Setenv(asKvpoolEnv, "1")

@@ -50,7 +50,7 @@ func startNode(t *testing.T, env []string, args ...string) *nodeProc {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
-		t.Skipf("cannot find the test binary to re-execute: %v", err)
+		t.Fatalf("find the test binary to re-execute: %v", err)
 	}
 	cmd := exec.Command(exe, append([]string{"node"}, args...)...)
 	for _, kv := range os.Environ() {

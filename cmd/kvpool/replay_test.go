@@ -46,9 +46,6 @@ func TestReplayUsageErrors(t *testing.T) {
 // test binary re-executed as kvpool) in local and global mode on a small
 // generated trace and compares it with kvpool's simulator.
 func TestReplayLocalCluster(t *testing.T) {
-	if !hasCommand("master") || !hasCommand("node") {
-		t.Skip("kvpool master/node are not commands yet")
-	}
 	if testing.Short() {
 		t.Skip("multi-process replay in -short mode")
 	}

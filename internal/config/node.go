@@ -309,12 +309,27 @@ func (n Node) Validate() error {
 	return errors.Join(out...)
 }
 
-// fieldErrors returns the bad fields, without origins.
+// fieldErrors returns the bad fields, without origins, section by
+// section in the order of the configuration file.
 func (n Node) fieldErrors() []*FieldError {
 	var errs []*FieldError
 	bad := func(key string, value any, format string, a ...any) {
 		errs = append(errs, &FieldError{Key: key, Value: fmt.Sprint(value), Reason: fmt.Sprintf(format, a...)})
 	}
+	n.validateServing(bad)
+	n.validateAuthToken(bad)
+	n.validateAuth(bad)
+	n.validateRAM(bad)
+	n.SSD.validate(n.BlockSize, bad)
+	n.validateQuota(bad)
+	n.validatePromotion(bad)
+	n.validatePacers(bad)
+	return errs
+}
+
+// validateServing checks the addresses, the node name, the heartbeat
+// interval and the block size.
+func (n Node) validateServing(bad func(key string, value any, format string, a ...any)) {
 	if err := checkAddr(n.Listen, true); err != nil {
 		bad("listen", n.Listen, "%v", err)
 	}
@@ -339,6 +354,10 @@ func (n Node) fieldErrors() []*FieldError {
 	if n.BlockSize <= 0 || n.BlockSize > maxBlockSize {
 		bad("block_size", n.BlockSize, "want 1 B to %v", maxBlockSize)
 	}
+}
+
+// validateAuthToken checks the cluster token; no error shows it.
+func (n Node) validateAuthToken(bad func(key string, value any, format string, a ...any)) {
 	if n.AuthToken != "" {
 		tok := n.AuthToken.Reveal()
 		switch {
@@ -348,7 +367,10 @@ func (n Node) fieldErrors() []*FieldError {
 			bad("auth_token", n.AuthToken, "contains spaces or control characters")
 		}
 	}
-	n.validateAuth(bad)
+}
+
+// validateRAM checks the RAM tier's size, policy and watermarks.
+func (n Node) validateRAM(bad func(key string, value any, format string, a ...any)) {
 	if n.RAM.Bytes < n.BlockSize || n.RAM.Bytes <= 0 {
 		bad("ram.bytes", n.RAM.Bytes, "smaller than one block (block_size %v)", n.BlockSize)
 	}
@@ -365,7 +387,11 @@ func (n Node) fieldErrors() []*FieldError {
 	} else if n.RAM.LowWatermark > n.RAM.HighWatermark {
 		bad("ram.low_watermark", n.RAM.LowWatermark, "above ram.high_watermark %v", n.RAM.HighWatermark)
 	}
-	n.SSD.validate(n.BlockSize, bad)
+}
+
+// validateQuota checks the default quota and every tenant's, in tenant
+// order.
+func (n Node) validateQuota(bad func(key string, value any, format string, a ...any)) {
 	if n.Quota.DefaultBytes < 0 {
 		bad("quota.default_bytes", n.Quota.DefaultBytes, "negative (0 is unlimited)")
 	}
@@ -382,6 +408,10 @@ func (n Node) fieldErrors() []*FieldError {
 			bad(key, v, "negative (0 is unlimited)")
 		}
 	}
+}
+
+// validatePromotion checks the SSD-to-RAM promotion settings.
+func (n Node) validatePromotion(bad func(key string, value any, format string, a ...any)) {
 	p := n.Promotion
 	if p.Threshold < 1 {
 		bad("promotion.threshold", p.Threshold, "want at least 1 touch")
@@ -395,6 +425,10 @@ func (n Node) fieldErrors() []*FieldError {
 	if p.MaxPerHeartbeat < 0 {
 		bad("promotion.max_per_heartbeat", p.MaxPerHeartbeat, "negative (0 disables promotion)")
 	}
+}
+
+// validatePacers checks the bandwidth limits.
+func (n Node) validatePacers(bad func(key string, value any, format string, a ...any)) {
 	for _, pc := range []struct {
 		key string
 		v   Bandwidth
@@ -408,7 +442,6 @@ func (n Node) fieldErrors() []*FieldError {
 			bad(pc.key, float64(pc.v), "want a finite rate ≥ 0 bytes/s (0 is unlimited)")
 		}
 	}
-	return errs
 }
 
 // validateAuth checks the tenant tokens against the cluster token, then

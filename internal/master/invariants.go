@@ -28,12 +28,36 @@ type nodeTally struct {
 // policy, the task tables and the counters agree. It is meant for tests and
 // debugging: it takes time proportional to the index.
 func (m *Master) CheckInvariants() error {
+	ns, unlock := m.stopTheWorld()
+	defer unlock()
+
+	tally := make(map[*node]*nodeTally, len(ns))
+	for _, n := range ns {
+		tally[n] = &nodeTally{}
+	}
+	var tot invariantTotals
+	for si := range m.shards {
+		if err := m.checkShard(si, tally, &tot); err != nil {
+			return err
+		}
+	}
+	for _, n := range ns {
+		if err := m.checkNode(n, tally[n]); err != nil {
+			return err
+		}
+		tot.addNode(n)
+	}
+	return m.checkTotals(&tot)
+}
+
+// stopTheWorld takes, in the documented lock order, every lock but the
+// index shards': the expiry, eviction and node-table locks, each node's
+// lock (by node ID) and the policy lock. It returns the nodes sorted by ID
+// and the function that releases the locks in reverse order.
+func (m *Master) stopTheWorld() ([]*node, func()) {
 	m.expireMu.Lock()
-	defer m.expireMu.Unlock()
 	m.evictMu.Lock()
-	defer m.evictMu.Unlock()
 	m.nodesMu.Lock()
-	defer m.nodesMu.Unlock()
 	ns := make([]*node, 0, len(m.nodes))
 	for _, n := range m.nodes {
 		ns = append(ns, n)
@@ -41,73 +65,88 @@ func (m *Master) CheckInvariants() error {
 	slices.SortFunc(ns, func(a, b *node) int { return cmp.Compare(a.id, b.id) })
 	for _, n := range ns {
 		n.mu.Lock()
-		defer n.mu.Unlock()
 	}
 	m.polMu.Lock()
-	defer m.polMu.Unlock()
+	return ns, func() {
+		m.polMu.Unlock()
+		for i := len(ns) - 1; i >= 0; i-- {
+			ns[i].mu.Unlock()
+		}
+		m.nodesMu.Unlock()
+		m.evictMu.Unlock()
+		m.expireMu.Unlock()
+	}
+}
 
-	tally := make(map[*node]*nodeTally, len(ns))
-	for _, n := range ns {
-		tally[n] = &nodeTally{}
+// invariantTotals are the sums CheckInvariants compares with the master's
+// counters and gauges.
+type invariantTotals struct {
+	ramReps, ssdReps, inPolicy int64 // from the index
+	poolBytes, poolUsed        int64 // RAM of the live nodes
+	promos, queued             int64 // promotion tasks, and those not yet delivered
+}
+
+// addNode adds node n's RAM and promotion tasks. Called with n.mu held.
+func (tot *invariantTotals) addNode(n *node) {
+	if n.alive {
+		tot.poolBytes += n.info.RAMBytes
+		tot.poolUsed += n.ramUsed.Load()
 	}
-	var ramReps, ssdReps, inPolicy int64
-	for si := range m.shards {
-		s := &m.shards[si]
-		s.mu.RLock()
-		for k, reps := range s.m {
-			if len(reps) == 0 {
-				s.mu.RUnlock()
-				return invariantError("key %v has an empty replica list", k)
-			}
-			if m.shardFor(k) != s {
-				s.mu.RUnlock()
-				return invariantError("key %v is in shard %d, not its own", k, si)
-			}
-			for i := range reps {
-				if err := m.checkReplica(k, reps, i, tally); err != nil {
-					s.mu.RUnlock()
-					return err
-				}
-				r := &reps[i]
-				if r.tier == meta.TierRAM {
-					ramReps++
-					if !r.evicting {
-						inPolicy++
-					}
-				} else {
-					ssdReps++
-				}
-			}
-		}
-		s.mu.RUnlock()
-	}
-	var poolBytes, poolUsed, promos, queued int64
-	for _, n := range ns {
-		if err := m.checkNode(n, tally[n]); err != nil {
-			return err
-		}
-		if n.alive {
-			poolBytes += n.info.RAMBytes
-			poolUsed += n.ramUsed.Load()
-		}
-		for _, t := range n.tasks {
-			if t.Kind == meta.TaskPromote {
-				promos++
-				if !t.delivered {
-					queued++
-				}
+	for _, t := range n.tasks {
+		if t.Kind == meta.TaskPromote {
+			tot.promos++
+			if !t.delivered {
+				tot.queued++
 			}
 		}
 	}
+}
+
+// checkShard checks every key of index shard si, adding its replicas to
+// their nodes' tallies and to tot. It takes the shard's read lock; the
+// caller has stopped the world.
+func (m *Master) checkShard(si int, tally map[*node]*nodeTally, tot *invariantTotals) error {
+	s := &m.shards[si]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for k, reps := range s.m {
+		if len(reps) == 0 {
+			return invariantError("key %v has an empty replica list", k)
+		}
+		if m.shardFor(k) != s {
+			return invariantError("key %v is in shard %d, not its own", k, si)
+		}
+		for i := range reps {
+			if err := m.checkReplica(k, reps, i, tally); err != nil {
+				return err
+			}
+			r := &reps[i]
+			if r.tier == meta.TierRAM {
+				tot.ramReps++
+				if !r.evicting {
+					tot.inPolicy++
+				}
+			} else {
+				tot.ssdReps++
+			}
+		}
+	}
+	return nil
+}
+
+// checkTotals compares tot with the eviction policy, the counters, the
+// pool gauges and the promotion statistics. The caller has stopped the
+// world.
+func (m *Master) checkTotals(tot *invariantTotals) error {
 	switch {
-	case m.pol.Len() != int(inPolicy) || len(m.polRefs) != int(inPolicy):
-		return invariantError("policy holds %d keys and %d refs, index has %d evictable RAM replicas", m.pol.Len(), len(m.polRefs), inPolicy)
-	case m.c.ramReplicas.Load() != ramReps || m.c.ssdReplicas.Load() != ssdReps:
-		return invariantError("replica counters %d RAM / %d SSD, index has %d / %d", m.c.ramReplicas.Load(), m.c.ssdReplicas.Load(), ramReps, ssdReps)
-	case m.poolRAMBytes.Load() != poolBytes || m.poolRAMUsed.Load() != poolUsed:
-		return invariantError("pool RAM %d used of %d, nodes sum to %d of %d", m.poolRAMUsed.Load(), m.poolRAMBytes.Load(), poolUsed, poolBytes)
-	case m.c.promoInFlight.Load() != promos || m.c.promoQueued.Load() != queued:
-		return invariantError("promotion gauges %d in flight / %d queued, tasks say %d / %d", m.c.promoInFlight.Load(), m.c.promoQueued.Load(), promos, queued)
+	case m.pol.Len() != int(tot.inPolicy) || len(m.polRefs) != int(tot.inPolicy):
+		return invariantError("policy holds %d keys and %d refs, index has %d evictable RAM replicas", m.pol.Len(), len(m.polRefs), tot.inPolicy)
+	case m.c.ramReplicas.Load() != tot.ramReps || m.c.ssdReplicas.Load() != tot.ssdReps:
+		return invariantError("replica counters %d RAM / %d SSD, index has %d / %d", m.c.ramReplicas.Load(), m.c.ssdReplicas.Load(), tot.ramReps, tot.ssdReps)
+	case m.poolRAMBytes.Load() != tot.poolBytes || m.poolRAMUsed.Load() != tot.poolUsed:
+		return invariantError("pool RAM %d used of %d, nodes sum to %d of %d", m.poolRAMUsed.Load(), m.poolRAMBytes.Load(), tot.poolUsed, tot.poolBytes)
+	case m.c.promoInFlight.Load() != tot.promos || m.c.promoQueued.Load() != tot.queued:
+		return invariantError("promotion gauges %d in flight / %d queued, tasks say %d / %d", m.c.promoInFlight.Load(), m.c.promoQueued.Load(), tot.promos, tot.queued)
 	}
 	p := m.PromotionStats()
 	if p.Admitted != p.Completed+p.Failed+p.Expired+p.InFlight {

@@ -58,17 +58,9 @@ func (m *Master) Place(tenant string, ids []uint64, replicas int, hint meta.Node
 		return badRequest("place %d blocks of tenant %q: nil result", len(ids), tenant)
 	}
 	dst.PerBlock, dst.Degraded, dst.Nodes = 0, false, dst.Nodes[:0]
-	if err := (block.Key{Tenant: tenant}).Validate(); err != nil {
-		return fmt.Errorf("%w: place: tenant: %w", meta.ErrBadRequest, err)
-	}
-	if replicas < 1 || replicas > meta.MaxReplicas {
-		return badRequest("place %d blocks of tenant %q: %d replicas (want 1 to %d)", len(ids), tenant, replicas, meta.MaxReplicas)
-	}
-	if strategy == meta.StrategyDefault {
-		strategy = m.opts.Placement
-	}
-	if strategy > meta.Hash {
-		return badRequest("place %d blocks of tenant %q: unknown strategy %v", len(ids), tenant, strategy)
+	strategy, err := m.checkPlace(tenant, len(ids), replicas, strategy)
+	if err != nil {
+		return err
 	}
 	_, nowNs := m.now()
 	m.maybeExpire(nowNs)
@@ -89,50 +81,82 @@ func (m *Master) Place(tenant string, ids []uint64, replicas int, hint meta.Node
 		}
 		switch strategy {
 		case meta.Hash:
-			kh := keyHash(th, id)
-			for range k {
-				best := -1
-				var bestScore uint64
-				for i := range cands {
-					c := &cands[i]
-					if c.chosen {
-						continue
-					}
-					// Ties (astronomically rare) go to the lower ID:
-					// cands is sorted by ID and only a strictly higher
-					// score wins.
-					if sc := block.Mix64(kh ^ c.n.idHash); best < 0 || sc > bestScore {
-						best, bestScore = i, sc
-					}
-				}
-				dst.Nodes = append(dst.Nodes, choose(&cands[best]))
-			}
+			dst.Nodes = placeByHash(dst.Nodes, cands, keyHash(th, id), k)
 		default:
-			start := 0
-			if hintIdx >= 0 {
-				h := &cands[hintIdx]
-				if h.cap > 0 && float64(h.used+h.slot) <= m.opts.HighWatermark*float64(h.cap) {
-					dst.Nodes = append(dst.Nodes, choose(h))
-					start = 1
-				}
-			}
-			for j := start; j < k; j++ {
-				best := -1
-				for i := range cands {
-					c := &cands[i]
-					if c.chosen {
-						continue
-					}
-					if best < 0 || c.fraction() < cands[best].fraction() {
-						best = i
-					}
-				}
-				dst.Nodes = append(dst.Nodes, choose(&cands[best]))
-			}
+			dst.Nodes = m.placeByUsage(dst.Nodes, cands, hintIdx, k)
 		}
 	}
 	m.c.placements.Add(1)
 	return nil
+}
+
+// checkPlace validates the arguments of a Place of n blocks and returns
+// the strategy to use (StrategyDefault resolved to Options.Placement).
+func (m *Master) checkPlace(tenant string, n, replicas int, strategy meta.Strategy) (meta.Strategy, error) {
+	if err := (block.Key{Tenant: tenant}).Validate(); err != nil {
+		return 0, fmt.Errorf("%w: place: tenant: %w", meta.ErrBadRequest, err)
+	}
+	if replicas < 1 || replicas > meta.MaxReplicas {
+		return 0, badRequest("place %d blocks of tenant %q: %d replicas (want 1 to %d)", n, tenant, replicas, meta.MaxReplicas)
+	}
+	if strategy == meta.StrategyDefault {
+		strategy = m.opts.Placement
+	}
+	if strategy > meta.Hash {
+		return 0, badRequest("place %d blocks of tenant %q: unknown strategy %v", n, tenant, strategy)
+	}
+	return strategy, nil
+}
+
+// placeByHash appends to nodes the k unchosen candidates with the highest
+// rendezvous scores for the block whose key hash is kh, and charges them.
+func placeByHash(nodes []meta.NodeID, cands []candidate, kh uint64, k int) []meta.NodeID {
+	for range k {
+		best := -1
+		var bestScore uint64
+		for i := range cands {
+			c := &cands[i]
+			if c.chosen {
+				continue
+			}
+			// Ties (astronomically rare) go to the lower ID: cands is
+			// sorted by ID and only a strictly higher score wins.
+			if sc := block.Mix64(kh ^ c.n.idHash); best < 0 || sc > bestScore {
+				best, bestScore = i, sc
+			}
+		}
+		nodes = append(nodes, choose(&cands[best]))
+	}
+	return nodes
+}
+
+// placeByUsage appends to nodes k candidates for one block: the hint
+// candidate first (hintIdx, -1 for none) if one more block keeps it at or
+// under HighWatermark, then the least used others, ties by node ID; it
+// charges each.
+func (m *Master) placeByUsage(nodes []meta.NodeID, cands []candidate, hintIdx, k int) []meta.NodeID {
+	start := 0
+	if hintIdx >= 0 {
+		h := &cands[hintIdx]
+		if h.cap > 0 && float64(h.used+h.slot) <= m.opts.HighWatermark*float64(h.cap) {
+			nodes = append(nodes, choose(h))
+			start = 1
+		}
+	}
+	for j := start; j < k; j++ {
+		best := -1
+		for i := range cands {
+			c := &cands[i]
+			if c.chosen {
+				continue
+			}
+			if best < 0 || c.fraction() < cands[best].fraction() {
+				best = i
+			}
+		}
+		nodes = append(nodes, choose(&cands[best]))
+	}
+	return nodes
 }
 
 // choose marks c chosen for the current block and charges it a slot.

@@ -209,15 +209,9 @@ func (n *Node) serve(ctx context.Context, cfg config.Node, st *store.Store, pace
 	if err != nil {
 		return fmt.Errorf("node: data plane: %w", err)
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
+	ln, adminLn, err := bindListeners(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("node: listen on %s (listen): %w", cfg.Listen, err)
-	}
-	adminLn, err := lc.Listen(ctx, "tcp", cfg.AdminListen)
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("node: listen on %s (admin_listen): %w", cfg.AdminListen, err)
+		return err
 	}
 	// Checked against the address really bound, which New checked as
 	// configured.
@@ -235,7 +229,30 @@ func (n *Node) serve(ctx context.Context, cfg config.Node, st *store.Store, pace
 	}
 	defer n.reg.Unregister(collector)
 
-	n.addr, n.admin = ln.Addr().String(), adminLn.Addr().String()
+	n.announce(cfg, st, ag, ln.Addr().String(), adminLn.Addr().String())
+	return n.run(ctx, srv, ln, adminLn, adminHandler, ag)
+}
+
+// bindListeners binds the data-plane and the admin listeners.
+func bindListeners(ctx context.Context, cfg config.Node) (ln, adminLn net.Listener, err error) {
+	var lc net.ListenConfig
+	ln, err = lc.Listen(ctx, "tcp", cfg.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("node: listen on %s (listen): %w", cfg.Listen, err)
+	}
+	adminLn, err = lc.Listen(ctx, "tcp", cfg.AdminListen)
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("node: listen on %s (admin_listen): %w", cfg.AdminListen, err)
+	}
+	return ln, adminLn, nil
+}
+
+// announce records the bound addresses and the node's name, attaches the
+// agent (if any) to the store, logs the startup line and marks the node
+// ready.
+func (n *Node) announce(cfg config.Node, st *store.Store, ag *agent, addr, admin string) {
+	n.addr, n.admin = addr, admin
 	n.name = meta.NodeID(cfg.NodeName)
 	if n.name == "" {
 		n.name = meta.NodeID(nameFromAddr(n.addr))
@@ -260,7 +277,13 @@ func (n *Node) serve(ctx context.Context, cfg config.Node, st *store.Store, pace
 	}
 	n.log.Info(line, attrs...)
 	close(n.ready)
+}
 
+// run serves the data plane on ln and the admin HTTP handler on adminLn,
+// and runs the agent (if any), until ctx ends or a server fails; then it
+// shuts the admin server down, waits for all of them and returns the
+// servers' errors.
+func (n *Node) run(ctx context.Context, srv *nodeserver.Server, ln, adminLn net.Listener, adminHandler http.Handler, ag *agent) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup

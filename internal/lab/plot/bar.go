@@ -119,18 +119,13 @@ func (b *BarChart) format(v float64) string {
 	return FormatValue(v)
 }
 
+// render draws b into d. Value labels and group names decide the margins,
+// so it measures them first; the legend decides the top margin.
 func (b *BarChart) render(d *doc) {
 	width, height := canvasSize(b.Width, b.Height)
 	W, H := float64(width), float64(height)
-
-	var entries []legendEntry
-	for i, s := range b.Series {
-		if s.Name != "" {
-			entries = append(entries, legendEntry{name: s.Name, color: Color(i), marker: -1, swatch: true})
-		}
-	}
 	var head doc
-	top := head.header(b.Title, entries, W)
+	top := head.header(b.Title, b.legend(), W)
 	// start opens the document once the final height is known.
 	start := func(bottomMargin float64) {
 		height = growToFit(height, top+bottomMargin)
@@ -139,14 +134,7 @@ func (b *BarChart) render(d *doc) {
 		d.b.Write(head.b.Bytes())
 	}
 
-	var vals extent
-	for _, s := range b.Series {
-		for _, v := range s.Values {
-			if finite(v) {
-				vals.add(v)
-			}
-		}
-	}
+	vals := b.valueExtent()
 	leftBase := pad
 	if b.YLabel != "" {
 		leftBase += labelSize + 8
@@ -161,8 +149,55 @@ func (b *BarChart) render(d *doc) {
 		return
 	}
 
-	// Value labels and group names decide the margins, so measure them.
-	maxValueW, maxGroupW := 0.0, 0.0
+	maxValueW, maxGroupW := b.labelWidths()
+	data := extent{lo: min(vals.lo, 0), hi: max(vals.hi, 0), ok: true}
+	for _, h := range b.HLines {
+		data.add(h.Y)
+	}
+	rotateValues, rotateGroups := b.orientLabels(data, leftBase, top, right, H, maxValueW, maxGroupW)
+
+	bottomMargin := pad + tickLen + 4 + tickSize
+	if rotateGroups {
+		bottomMargin += maxGroupW * math.Sin(-groupLabelAngle*math.Pi/180)
+	}
+	start(bottomMargin)
+	bottom := H - bottomMargin
+	ya := b.valueAxis(data, vals, top, bottom, rotateValues, maxValueW)
+	left := leftBase + maxLabelWidth(ya.labels) + tickLen + 4
+
+	b.drawValueAxis(d, &ya, left, top, right, bottom)
+	b.drawGroups(d, &ya, left, right, bottom, rotateValues, rotateGroups)
+	drawHLines(d, b.HLines, &ya, left, right)
+	d.close()
+}
+
+// legend lists the named series.
+func (b *BarChart) legend() []legendEntry {
+	var entries []legendEntry
+	for i, s := range b.Series {
+		if s.Name != "" {
+			entries = append(entries, legendEntry{name: s.Name, color: Color(i), marker: -1, swatch: true})
+		}
+	}
+	return entries
+}
+
+// valueExtent is the extent of the finite values.
+func (b *BarChart) valueExtent() extent {
+	var vals extent
+	for _, s := range b.Series {
+		for _, v := range s.Values {
+			if finite(v) {
+				vals.add(v)
+			}
+		}
+	}
+	return vals
+}
+
+// labelWidths returns the widths of the widest value label and the widest
+// group name.
+func (b *BarChart) labelWidths() (maxValueW, maxGroupW float64) {
 	for _, s := range b.Series {
 		for _, v := range s.Values {
 			maxValueW = max(maxValueW, textWidth(b.format(v), valueSize))
@@ -171,27 +206,32 @@ func (b *BarChart) render(d *doc) {
 	for _, g := range b.Groups {
 		maxGroupW = max(maxGroupW, textWidth(g, tickSize))
 	}
+	return maxValueW, maxGroupW
+}
 
-	// First pass: a provisional y axis gives the left margin, which gives
-	// the bar width, which decides label orientation; the second pass
-	// builds the final axis with room for the labels.
-	data := extent{lo: min(vals.lo, 0), hi: max(vals.hi, 0), ok: true}
-	for _, h := range b.HLines {
-		data.add(h.Y)
-	}
+// orientLabels decides whether the value labels and the group names are
+// rotated. A provisional value axis over data (H is the canvas height
+// before it grows to fit) gives the left margin, which gives the bar
+// width, which decides label orientation; valueAxis then builds the final
+// axis with room for the labels.
+func (b *BarChart) orientLabels(data extent, leftBase, top, right, H, maxValueW, maxGroupW float64) (rotateValues, rotateGroups bool) {
 	provisional := scaleAxis(false, data, b.YMin, b.YMax, tickTarget(H-top-pad-40, minTickGapY))
 	left := leftBase + maxLabelWidth(provisional.labels) + tickLen + 4
-	groupW := (right - left) / float64(len(b.Groups))
-	slotW := groupW * groupFill / float64(len(b.Series))
-	rotateValues := maxValueW > slotW
-	rotateGroups := maxGroupW > groupW-6
+	groupW, slotW := b.groupWidths(left, right)
+	return maxValueW > slotW, maxGroupW > groupW-6
+}
 
-	bottomMargin := pad + tickLen + 4 + tickSize
-	if rotateGroups {
-		bottomMargin += maxGroupW * math.Sin(-groupLabelAngle*math.Pi/180)
-	}
-	start(bottomMargin)
-	bottom := H - bottomMargin
+// groupWidths returns the width of a group and of a bar's slot in it for
+// a plot area from left to right.
+func (b *BarChart) groupWidths(left, right float64) (groupW, slotW float64) {
+	groupW = (right - left) / float64(len(b.Groups))
+	return groupW, groupW * groupFill / float64(len(b.Series))
+}
+
+// valueAxis builds the final value axis from top to bottom: over data
+// (vals is the extent of the bars alone), with headroom beyond the
+// tallest bars for their labels unless a limit is fixed.
+func (b *BarChart) valueAxis(data, vals extent, top, bottom float64, rotateValues bool, maxValueW float64) axis {
 	plotH := bottom - top
 	headroom := valueSize + 6
 	if rotateValues {
@@ -206,11 +246,12 @@ func (b *BarChart) render(d *doc) {
 	}
 	ya := scaleAxis(false, data, b.YMin, b.YMax, tickTarget(plotH, minTickGapY))
 	ya.px0, ya.px1 = bottom, top
-	left = leftBase + maxLabelWidth(ya.labels) + tickLen + 4
-	groupW = (right - left) / float64(len(b.Groups))
-	slotW = groupW * groupFill / float64(len(b.Series))
+	return ya
+}
 
-	// Grid, axis and tick labels.
+// drawValueAxis draws the grid, the value axis with its ticks and tick
+// labels, and the axis title.
+func (b *BarChart) drawValueAxis(d *doc, ya *axis, left, top, right, bottom float64) {
 	for _, t := range ya.ticks {
 		y := ya.pos(t)
 		d.line(left, y, right, y, gridColor, 1, "")
@@ -222,7 +263,12 @@ func (b *BarChart) render(d *doc) {
 		d.text(left-tickLen-3, y+tickSize*0.35, ya.labels[i], textOpts{size: tickSize, anchor: "end"})
 	}
 	b.yTitle(d, top, bottom)
+}
 
+// drawGroups draws every group's name and bars with their value labels,
+// then the base line the bars grow from.
+func (b *BarChart) drawGroups(d *doc, ya *axis, left, right, bottom float64, rotateValues, rotateGroups bool) {
+	groupW, slotW := b.groupWidths(left, right)
 	base := min(max(0, ya.lo), ya.hi)
 	baseY := ya.pos(base)
 	for g, name := range b.Groups {
@@ -252,17 +298,6 @@ func (b *BarChart) render(d *doc) {
 		}
 	}
 	d.line(left, baseY, right, baseY, axisColor, 1, "")
-	for _, h := range b.HLines {
-		if h.Y < ya.lo || h.Y > ya.hi {
-			continue
-		}
-		y := ya.pos(h.Y)
-		d.line(left, y, right, y, refLineColor, 1.25, "4 3")
-		if h.Label != "" {
-			d.text(right-4, y-5, h.Label, textOpts{size: tickSize, anchor: "end", fill: mutedColor, halo: true})
-		}
-	}
-	d.close()
 }
 
 // valueLabel prints a bar's value just beyond its end: above a bar that

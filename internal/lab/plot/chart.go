@@ -189,10 +189,51 @@ func (c *Chart) write(w io.Writer, step bool) error {
 	return nil
 }
 
+// render draws c into d, as a step chart if step is set.
 func (c *Chart) render(d *doc, step bool) {
 	width, height := canvasSize(c.Width, c.Height)
 	W := float64(width)
+	var head doc
+	top := head.header(c.Title, c.legend(step), W)
 
+	bottomMargin := pad + tickLen + 4 + tickSize
+	if c.XLabel != "" {
+		bottomMargin += labelSize + 10
+	}
+	height = growToFit(height, top+bottomMargin)
+	H := float64(height)
+	d.open(width, height, c.Title)
+	d.b.Write(head.b.Bytes())
+
+	xs, ys, points := c.extents()
+	bottom := H - bottomMargin
+	left := pad
+	if c.YLabel != "" {
+		left += labelSize + 8
+	}
+	right := W - pad - 12 // room for half of the last x label
+
+	if points == 0 {
+		d.noData(left, top, right, bottom)
+		c.axisTitles(d, left, top, right, bottom, W, H)
+		d.close()
+		return
+	}
+
+	ya := scaleAxis(c.YLog, ys, c.YMin, c.YMax, tickTarget(bottom-top, minTickGapY))
+	left += maxLabelWidth(ya.labels) + tickLen + 4
+	ya.px0, ya.px1 = bottom, top
+	xa := c.xAxis(xs, left, right)
+
+	drawGridAndAxes(d, &xa, &ya, left, top, right, bottom)
+	c.axisTitles(d, left, top, right, bottom, W, H)
+	c.drawData(d, &xa, &ya, left, top, right, bottom, step)
+	drawHLines(d, c.HLines, &ya, left, right)
+	d.close()
+}
+
+// legend lists the named series; a step chart's entries have no marker.
+func (c *Chart) legend(step bool) []legendEntry {
 	var entries []legendEntry
 	for i, s := range c.Series {
 		if s.Name == "" {
@@ -204,21 +245,13 @@ func (c *Chart) render(d *doc, step bool) {
 		}
 		entries = append(entries, legendEntry{name: s.Name, color: Color(i), dashed: s.Dashed, marker: mk})
 	}
-	var head doc
-	top := head.header(c.Title, entries, W)
+	return entries
+}
 
-	bottomMargin := pad + tickLen + 4 + tickSize
-	if c.XLabel != "" {
-		bottomMargin += labelSize + 10
-	}
-	height = growToFit(height, top+bottomMargin)
-	H := float64(height)
-	d.open(width, height, c.Title)
-	d.b.Write(head.b.Bytes())
-
-	// Extents of the drawable data.
-	var xs, ys extent
-	points := 0
+// extents returns the extents of the drawable points (finite, and
+// positive on a log axis) and their number; with any point, ys includes
+// the reference lines.
+func (c *Chart) extents() (xs, ys extent, points int) {
 	for _, s := range c.Series {
 		for j := range s.X {
 			x, y := s.X[j], s.Y[j]
@@ -235,29 +268,12 @@ func (c *Chart) render(d *doc, step bool) {
 			ys.add(h.Y)
 		}
 	}
+	return xs, ys, points
+}
 
-	bottom := H - bottomMargin
-	left := pad
-	if c.YLabel != "" {
-		left += labelSize + 8
-	}
-	right := W - pad - 12 // room for half of the last x label
-
-	if points == 0 {
-		d.noData(left, top, right, bottom)
-		c.axisTitles(d, left, top, right, bottom, W, H)
-		d.close()
-		return
-	}
-
-	ya := scaleAxis(c.YLog, ys, c.YMin, c.YMax, tickTarget(bottom-top, minTickGapY))
-	labelW := 0.0
-	for _, l := range ya.labels {
-		labelW = max(labelW, textWidth(l, tickSize))
-	}
-	left += labelW + tickLen + 4
-	ya.px0, ya.px1 = bottom, top
-
+// xAxis builds the x axis from left to right with as many ticks as fit
+// their labels (at least two).
+func (c *Chart) xAxis(xs extent, left, right float64) axis {
 	var xa axis
 	for n := tickTarget(right-left, minTickGapX); ; n-- {
 		xa = scaleAxis(c.XLog, xs, c.XMin, c.XMax, n)
@@ -266,21 +282,26 @@ func (c *Chart) render(d *doc, step bool) {
 			break
 		}
 	}
+	return xa
+}
 
-	drawGridAndAxes(d, &xa, &ya, left, top, right, bottom)
-	c.axisTitles(d, left, top, right, bottom, W, H)
-
-	// Data, clipped to the plot area (padded so edge markers stay whole).
+// drawData draws every series, clipped to the plot area (padded so edge
+// markers stay whole).
+func (c *Chart) drawData(d *doc, xa, ya *axis, left, top, right, bottom float64, step bool) {
 	cp := markerSize + 2
 	d.printf(`<clipPath id="plot-area"><rect x="%s" y="%s" width="%s" height="%s"/></clipPath>`+"\n",
 		num(left-cp), num(top-cp), num(right-left+2*cp), num(bottom-top+2*cp))
 	d.printf(`<g clip-path="url(#plot-area)">` + "\n")
 	for i, s := range c.Series {
-		drawSeries(d, s, i, &xa, &ya, step)
+		drawSeries(d, s, i, xa, ya, step)
 	}
 	d.printf("</g>\n")
+}
 
-	for _, h := range c.HLines {
+// drawHLines draws the reference lines within the value axis ya, from
+// left to right, each with its label at the right end.
+func drawHLines(d *doc, lines []HLine, ya *axis, left, right float64) {
+	for _, h := range lines {
 		if h.Y < ya.lo || h.Y > ya.hi {
 			continue
 		}
@@ -290,7 +311,6 @@ func (c *Chart) render(d *doc, step bool) {
 			d.text(right-4, y-5, h.Label, textOpts{size: tickSize, anchor: "end", fill: mutedColor, halo: true})
 		}
 	}
-	d.close()
 }
 
 // axisTitles draws the x label under the x tick labels and the y label

@@ -254,6 +254,25 @@ func (o Options) withDefaults() Options {
 // Validate reports the first bad field.
 func (o Options) Validate() error {
 	o = o.withDefaults()
+	if err := o.validateTraces(); err != nil {
+		return err
+	}
+	if err := o.validatePolicies(); err != nil {
+		return err
+	}
+	if err := o.validateSizes(); err != nil {
+		return err
+	}
+	if err := o.Sim.Validate(); err != nil {
+		return fmt.Errorf("policylab: Options.Sim: %w", err)
+	}
+	return nil
+}
+
+// validateTraces checks the given and generated traces (distinct names,
+// requests, generator options) and that every goodput trace is a given
+// one.
+func (o Options) validateTraces() error {
 	if len(o.Traces) == 0 {
 		return fmt.Errorf("policylab: Options.Traces: none given")
 	}
@@ -287,46 +306,39 @@ func (o Options) Validate() error {
 			return fmt.Errorf("policylab: Options.GoodputTraces: %q is not one of Options.Traces", n)
 		}
 	}
-	check := func(field string, specs ...string) error {
-		for _, s := range specs {
-			if _, err := policy.ParseSpec(s); err != nil {
-				return fmt.Errorf("policylab: Options.%s: %w", field, err)
-			}
-		}
-		return nil
-	}
-	online := func(field string, specs ...string) error {
-		if err := check(field, specs...); err != nil {
-			return err
-		}
-		for _, s := range specs {
-			if sp, _ := policy.ParseSpec(s); sp.NeedsFuture() {
-				return fmt.Errorf("policylab: Options.%s: %q needs the future; want an online policy", field, s)
-			}
-		}
-		return nil
-	}
-	if err := online("Subject", o.Subject); err != nil {
+	return nil
+}
+
+// validatePolicies checks every policy spec, and that the policies run
+// on the store are online and the oracle is not.
+func (o Options) validatePolicies() error {
+	if err := checkOnline("Subject", o.Subject); err != nil {
 		return err
 	}
-	if err := online("Baselines", o.Baselines...); err != nil {
+	if err := checkOnline("Baselines", o.Baselines...); err != nil {
 		return err
 	}
-	if err := check("Extra", o.Extra...); err != nil {
+	if err := checkSpecs("Extra", o.Extra...); err != nil {
 		return err
 	}
-	if err := online("TenantPolicies", o.TenantPolicies...); err != nil {
+	if err := checkOnline("TenantPolicies", o.TenantPolicies...); err != nil {
 		return err
 	}
-	if err := online("NodePolicies", o.NodePolicies...); err != nil {
+	if err := checkOnline("NodePolicies", o.NodePolicies...); err != nil {
 		return err
 	}
-	if err := check("Oracle", o.Oracle); err != nil {
+	if err := checkSpecs("Oracle", o.Oracle); err != nil {
 		return err
 	}
 	if sp, _ := policy.ParseSpec(o.Oracle); !sp.NeedsFuture() {
 		return fmt.Errorf("policylab: Options.Oracle: %q is an online policy; want an offline optimum such as belady", o.Oracle)
 	}
+	return nil
+}
+
+// validateSizes checks the capacities, the error levels (and that the
+// subject accepts them), the node counts and the worker count.
+func (o Options) validateSizes() error {
 	for _, f := range []struct {
 		field string
 		caps  []int
@@ -359,7 +371,7 @@ func (o Options) Validate() error {
 		}
 	}
 	for _, p := range o.NoiseLevels {
-		if err := check("NoiseLevels", NoiseSpec(o.Subject, p, o.NoiseSeed)); err != nil {
+		if err := checkSpecs("NoiseLevels", NoiseSpec(o.Subject, p, o.NoiseSeed)); err != nil {
 			return fmt.Errorf("%w (robustness (a) needs the subject to accept an injected prediction error)", err)
 		}
 	}
@@ -371,8 +383,30 @@ func (o Options) Validate() error {
 	if o.Workers < 0 {
 		return fmt.Errorf("policylab: Options.Workers is %d, want >= 0 (0 means GOMAXPROCS)", o.Workers)
 	}
-	if err := o.Sim.Validate(); err != nil {
-		return fmt.Errorf("policylab: Options.Sim: %w", err)
+	return nil
+}
+
+// checkSpecs reports the first of specs, given in Options.field, that is
+// not a valid policy spec.
+func checkSpecs(field string, specs ...string) error {
+	for _, s := range specs {
+		if _, err := policy.ParseSpec(s); err != nil {
+			return fmt.Errorf("policylab: Options.%s: %w", field, err)
+		}
+	}
+	return nil
+}
+
+// checkOnline is checkSpecs, and also refuses a policy that needs the
+// future.
+func checkOnline(field string, specs ...string) error {
+	if err := checkSpecs(field, specs...); err != nil {
+		return err
+	}
+	for _, s := range specs {
+		if sp, _ := policy.ParseSpec(s); sp.NeedsFuture() {
+			return fmt.Errorf("policylab: Options.%s: %q needs the future; want an online policy", field, s)
+		}
 	}
 	return nil
 }

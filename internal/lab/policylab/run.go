@@ -294,9 +294,51 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	start := time.Now()
 	o := opts.withDefaults()
-	res := &Result{}
+	x := &runPlan{o: o, res: &Result{Setup: newSetup(o)}}
+	if err := x.addTraces(); err != nil {
+		return nil, err
+	}
+	x.addNoiseRows()
+	x.planReferenceGoodput()
+	x.planNodeCounts()
+	x.planGap()
+	x.planNoiseHitRatio()
+	if err := x.planTenants(); err != nil {
+		return nil, err
+	}
+
+	all := append(x.goodputJobs, x.jobs...)
+	if err := parallel.Run(ctx, all, o.Workers, o.Progress); err != nil {
+		return nil, fmt.Errorf("policylab: %w", err)
+	}
+	res := x.res
+	if o.Joint != nil {
+		secs, err := o.Joint(ctx, o.Traces)
+		if err != nil {
+			return nil, fmt.Errorf("policylab: joint routing sections: %w", err)
+		}
+		res.Joint = secs
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// runPlan is a Run being planned: the options (with their defaults), the
+// result whose rows the jobs fill in, the parts of every trace, and the
+// jobs (the goodput jobs, the slow ones, run first).
+type runPlan struct {
+	o                 Options
+	res               *Result
+	parts             []part
+	goodputJobs, jobs []parallel.Job
+}
+
+// newSetup describes the experiments of o (which has its defaults): the
+// canonical policy specs, the simulated cluster, and the traces whose
+// goodput is measured.
+func newSetup(o Options) Setup {
 	base := o.Sim.WithDefaults()
-	res.Setup = Setup{
+	st := Setup{
 		Subject: canon(o.Subject), Oracle: canon(o.Oracle), Capacities: o.Capacities, UnseenCapacities: o.UnseenCapacities,
 		NoiseLevels: o.NoiseLevels, NoiseGoodputLevels: o.NoiseGoodputLevels, NoiseSeed: o.NoiseSeed, NoiseCapacity: o.NoiseCapacity,
 		Sim: base, SLOSeconds: base.SLOSeconds,
@@ -304,13 +346,13 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			base.Instances, base.RAMBlocks, base.Mode, base.Routing, base.NICGbps, base.Profile.Name, base.SLOSeconds),
 	}
 	for _, b := range o.Baselines {
-		res.Setup.Baselines = append(res.Setup.Baselines, canon(b))
+		st.Baselines = append(st.Baselines, canon(b))
 	}
-	if !slices.Contains(res.Setup.Baselines, Reference) {
-		res.Setup.Baselines = append([]string{Reference}, res.Setup.Baselines...)
+	if !slices.Contains(st.Baselines, Reference) {
+		st.Baselines = append([]string{Reference}, st.Baselines...)
 	}
 	for _, e := range o.Extra {
-		res.Setup.Extra = append(res.Setup.Extra, canon(e))
+		st.Extra = append(st.Extra, canon(e))
 	}
 	goodputTraces := o.GoodputTraces
 	if len(goodputTraces) == 0 {
@@ -321,58 +363,79 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if o.SkipGoodput {
 		goodputTraces = nil
 	}
-	res.Setup.GoodputTraces = goodputTraces
+	st.GoodputTraces = goodputTraces
+	return st
+}
 
-	// The parts of every trace.
-	var parts []part
-	addTrace := func(name, about string, generated, tuned bool, reqs []trace.Request) error {
-		first, second, half, err := SplitHalves(reqs)
-		if err != nil {
-			return fmt.Errorf("trace %s: %w", name, err)
-		}
-		ti := len(res.Traces)
-		res.Traces = append(res.Traces, TraceInfo{Name: name, Generated: generated, About: about, Tuned: tuned, Requests: len(reqs),
-			HalfMs: half, FirstRequests: len(first), SecondRequests: len(second)})
-		parts = append(parts, part{ti, PartFirst, first, generated}, part{ti, PartSecond, second, generated}, part{ti, PartWhole, reqs, generated})
-		return nil
-	}
-	for _, t := range o.Traces {
-		if err := addTrace(t.Name, "", false, true, t.Requests); err != nil {
-			return nil, fmt.Errorf("policylab: %w", err)
+// addTraces records every trace, given then generated, in res.Traces and
+// its three parts in x.parts.
+func (x *runPlan) addTraces() error {
+	for _, t := range x.o.Traces {
+		if err := x.addTrace(t.Name, "", false, true, t.Requests); err != nil {
+			return fmt.Errorf("policylab: %w", err)
 		}
 	}
-	for _, g := range o.Generated {
+	for _, g := range x.o.Generated {
 		reqs, err := tracegen.Generate(g.Options)
 		if err != nil {
-			return nil, fmt.Errorf("policylab: generate %s: %w", g.Name, err)
+			return fmt.Errorf("policylab: generate %s: %w", g.Name, err)
 		}
-		if err := addTrace(g.Name, g.About, true, g.Tuned, reqs); err != nil {
-			return nil, fmt.Errorf("policylab: %w", err)
+		if err := x.addTrace(g.Name, g.About, true, g.Tuned, reqs); err != nil {
+			return fmt.Errorf("policylab: %w", err)
 		}
 	}
+	return nil
+}
 
-	var goodputJobs, jobs []parallel.Job
-	findTrace := func(name string) []trace.Request {
-		for _, t := range o.Traces {
-			if t.Name == name {
-				return t.Requests
-			}
+// addTrace splits reqs into its halves and records the trace and its
+// parts.
+func (x *runPlan) addTrace(name, about string, generated, tuned bool, reqs []trace.Request) error {
+	first, second, half, err := SplitHalves(reqs)
+	if err != nil {
+		return fmt.Errorf("trace %s: %w", name, err)
+	}
+	ti := len(x.res.Traces)
+	x.res.Traces = append(x.res.Traces, TraceInfo{Name: name, Generated: generated, About: about, Tuned: tuned, Requests: len(reqs),
+		HalfMs: half, FirstRequests: len(first), SecondRequests: len(second)})
+	x.parts = append(x.parts, part{ti, PartFirst, first, generated}, part{ti, PartSecond, second, generated}, part{ti, PartWhole, reqs, generated})
+	return nil
+}
+
+// findTrace returns the requests of the given trace named name (nil if
+// there is none).
+func (x *runPlan) findTrace(name string) []trace.Request {
+	for _, t := range x.o.Traces {
+		if t.Name == name {
+			return t.Requests
 		}
+	}
+	return nil
+}
+
+// refPolicies are the policies robustness (a) compares the noisy subject
+// with: the baselines and the subject itself.
+func (x *runPlan) refPolicies() []string {
+	return append(slices.Clone(x.res.Setup.Baselines), x.res.Setup.Subject)
+}
+
+// goodputJob measures the goodput of reqs under so into dst.
+func goodputJob(name string, reqs []trace.Request, so sim.Options, dst *Goodput) parallel.Job {
+	return parallel.Job{Name: name, Run: func(ctx context.Context) error {
+		g, err := measureGoodput(ctx, reqs, so)
+		if err != nil {
+			return err
+		}
+		*dst = g
 		return nil
-	}
-	goodputJob := func(name string, reqs []trace.Request, so sim.Options, dst *Goodput) parallel.Job {
-		return parallel.Job{Name: name, Run: func(ctx context.Context) error {
-			g, err := measureGoodput(ctx, reqs, so)
-			if err != nil {
-				return err
-			}
-			*dst = g
-			return nil
-		}}
-	}
+	}}
+}
 
-	// Robustness (a): goodput per error level and of the references.
-	refPolicies := append(slices.Clone(res.Setup.Baselines), res.Setup.Subject)
+// addNoiseRows adds the rows of robustness (a) for every given trace: one
+// per error level of the subject's predictions, and one per reference
+// policy.
+func (x *runPlan) addNoiseRows() {
+	o, res := x.o, x.res
+	refPolicies := x.refPolicies()
 	for _, t := range o.Traces {
 		for _, p := range o.NoiseLevels {
 			spec := NoiseSpec(o.Subject, p, o.NoiseSeed)
@@ -382,8 +445,14 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			res.Refs = append(res.Refs, NoiseRef{Trace: t.Name, Policy: p})
 		}
 	}
-	for _, name := range goodputTraces {
-		reqs := findTrace(name)
+}
+
+// planReferenceGoodput plans robustness (a)'s goodput jobs: per goodput
+// trace, of the error levels in NoiseGoodputLevels and of the references.
+func (x *runPlan) planReferenceGoodput() {
+	o, res := x.o, x.res
+	for _, name := range res.Setup.GoodputTraces {
+		reqs := x.findTrace(name)
 		for i := range res.Noise {
 			row := &res.Noise[i]
 			if row.Trace != name || !slices.Contains(o.NoiseGoodputLevels, row.P) {
@@ -392,7 +461,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			row.Goodput = &Goodput{}
 			so := o.Sim
 			so.Policy = row.Spec
-			goodputJobs = append(goodputJobs, goodputJob(fmt.Sprintf("%s: goodput %s", name, row.Spec), reqs, so, row.Goodput))
+			x.goodputJobs = append(x.goodputJobs, goodputJob(fmt.Sprintf("%s: goodput %s", name, row.Spec), reqs, so, row.Goodput))
 		}
 		for i := range res.Refs {
 			ref := &res.Refs[i]
@@ -402,14 +471,19 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			ref.Goodput = &Goodput{}
 			so := o.Sim
 			so.Policy = ref.Policy
-			goodputJobs = append(goodputJobs, goodputJob(fmt.Sprintf("%s: goodput %s", name, ref.Policy), reqs, so, ref.Goodput))
+			x.goodputJobs = append(x.goodputJobs, goodputJob(fmt.Sprintf("%s: goodput %s", name, ref.Policy), reqs, so, ref.Goodput))
 		}
 	}
-	// Robustness (c): node counts.
-	for _, name := range goodputTraces {
+}
+
+// planNodeCounts adds the rows of robustness (c), the goodput of the node
+// policies on every node count per goodput trace, and plans their jobs.
+func (x *runPlan) planNodeCounts() {
+	o, res := x.o, x.res
+	for _, name := range res.Setup.GoodputTraces {
 		for _, n := range o.NodeCounts {
 			for _, p := range o.NodePolicies {
-				res.Nodes = append(res.Nodes, NodeRow{Trace: name, Nodes: n, Policy: canon(p), RAMBlocks: base.RAMBlocks})
+				res.Nodes = append(res.Nodes, NodeRow{Trace: name, Nodes: n, Policy: canon(p), RAMBlocks: res.Setup.Sim.RAMBlocks})
 			}
 		}
 	}
@@ -417,11 +491,16 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		row := &res.Nodes[i]
 		so := o.Sim
 		so.Policy, so.Instances = row.Policy, row.Nodes
-		goodputJobs = append(goodputJobs, goodputJob(fmt.Sprintf("%s: goodput %s on %d nodes", row.Trace, row.Policy, row.Nodes),
-			findTrace(row.Trace), so, &row.Goodput))
+		x.goodputJobs = append(x.goodputJobs, goodputJob(fmt.Sprintf("%s: goodput %s on %d nodes", row.Trace, row.Policy, row.Nodes),
+			x.findTrace(row.Trace), so, &row.Goodput))
 	}
+}
 
-	// Gap table (with the unseen capacities of robustness (c)).
+// planGap adds the rows of the gap table, every part of every trace at
+// every capacity (with the unseen capacities of robustness (c)), and
+// plans one hit-ratio sweep job per part.
+func (x *runPlan) planGap() {
+	o, res := x.o, x.res
 	policies := o.gapPolicies()
 	var specs []policy.Spec
 	for _, p := range policies {
@@ -435,17 +514,17 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 	}
 	slices.Sort(caps)
-	for _, pt := range parts {
+	for _, pt := range x.parts {
 		ti := res.Traces[pt.trace]
 		for _, c := range caps {
 			res.Gap = append(res.Gap, GapRow{Trace: ti.Name, Generated: pt.generated, Part: pt.name, Tuning: ti.Tuned && pt.name == PartFirst, Capacity: c,
 				Unseen: !slices.Contains(o.Capacities, c)})
 		}
 	}
-	for pi, pt := range parts {
+	for pi, pt := range x.parts {
 		ti := res.Traces[pt.trace]
 		rows := res.Gap[pi*len(caps) : (pi+1)*len(caps)] // res.Gap is complete: no append moves it now
-		jobs = append(jobs, parallel.Job{Name: fmt.Sprintf("%s %s: %d policies × %d capacities", ti.Name, pt.name, len(specs), len(caps)),
+		x.jobs = append(x.jobs, parallel.Job{Name: fmt.Sprintf("%s %s: %d policies × %d capacities", ti.Name, pt.name, len(specs), len(caps)),
 			Run: func(ctx context.Context) error {
 				rs, err := hitrate.Sweep(ctx, pt.reqs, hitrate.SweepOptions{Policies: specs, Capacities: caps, Workers: 1})
 				if err != nil {
@@ -463,8 +542,14 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 				return nil
 			}})
 	}
+}
 
-	// Robustness (a): order-only hit ratio per error level.
+// planNoiseHitRatio plans robustness (a)'s order-only jobs: per given
+// trace, the hit ratio of every error level and reference at
+// NoiseCapacity.
+func (x *runPlan) planNoiseHitRatio() {
+	o, res := x.o, x.res
+	refPolicies := x.refPolicies()
 	for _, t := range o.Traces {
 		var ss []policy.Spec
 		for _, row := range res.Noise {
@@ -477,7 +562,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			sp, _ := policy.ParseSpec(p)
 			ss = append(ss, sp)
 		}
-		jobs = append(jobs, parallel.Job{Name: fmt.Sprintf("%s: hit ratio vs prediction error @%d blocks", t.Name, o.NoiseCapacity),
+		x.jobs = append(x.jobs, parallel.Job{Name: fmt.Sprintf("%s: hit ratio vs prediction error @%d blocks", t.Name, o.NoiseCapacity),
 			Run: func(ctx context.Context) error {
 				rs, err := hitrate.Sweep(ctx, t.Requests, hitrate.SweepOptions{Policies: ss, Capacities: []int{o.NoiseCapacity}, Workers: 1})
 				if err != nil {
@@ -498,43 +583,36 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 				return nil
 			}})
 	}
+}
 
-	// Robustness (b): two tenants.
-	if len(o.Traces) >= 2 {
-		m, err := Merge(o.Traces[:2])
-		if err != nil {
-			return nil, err
-		}
-		tr := &TenantResult{Capacity: o.TenantCapacity, WindowMs: m.WindowMs, Keys: m.Keys}
-		for _, t := range o.Traces[:2] {
-			tr.Tenants = append(tr.Tenants, t.Name)
-		}
-		res.Tenants = tr
-		tr.Fairness = make([]TenantFairness, len(o.TenantPolicies))
-		tr.Rows = make([]TenantRow, len(o.TenantPolicies)*len(tr.Tenants))
-		for pi, p := range o.TenantPolicies {
-			sp, _ := policy.ParseSpec(p)
-			rows := tr.Rows[pi*len(tr.Tenants) : (pi+1)*len(tr.Tenants)]
-			fair := &tr.Fairness[pi]
-			jobs = append(jobs, parallel.Job{Name: fmt.Sprintf("tenants: %s, shared %d blocks", sp, o.TenantCapacity), Run: func(ctx context.Context) error {
-				return runTenants(ctx, m, sp, o.TenantCapacity, tr.Tenants, rows, fair)
-			}})
-		}
+// planTenants plans robustness (b) when there are two given traces or
+// more: the first two merged as two tenants sharing TenantCapacity
+// blocks, one job per tenant policy.
+func (x *runPlan) planTenants() error {
+	o := x.o
+	if len(o.Traces) < 2 {
+		return nil
 	}
-
-	all := append(goodputJobs, jobs...)
-	if err := parallel.Run(ctx, all, o.Workers, o.Progress); err != nil {
-		return nil, fmt.Errorf("policylab: %w", err)
+	m, err := Merge(o.Traces[:2])
+	if err != nil {
+		return err
 	}
-	if o.Joint != nil {
-		secs, err := o.Joint(ctx, o.Traces)
-		if err != nil {
-			return nil, fmt.Errorf("policylab: joint routing sections: %w", err)
-		}
-		res.Joint = secs
+	tr := &TenantResult{Capacity: o.TenantCapacity, WindowMs: m.WindowMs, Keys: m.Keys}
+	for _, t := range o.Traces[:2] {
+		tr.Tenants = append(tr.Tenants, t.Name)
 	}
-	res.Elapsed = time.Since(start)
-	return res, nil
+	x.res.Tenants = tr
+	tr.Fairness = make([]TenantFairness, len(o.TenantPolicies))
+	tr.Rows = make([]TenantRow, len(o.TenantPolicies)*len(tr.Tenants))
+	for pi, p := range o.TenantPolicies {
+		sp, _ := policy.ParseSpec(p)
+		rows := tr.Rows[pi*len(tr.Tenants) : (pi+1)*len(tr.Tenants)]
+		fair := &tr.Fairness[pi]
+		x.jobs = append(x.jobs, parallel.Job{Name: fmt.Sprintf("tenants: %s, shared %d blocks", sp, o.TenantCapacity), Run: func(ctx context.Context) error {
+			return runTenants(ctx, m, sp, o.TenantCapacity, tr.Tenants, rows, fair)
+		}})
+	}
+	return nil
 }
 
 // fill computes the derived fields of a row whose TokenHitRatio is set.

@@ -198,23 +198,16 @@ func Run(ctx context.Context, reqs []trace.Request, opts Options) (*Result, erro
 	return s.result(), nil
 }
 
+// newSimulator checks the options and the trace and builds the simulator:
+// the planner, the arrival order, the network and, when blocks are cached,
+// the caches and the index.
 func newSimulator(reqs []trace.Request, opts Options) (*simulator, error) {
 	spec, err := opts.validate()
 	if err != nil {
 		return nil, err
 	}
-	if len(reqs) == 0 {
-		return nil, errors.New("sim: no requests to simulate")
-	}
-	for i := range reqs {
-		r := &reqs[i]
-		if r.InputLength <= 0 {
-			return nil, fmt.Errorf("sim: request %d: input_length %d is not positive", i, r.InputLength)
-		}
-		if want := trace.Blocks(r.InputLength); len(r.HashIDs) != want {
-			return nil, fmt.Errorf("sim: request %d: %d hash_ids for %d input tokens, want %d",
-				i, len(r.HashIDs), r.InputLength, want)
-		}
+	if err := checkRequests(reqs); err != nil {
+		return nil, err
 	}
 	opts = opts.withDefaults()
 	P := opts.Instances
@@ -231,6 +224,49 @@ func newSimulator(reqs []trace.Request, opts Options) (*simulator, error) {
 
 	s.plan = NewPlanner(PlanOptions{Mode: opts.Mode, Routing: opts.Routing, Instances: P, Profile: opts.Profile,
 		NoPrefetch: opts.NoPrefetch, Reject: opts.Reject, SLOSeconds: opts.SLOSeconds})
+	blocks := s.orderArrivals()
+	if err := s.buildNetwork(); err != nil {
+		return nil, err
+	}
+	if err := s.buildCaches(spec); err != nil {
+		return nil, err
+	}
+	if s.cached {
+		s.idx = make(blockIndex)
+		if spec.NeedsFuture() {
+			s.buildFuture(blocks)
+		}
+		s.initJoint()
+	}
+	return s, nil
+}
+
+// checkRequests refuses an empty trace and requests the simulator cannot
+// run: a non-positive input length, or hash_ids that do not cover the
+// input's blocks.
+func checkRequests(reqs []trace.Request) error {
+	if len(reqs) == 0 {
+		return errors.New("sim: no requests to simulate")
+	}
+	for i := range reqs {
+		r := &reqs[i]
+		if r.InputLength <= 0 {
+			return fmt.Errorf("sim: request %d: input_length %d is not positive", i, r.InputLength)
+		}
+		if want := trace.Blocks(r.InputLength); len(r.HashIDs) != want {
+			return fmt.Errorf("sim: request %d: %d hash_ids for %d input tokens, want %d",
+				i, len(r.HashIDs), r.InputLength, want)
+		}
+	}
+	return nil
+}
+
+// orderArrivals sorts the requests by timestamp (stably) into s.order and
+// fills s.arrival (seconds after the first request, scaled by the rate
+// multiplier) and s.pos (each request's first block in the concatenated
+// block stream). It returns the total number of blocks.
+func (s *simulator) orderArrivals() int64 {
+	reqs := s.reqs
 	s.order = make([]int, len(reqs))
 	for i := range s.order {
 		s.order[i] = i
@@ -243,45 +279,52 @@ func newSimulator(reqs []trace.Request, opts Options) (*simulator, error) {
 	s.pos = make([]int64, len(reqs))
 	var p int64
 	for k, i := range s.order {
-		s.arrival[k] = float64(reqs[i].Timestamp-t0) / 1000 / opts.RateMultiplier
+		s.arrival[k] = float64(reqs[i].Timestamp-t0) / 1000 / s.opts.RateMultiplier
 		s.pos[k] = p
 		p += int64(len(reqs[i].HashIDs))
 	}
+	return p
+}
 
+// buildNetwork builds the links of every instance: NIC egress and
+// ingress, and the SSD link.
+func (s *simulator) buildNetwork() error {
+	P := s.opts.Instances
 	caps := make([]float64, 3*P)
 	for i := range P {
-		caps[s.egress(i)] = opts.nicBytesPerSec()
-		caps[s.ingress(i)] = opts.nicBytesPerSec()
-		caps[s.ssdLink(i)] = opts.ssdBytesPerSec()
+		caps[s.egress(i)] = s.opts.nicBytesPerSec()
+		caps[s.ingress(i)] = s.opts.nicBytesPerSec()
+		caps[s.ssdLink(i)] = s.opts.ssdBytesPerSec()
 	}
-	if s.net, err = netshare.New(caps); err != nil {
-		return nil, fmt.Errorf("sim: build network: %w", err)
+	net, err := netshare.New(caps)
+	if err != nil {
+		return fmt.Errorf("sim: build network: %w", err)
 	}
+	s.net = net
+	return nil
+}
 
+// buildCaches resets every instance and, when blocks are cached, gives it
+// its RAM (and SSD) cache of spec's policy and hooks its evictions.
+func (s *simulator) buildCaches(spec policy.Spec) error {
 	for i := range s.inst {
 		in := &s.inst[i]
 		in.cur = -1
 		if !s.cached {
 			continue
 		}
-		if in.ram, err = spec.NewCache(opts.RAMBlocks); err != nil {
-			return nil, fmt.Errorf("sim: RAM cache of instance %d: %w", i, err)
+		var err error
+		if in.ram, err = spec.NewCache(s.opts.RAMBlocks); err != nil {
+			return fmt.Errorf("sim: RAM cache of instance %d: %w", i, err)
 		}
-		if opts.SSDBlocks > 0 {
-			if in.ssd, err = spec.NewCache(opts.SSDBlocks); err != nil {
-				return nil, fmt.Errorf("sim: SSD cache of instance %d: %w", i, err)
+		if s.opts.SSDBlocks > 0 {
+			if in.ssd, err = spec.NewCache(s.opts.SSDBlocks); err != nil {
+				return fmt.Errorf("sim: SSD cache of instance %d: %w", i, err)
 			}
 		}
 		s.hookEvictions(i)
 	}
-	if s.cached {
-		s.idx = make(blockIndex)
-		if spec.NeedsFuture() {
-			s.buildFuture(p)
-		}
-		s.initJoint()
-	}
-	return s, nil
+	return nil
 }
 
 // Link numbering: egress of i, ingress of i, SSD of i (EgressLink,

@@ -446,18 +446,14 @@ func (r *RAM) Put(ctx context.Context, k block.Key, payload []byte, sum uint32) 
 // copy (see Generation). If a concurrent Put of k stored a newer copy
 // first, Insert returns its own copy's generation and nil, and the newer
 // copy stays.
+//
+// It decides and reserves a slot under r.mu, copies the payload in
+// without the lock (the slot is slotWriting, so no one else touches it),
+// and publishes the copy under r.mu again, deciding then against whatever
+// copy of k arrived meanwhile.
 func (r *RAM) Insert(ctx context.Context, k block.Key, payload []byte, sum uint32, how InsertOptions) (uint64, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("ram: put %s: %w", k, err)
-	}
-	if err := k.Validate(); err != nil {
-		return 0, fmt.Errorf("ram: put %s: %w", k, err)
-	}
-	if len(payload) > r.bs {
-		return 0, fmt.Errorf("ram: put %s: %d bytes, block size %d: %w", k, len(payload), r.bs, kvpool.ErrTooLarge)
-	}
-	if got := block.Checksum(k, payload); got != sum {
-		return 0, fmt.Errorf("ram: put %s: checksum %08x given, payload has %08x: %w", k, sum, got, kvpool.ErrCorrupt)
+	if err := r.checkPut(ctx, k, payload, sum); err != nil {
+		return 0, err
 	}
 
 	r.mu.Lock()
@@ -468,20 +464,9 @@ func (r *RAM) Insert(ctx context.Context, k block.Key, payload []byte, sum uint3
 	defer r.ops.Done()
 	ik := ikey{id: k.ID, tenant: r.internLocked(k.Tenant)}
 	pk := r.policyKeyLocked(k)
-	if _, ok := r.index[ik]; ok {
-		if how.IfAbsent {
-			r.mu.Unlock()
-			return 0, fmt.Errorf("ram: insert %s: %w", k, ErrExists)
-		}
-	} else if err := r.collisionLocked(k, ik, pk); err != nil {
+	if err := r.admitLocked(k, ik, pk, how); err != nil {
 		r.mu.Unlock()
 		return 0, err
-	} else if r.adm != nil && !how.SkipAdmission {
-		if !r.adm.Admit(r.accessLocked(pk, k.Tenant, how.Hint)) {
-			r.rejected++
-			r.mu.Unlock()
-			return 0, fmt.Errorf("ram: put %s: %s admission: %w", k, r.adm.Name(), ErrNotAdmitted)
-		}
 	}
 	s, err := r.reserveLocked(how.NoEvict)
 	if err != nil {
@@ -497,6 +482,56 @@ func (r *RAM) Insert(ctx context.Context, k block.Key, payload []byte, sum uint3
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.publishLocked(s, gen, len(payload), k, ik, pk, how)
+}
+
+// checkPut rejects a put that must not reach the arena: a done context,
+// an invalid key, a payload larger than a slot, or a checksum that does
+// not match the payload.
+func (r *RAM) checkPut(ctx context.Context, k block.Key, payload []byte, sum uint32) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ram: put %s: %w", k, err)
+	}
+	if err := k.Validate(); err != nil {
+		return fmt.Errorf("ram: put %s: %w", k, err)
+	}
+	if len(payload) > r.bs {
+		return fmt.Errorf("ram: put %s: %d bytes, block size %d: %w", k, len(payload), r.bs, kvpool.ErrTooLarge)
+	}
+	if got := block.Checksum(k, payload); got != sum {
+		return fmt.Errorf("ram: put %s: checksum %08x given, payload has %08x: %w", k, sum, got, kvpool.ErrCorrupt)
+	}
+	return nil
+}
+
+// admitLocked decides, before a slot is reserved, whether a new copy of k
+// (index key ik, policy key pk) may be stored: with IfAbsent, k must not
+// be resident; a key that is not resident must not collide with another
+// tenant's policy key and, unless SkipAdmission is set, must pass the
+// admission policy. Called with r.mu held.
+func (r *RAM) admitLocked(k block.Key, ik ikey, pk policy.Key, how InsertOptions) error {
+	if _, ok := r.index[ik]; ok {
+		if how.IfAbsent {
+			return fmt.Errorf("ram: insert %s: %w", k, ErrExists)
+		}
+		return nil
+	}
+	if err := r.collisionLocked(k, ik, pk); err != nil {
+		return err
+	}
+	if r.adm != nil && !how.SkipAdmission && !r.adm.Admit(r.accessLocked(pk, k.Tenant, how.Hint)) {
+		r.rejected++
+		return fmt.Errorf("ram: put %s: %s admission: %w", k, r.adm.Name(), ErrNotAdmitted)
+	}
+	return nil
+}
+
+// publishLocked makes slot s, into which Insert copied a new copy of k
+// (generation gen, n bytes), the resident copy of k, unless the copy of k
+// resident now wins (see below), and then trims the tier unless NoEvict is
+// set. It returns the copy's generation, or the error for which it freed
+// slot s. Called with r.mu held.
+func (r *RAM) publishLocked(s int32, gen uint64, n int, k block.Key, ik ikey, pk policy.Key, how InsertOptions) (uint64, error) {
 	replaced := false // k's policy entry passes from a live older copy to s
 	if cur, ok := r.index[ik]; ok {
 		switch {
@@ -511,21 +546,10 @@ func (r *RAM) Insert(ctx context.Context, k block.Key, payload []byte, sum uint3
 			// later write (or an equally valid order of two overlapping
 			// ones).
 			r.freeLocked(s)
-			r.stats.BytesIn += uint64(len(payload))
+			r.stats.BytesIn += uint64(n)
 			return gen, nil
 		}
-		if r.slots[cur].state == slotLive {
-			// The key stays in the policy: for it this Put is a hit on a
-			// resident key, as the simulator's access is.
-			replaced = true
-			r.unindexLocked(cur)
-			r.slots[cur].state = slotDropping
-			if r.slots[cur].pins == 0 {
-				r.freeLocked(cur)
-			}
-		} else {
-			r.dropLocked(cur)
-		}
+		replaced = r.supersedeLocked(cur)
 	}
 	if !replaced {
 		// Another tenant's block with the same policy key may have arrived
@@ -546,12 +570,32 @@ func (r *RAM) Insert(ctx context.Context, k block.Key, payload []byte, sum uint3
 		r.polInsertLocked(s, a)
 	}
 	r.stats.Blocks++
-	r.stats.Bytes += int64(len(payload))
-	r.stats.BytesIn += uint64(len(payload))
+	r.stats.Bytes += int64(n)
+	r.stats.BytesIn += uint64(n)
 	if !how.NoEvict {
 		r.trimLocked()
 	}
 	return gen, nil
+}
+
+// supersedeLocked takes indexed slot cur, the older copy of a key an
+// Insert is replacing, out of the index. A live cur is freed now or by its
+// last reader, and supersedeLocked reports true: the key stays in the
+// policy, for which this Put is a hit on a resident key, as the
+// simulator's access is. A cur being evicted has already left the policy;
+// it is dropped (finished by the Put evicting it) and the result is false.
+// Called with r.mu held.
+func (r *RAM) supersedeLocked(cur int32) bool {
+	if r.slots[cur].state != slotLive {
+		r.dropLocked(cur)
+		return false
+	}
+	r.unindexLocked(cur)
+	r.slots[cur].state = slotDropping
+	if r.slots[cur].pins == 0 {
+		r.freeLocked(cur)
+	}
+	return true
 }
 
 // collisionLocked refuses a new copy of k (index key ik, not resident)

@@ -240,8 +240,31 @@ func (t *Tier) locate(s int32) (*slotFile, int64) {
 func (t *Tier) getBuf() *[]byte  { return t.bufs.Get().(*[]byte) }
 func (t *Tier) putBuf(b *[]byte) { t.bufs.Put(b) }
 
-// scan reads every slot header and rebuilds the index.
+// scan reads every slot header and rebuilds the index: it finds the
+// blocks that survived, invalidates the slots that hold none that can be
+// trusted, and loads the survivors.
 func (t *Tier) scan(ctx context.Context) error {
+	live, drop, err := t.scanSlots(ctx)
+	if err != nil {
+		return err
+	}
+	if err := t.dropSlots(drop); err != nil {
+		return err
+	}
+	t.loadLive(live)
+	return nil
+}
+
+// scannedBlock is a block scan found in slot s.
+type scannedBlock struct {
+	s int32
+	h header
+}
+
+// scanSlots reads every slot and returns the blocks to keep, one per key,
+// and the slots to invalidate: unreadable, torn or corrupt ones and the
+// older copies of a key found twice.
+func (t *Tier) scanSlots(ctx context.Context) (live []scannedBlock, drop []int32, err error) {
 	verify := !t.opts.SkipScanVerify
 	var buf []byte
 	if verify {
@@ -249,53 +272,22 @@ func (t *Tier) scan(ctx context.Context) error {
 	} else {
 		buf = alignedBuf(headerSize)
 	}
-	var drop []int32 // slots whose header must be invalidated
-	type found struct {
-		s int32
-		h header
-	}
-	var live []found
 	byKey := map[block.Key]int{} // key -> index in live
 	st := &t.openStats
 	st.Slots = t.nSlots
 	for s := int32(0); s < int32(t.nSlots); s++ {
 		if s%1024 == 0 {
 			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("scan slot %d: %w", s, err)
+				return nil, nil, fmt.Errorf("scan slot %d: %w", s, err)
 			}
 		}
-		sf, off := t.locate(s)
-		if _, err := sf.f.ReadAt(buf[:t.ioHeader], off); err != nil {
-			st.IOErrors++
+		h, verdict := t.checkSlot(s, buf, verify)
+		switch verdict {
+		case scanEmpty:
+			continue
+		case scanBad:
 			drop = append(drop, s)
 			continue
-		}
-		h, err := decodeHeader(buf[:t.ioHeader], uint32(s), t.opts.BlockSize)
-		if errors.Is(err, errEmptySlot) {
-			continue
-		}
-		if err != nil {
-			st.Torn++
-			drop = append(drop, s)
-			continue
-		}
-		if verify {
-			n := int(h.n)
-			rn := n
-			if t.opts.DirectIO {
-				rn = int(roundUp(int64(n), vfs.DirectIOAlign))
-			}
-			p := buf[headerSize : headerSize+rn]
-			if _, err := sf.f.ReadAt(p, off+headerSize); err != nil {
-				st.IOErrors++
-				drop = append(drop, s)
-				continue
-			}
-			if !block.Verify(h.key, p[:n], h.sum) {
-				st.Corrupt++
-				drop = append(drop, s)
-				continue
-			}
 		}
 		if i, dup := byKey[h.key]; dup {
 			st.Duplicates++
@@ -304,12 +296,64 @@ func (t *Tier) scan(ctx context.Context) error {
 				continue
 			}
 			drop = append(drop, live[i].s)
-			live[i] = found{s, h}
+			live[i] = scannedBlock{s, h}
 			continue
 		}
 		byKey[h.key] = len(live)
-		live = append(live, found{s, h})
+		live = append(live, scannedBlock{s, h})
 	}
+	return live, drop, nil
+}
+
+// scanVerdict is what checkSlot found in a slot.
+type scanVerdict int
+
+const (
+	scanEmpty scanVerdict = iota // no block: leave the slot alone
+	scanBad                      // unreadable, torn or corrupt: invalidate it
+	scanGood                     // a block whose header (and, verifying, payload) checks out
+)
+
+// checkSlot reads slot s into buf (the header only, or the whole slot when
+// verify is set, checking the payload against its checksum) and counts
+// what it found wrong in t.openStats.
+func (t *Tier) checkSlot(s int32, buf []byte, verify bool) (header, scanVerdict) {
+	st := &t.openStats
+	sf, off := t.locate(s)
+	if _, err := sf.f.ReadAt(buf[:t.ioHeader], off); err != nil {
+		st.IOErrors++
+		return header{}, scanBad
+	}
+	h, err := decodeHeader(buf[:t.ioHeader], uint32(s), t.opts.BlockSize)
+	if errors.Is(err, errEmptySlot) {
+		return header{}, scanEmpty
+	}
+	if err != nil {
+		st.Torn++
+		return header{}, scanBad
+	}
+	if !verify {
+		return h, scanGood
+	}
+	n := int(h.n)
+	rn := n
+	if t.opts.DirectIO {
+		rn = int(roundUp(int64(n), vfs.DirectIOAlign))
+	}
+	p := buf[headerSize : headerSize+rn]
+	if _, err := sf.f.ReadAt(p, off+headerSize); err != nil {
+		st.IOErrors++
+		return header{}, scanBad
+	}
+	if !block.Verify(h.key, p[:n], h.sum) {
+		st.Corrupt++
+		return header{}, scanBad
+	}
+	return h, scanGood
+}
+
+// dropSlots invalidates the slots scan rejected and makes that durable.
+func (t *Tier) dropSlots(drop []int32) error {
 	for _, s := range drop {
 		if err := t.invalidate(s); err != nil {
 			return fmt.Errorf("drop slot %d: %w", s, err)
@@ -320,8 +364,14 @@ func (t *Tier) scan(ctx context.Context) error {
 			return fmt.Errorf("sync after dropping %d slots: %w", len(drop), err)
 		}
 	}
-	// Insert in write order so that recency policies start from it.
-	slices.SortFunc(live, func(a, b found) int {
+	return nil
+}
+
+// loadLive puts the blocks scan kept into the index and the policy, in
+// write order so that recency policies start from it, and puts every other
+// slot on the free list.
+func (t *Tier) loadLive(live []scannedBlock) {
+	slices.SortFunc(live, func(a, b scannedBlock) int {
 		switch {
 		case a.h.gen < b.h.gen:
 			return -1
@@ -340,14 +390,13 @@ func (t *Tier) scan(ctx context.Context) error {
 		t.gen = max(t.gen, l.h.gen)
 		inIndex[l.s] = true
 	}
-	st.Recovered = len(live)
+	t.openStats.Recovered = len(live)
 	// Free list: pop from the end, so lower slots are used first.
 	for s := int32(t.nSlots) - 1; s >= 0; s-- {
 		if !inIndex[s] {
 			t.free = append(t.free, s)
 		}
 	}
-	return nil
 }
 
 // insertLocked makes slot s resident in the policy.
@@ -413,19 +462,12 @@ func (t *Tier) beginLocked(what string, k block.Key) error {
 	return nil
 }
 
-// Put stores payload under k (see tier.Tier).
+// Put stores payload under k (see tier.Tier). It claims a slot under t.mu,
+// writes the block without the lock, and publishes it under t.mu again;
+// only then is the block visible to Get.
 func (t *Tier) Put(ctx context.Context, k block.Key, payload []byte, sum uint32) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("ssd: put %s: %w", k, err)
-	}
-	if err := k.Validate(); err != nil {
-		return fmt.Errorf("ssd: put %s: %w", k, err)
-	}
-	if len(payload) > t.opts.BlockSize {
-		return fmt.Errorf("ssd: put %s: %d bytes, block size %d: %w", k, len(payload), t.opts.BlockSize, kvpool.ErrTooLarge)
-	}
-	if got := block.Checksum(k, payload); got != sum {
-		return fmt.Errorf("ssd: put %s: checksum %08x given, payload has %08x: %w", k, sum, got, kvpool.ErrCorrupt)
+	if err := t.checkPut(ctx, k, payload, sum); err != nil {
+		return err
 	}
 
 	t.mu.Lock()
@@ -438,36 +480,98 @@ func (t *Tier) Put(ctx context.Context, k block.Key, payload []byte, sum uint32)
 	if t.opts.OnRemove != nil && len(victims) > 0 {
 		// Every return below unlocks t.mu first, so the deferred call
 		// runs without the lock, once the victims have left the index.
-		evicted := make([]block.Key, len(victims))
-		for i, v := range victims {
-			evicted[i] = t.slots[v].key
-		}
-		defer t.notifyRemoved(evicted, RemovedEvicted)
+		defer t.notifyRemoved(t.keysLocked(victims), RemovedEvicted)
 	}
-	var s int32
-	takeover := false
-	switch {
-	case len(t.free) > 0:
-		s = t.free[len(t.free)-1]
-		t.free = t.free[:len(t.free)-1]
-	case len(victims) > 0:
-		// Take over a victim (invalidated below, like every victim, before
-		// the payload lands on it).
-		s = victims[len(victims)-1]
-		takeover = true
-	default:
+	s, takeover, ok := t.claimSlotLocked(victims)
+	if !ok {
 		t.mu.Unlock()
 		return fmt.Errorf("ssd: put %s: all %d slots are being written or read: %w", k, t.nSlots, kvpool.ErrFull)
 	}
 	t.gen++
-	gen := t.gen
-	t.slots[s] = slotMeta{key: k, n: uint32(len(payload)), sum: sum, gen: gen, state: slotWriting}
+	h := header{slot: uint32(s), key: k, n: uint32(len(payload)), sum: sum, gen: t.gen}
+	t.slots[s] = slotMeta{key: k, n: h.n, sum: sum, gen: h.gen, state: slotWriting}
 	t.mu.Unlock()
 
-	// Invalidate the victims this put evicted, so they stay gone (and the
-	// one it takes over holds no block while its payload is rewritten).
+	ioErrs, werr := t.writeClaimed(s, victims, h, payload)
+
+	if takeover {
+		victims = victims[:len(victims)-1] // slot s: freed below only on failure
+	}
+	t.mu.Lock()
+	retire, superseded, err := t.publishLocked(s, h, victims, ioErrs, werr)
+	t.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if superseded {
+		t.retire(retire)
+		return nil
+	}
+	if retire >= 0 {
+		t.retire(retire)
+		if t.opts.Sync == SyncAlways {
+			rf, _ := t.locate(retire)
+			if err := rf.f.Sync(); err != nil {
+				t.countIOError()
+			}
+		}
+	}
+	return nil
+}
+
+// checkPut rejects a put that must not reach the disk: a done context, an
+// invalid key, a payload larger than a block, or a checksum that does not
+// match the payload.
+func (t *Tier) checkPut(ctx context.Context, k block.Key, payload []byte, sum uint32) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ssd: put %s: %w", k, err)
+	}
+	if err := k.Validate(); err != nil {
+		return fmt.Errorf("ssd: put %s: %w", k, err)
+	}
+	if len(payload) > t.opts.BlockSize {
+		return fmt.Errorf("ssd: put %s: %d bytes, block size %d: %w", k, len(payload), t.opts.BlockSize, kvpool.ErrTooLarge)
+	}
+	if got := block.Checksum(k, payload); got != sum {
+		return fmt.Errorf("ssd: put %s: checksum %08x given, payload has %08x: %w", k, sum, got, kvpool.ErrCorrupt)
+	}
+	return nil
+}
+
+// keysLocked returns the keys held by slots. Called with t.mu held.
+func (t *Tier) keysLocked(slots []int32) []block.Key {
+	keys := make([]block.Key, len(slots))
+	for i, s := range slots {
+		keys[i] = t.slots[s].key
+	}
+	return keys
+}
+
+// claimSlotLocked picks the slot a put writes into: a free one, else the
+// last of the victims the put just evicted (takeover; it is invalidated,
+// like every victim, before the payload lands on it). ok is false when
+// every slot is being written or read. Called with t.mu held.
+func (t *Tier) claimSlotLocked(victims []int32) (s int32, takeover, ok bool) {
+	switch {
+	case len(t.free) > 0:
+		s = t.free[len(t.free)-1]
+		t.free = t.free[:len(t.free)-1]
+		return s, false, true
+	case len(victims) > 0:
+		return victims[len(victims)-1], true, true
+	}
+	return 0, false, false
+}
+
+// writeClaimed invalidates the victims a put evicted, so they stay gone
+// (and the one it takes over holds no block while its payload is
+// rewritten), then writes the block into slot s and syncs the files it
+// touched per the sync mode. If the write or the sync fails, slot s is
+// invalidated again. It returns the number of I/O errors to count and the
+// write's error. Called without t.mu: slot s is slotWriting, so no one else
+// touches it.
+func (t *Tier) writeClaimed(s int32, victims []int32, h header, payload []byte) (ioErrs uint64, werr error) {
 	touched := make([]*slotFile, 0, 1+len(victims))
-	var ioErrs uint64
 	for _, v := range victims {
 		if err := t.invalidate(v); err != nil {
 			ioErrs++ // a stale header fails its payload checksum once the slot is rewritten
@@ -478,7 +582,7 @@ func (t *Tier) Put(ctx context.Context, k block.Key, payload []byte, sum uint32)
 
 	sf, off := t.locate(s)
 	touched = append(touched, sf)
-	werr := t.writeSlot(sf, off, s, header{slot: uint32(s), key: k, n: uint32(len(payload)), sum: sum, gen: gen}, payload)
+	werr = t.writeSlot(sf, off, s, h, payload)
 	if werr == nil {
 		if err := t.syncFor(touched...); err != nil {
 			werr = fmt.Errorf("sync: %w", err)
@@ -490,33 +594,37 @@ func (t *Tier) Put(ctx context.Context, k block.Key, payload []byte, sum uint32)
 			ioErrs++
 		}
 	}
+	return ioErrs, werr
+}
 
-	if takeover {
-		victims = victims[:len(victims)-1] // slot s: freed below only on failure
-	}
-	t.mu.Lock()
+// publishLocked ends a put of block h into slot s: it counts the I/O
+// errors, frees the victims (the taken-over one is not among them), and,
+// if the write succeeded, makes slot s the copy of h.key in the index. It
+// returns the slot the caller must retire once t.mu is released (-1 for
+// none): the copy slot s replaced, or slot s itself when superseded is set
+// (a concurrent put of the key committed a newer copy, so ours loses). On
+// a failed write it frees slot s and returns the put's error. Called with
+// t.mu held.
+func (t *Tier) publishLocked(s int32, h header, victims []int32, ioErrs uint64, werr error) (retire int32, superseded bool, err error) {
+	k := h.key
 	t.stats.IOErrors += ioErrs
 	for _, v := range victims {
 		t.freeLocked(v)
 	}
 	if werr != nil {
 		t.freeLocked(s)
-		t.mu.Unlock()
 		if errors.Is(werr, syscall.ENOSPC) {
-			return fmt.Errorf("ssd: put %s into slot %d: device full: %w: %w", k, s, kvpool.ErrFull, werr)
+			return -1, false, fmt.Errorf("ssd: put %s into slot %d: device full: %w: %w", k, s, kvpool.ErrFull, werr)
 		}
-		return fmt.Errorf("ssd: put %s into slot %d: %w", k, s, werr)
+		return -1, false, fmt.Errorf("ssd: put %s into slot %d: %w", k, s, werr)
 	}
-	var retire int32 = -1
+	retire = -1
 	if old, ok := t.index[k]; ok {
-		if t.slots[old].gen > gen {
+		if t.slots[old].gen > h.gen {
 			// A concurrent put of k committed a newer copy: ours loses.
 			t.slots[s].state = slotDropping
-			retire = s
-			t.stats.BytesIn += uint64(len(payload))
-			t.mu.Unlock()
-			t.retire(retire)
-			return nil
+			t.stats.BytesIn += uint64(h.n)
+			return s, true, nil
 		}
 		if t.dropLocked(old) {
 			retire = old
@@ -526,19 +634,9 @@ func (t *Tier) Put(ctx context.Context, k block.Key, payload []byte, sum uint32)
 	t.index[k] = s
 	t.insertLocked(s)
 	t.stats.Blocks++
-	t.stats.Bytes += int64(len(payload))
-	t.stats.BytesIn += uint64(len(payload))
-	t.mu.Unlock()
-	if retire >= 0 {
-		t.retire(retire)
-		if t.opts.Sync == SyncAlways {
-			rf, _ := t.locate(retire)
-			if err := rf.f.Sync(); err != nil {
-				t.countIOError()
-			}
-		}
-	}
-	return nil
+	t.stats.Bytes += int64(h.n)
+	t.stats.BytesIn += uint64(h.n)
+	return retire, false, nil
 }
 
 func (t *Tier) countIOError() {
