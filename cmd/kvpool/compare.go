@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/lab/compare"
 	"github.com/kvpool/kvpool/internal/lab/demo"
 	"github.com/kvpool/kvpool/internal/lab/sim"
-	"github.com/kvpool/kvpool/internal/lab/tracesample"
 	"github.com/kvpool/kvpool/internal/lab/validate"
 	"github.com/kvpool/kvpool/trace"
 )
@@ -23,7 +20,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("compare", stderr)
 	simFlag := fs.Bool("sim", false, "run the arms in the simulator (model time)")
 	liveFlag := fs.Bool("live", false, "--sim plus live arms on a subsample of each trace (a local cluster per arm), in a \"Live vs simulated\" section")
-	validateFlag := fs.Bool("validate", false, "run --mode arms live and simulated on a subsample and fail unless they agree (hit ratio ±2 points, mean TTFT ±20%, 0 wrong blocks)")
+	validateFlag := fs.Bool("validate", false, "run --mode arms live and simulated on a subsample and fail unless they agree (hit ratio ±2 points, mean TTFT ±20%, 0 wrong blocks); INCONCLUSIVE (exit 3) when the machine did not keep up")
 	traces := fs.String("traces", "conversation,synthetic", "comma-separated trace names or files")
 	traceDir := fs.String("trace-dir", "", "directory searched first for traces (then $KVPOOL_TRACE_DIR, ./traces, ../shared/traces)")
 	out := fs.String("out", "report", "report directory to write")
@@ -49,7 +46,11 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	skipTTFT := fs.Bool("skip-ttft", false, "--validate: report the mean TTFT comparison without judging it")
 	policyFlag := fs.String("policy", sim.DefaultPolicy, "--live/--validate: RAM eviction policy of the nodes and the simulated instances (lru, kvchain, ...)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: kvpool compare --sim|--live|--validate [flags]\n\nRuns the standard matrix (hit ratio vs capacity per policy, local vs global,\nTTFT by scheduler, TTFT vs bandwidth, goodput) on each trace and writes a report.\n--live adds live arms on a subsample; --validate checks live against simulated.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: kvpool compare --sim|--live|--validate [flags]\n\nRuns the standard matrix (hit ratio vs capacity per policy, local vs global,\nTTFT by scheduler, TTFT vs bandwidth, goodput) on each trace and writes a report.\n--live adds live arms on a subsample; --validate checks live against simulated.\n\n"+
+			"exit status of --validate: 0 PASS (live and simulated agree); 1 FAIL (they disagree, or a\n"+
+			"wrong block); 3 INCONCLUSIVE (hit ratios and blocks agree, but the machine did not keep up\n"+
+			"with the live runs, so mean TTFT was not judged: rerun with the --speed it suggests);\n"+
+			"2 bad flags.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -111,52 +112,33 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		opts.Traces = append(opts.Traces, compare.Trace{Name: compare.TraceName(path), Requests: reqs})
 	}
 	if *liveFlag {
-		opts.Live = liveRunner(sample, cluster)
+		s := sample.WithDefaults()
+		opts.Live = validate.LiveFunc(validate.Sample{From: s.From, Window: s.Window, First: s.First, Rate: s.Rate}, cluster)
 	}
-	start := time.Now()
-	res, err := compare.Run(ctx, opts)
-	if err != nil {
-		return err
-	}
-	if err := compare.Write(*out, res); err != nil {
-		return err
-	}
-	if err := res.Markdown(stdout); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "\nreport: %s (%.1fs)\n", filepath.Join(*out, "index.html"), time.Since(start).Seconds())
-	for _, l := range res.Live {
-		if l.Live.WrongBlocks > 0 {
-			return fmt.Errorf("compare: live %s on %s received %d wrong blocks", l.Arm.Name, l.Trace, l.Live.WrongBlocks)
-		}
-	}
-	return nil
+	_, err := compare.RunReport(ctx, opts, *out, stdout)
+	return err
 }
 
-// liveRunner returns the compare.LiveFunc of --live: the window of sample
-// cut out of the trace compare already read, run with package validate.
-func liveRunner(sample demo.TraceOptions, cluster validate.Config) compare.LiveFunc {
-	s := sample.WithDefaults()
-	return func(ctx context.Context, t compare.Trace, a compare.Arm) (compare.LiveRow, error) {
-		reqs, err := tracesample.Sample(t.Requests, tracesample.Options{FromMs: s.From.Milliseconds(),
-			ToMs: (s.From + s.Window).Milliseconds(), First: s.First, Scale: 1 / s.Rate})
-		if err != nil {
-			return compare.LiveRow{}, fmt.Errorf("subsample %s: %w", t.Name, err)
-		}
-		if len(reqs) == 0 {
-			return compare.LiveRow{}, fmt.Errorf("subsample %s: the %v window at %v holds no requests", t.Name, s.Window, s.From)
-		}
-		cfg := cluster
-		cfg.Name, cfg.Mode, cfg.Routing, cfg.NICGbps = a.Name, a.Mode, a.Routing, a.NICGbps
-		rep, err := validate.Run(ctx, reqs, cfg)
-		if err != nil {
-			return compare.LiveRow{}, err
-		}
-		return compare.LiveRow{Sim: rep.Sim, Live: rep.Live, SimTTFTs: rep.SimTTFTs, LiveTTFTs: rep.LiveTTFTs}, nil
-	}
+// exitInconclusive is the exit code of kvpool compare --validate when the
+// machine did not keep up with the live runs (INCONCLUSIVE): distinct
+// from FAIL's 1 and a usage error's 2.
+const exitInconclusive = 3
+
+// exitError is an error with its own exit code (main's runWith uses it).
+type exitError struct {
+	err  error
+	code int
 }
 
-// runValidate is kvpool compare --validate.
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+// ExitCode is the process's exit code for e.
+func (e exitError) ExitCode() int { return e.code }
+
+// runValidate is kvpool compare --validate: the modes become one
+// configuration each, the window is loaded, and validate.RunSuite runs
+// them.
 func runValidate(ctx context.Context, sample demo.TraceOptions, cluster validate.Config, modes string, routing sim.Routing,
 	stdout, stderr io.Writer, quiet bool) error {
 	var cfgs []validate.Config
@@ -179,32 +161,11 @@ func runValidate(ctx context.Context, sample demo.TraceOptions, cluster validate
 	if err != nil {
 		return err
 	}
-	if w.Notice != "" {
-		fmt.Fprintf(stderr, "kvpool compare: NOTICE: %s\n", w.Notice)
+	_, err = validate.RunSuite(ctx, validate.SuiteOptions{Requests: w.Requests, TraceName: w.Name, FromSeconds: w.FromSeconds,
+		WindowSeconds: w.WindowSeconds, Rate: w.Rate, Notice: w.Notice, Configs: cfgs,
+		Log: stderr, LogPrefix: "kvpool compare: ", Quiet: quiet}, stdout)
+	if errors.Is(err, validate.ErrInconclusive) {
+		return exitError{err: err, code: exitInconclusive}
 	}
-	var reps []*validate.Report
-	for _, c := range cfgs {
-		if !quiet {
-			fmt.Fprintf(stderr, "kvpool compare: validating %s on %d requests of %s\n", c.WithDefaults().Name, len(w.Requests), w.Name)
-		}
-		rep, err := validate.Run(ctx, w.Requests, c)
-		if err != nil {
-			return err
-		}
-		reps = append(reps, rep)
-	}
-	fmt.Fprintf(stdout, "validation on %s: %d requests (%.0f s window from %.0f s, arrivals ×%g)\n\n", w.Name, len(w.Requests),
-		w.WindowSeconds, w.FromSeconds, w.Rate)
-	if err := validate.WriteTable(stdout, reps); err != nil {
-		return err
-	}
-	var errs []error
-	for _, r := range reps {
-		errs = append(errs, r.Err())
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, "\nPASS: live and simulated runs agree")
-	return nil
+	return err
 }

@@ -26,10 +26,15 @@
 // with RAMBlocks small enough that evictions are most of the inserts.
 //
 // Each run starts its own cluster and stops it at the end, so two runs
-// never share caches. The dispatcher's lag p99 and whether the machine
-// kept up with the arrival schedule are reported next to the verdict: a
-// run that did not keep up is timed unreliably, which the TTFT check
-// usually shows.
+// never share caches.
+//
+// The verdict is PASS, FAIL or INCONCLUSIVE. The token hit ratio, the
+// verified blocks and completion do not depend on the machine's speed and
+// are always judged. The mean TTFT is judged only when the live run kept
+// up with its arrival schedule (KeptUp): otherwise live TTFTs measure the
+// machine's lateness as much as the store, and a run whose every other
+// check passes is INCONCLUSIVE, with the reason and a lower speed to rerun
+// at (Report.SuggestedSpeed), instead of FAIL.
 package validate
 
 import (
@@ -68,6 +73,17 @@ const (
 	// DefaultTTFTTolerance is the issue's bound on the mean TTFT: 20% of
 	// the simulator's.
 	DefaultTTFTTolerance = 0.20
+	// LagShareOfTolerance is the share of the TTFT tolerance the
+	// dispatcher's median lag may take, in model seconds, for a run to
+	// count as kept up (see KeptUp): a quarter. A live TTFT runs from the
+	// request's scheduled arrival, so a late dispatch adds its lag to the
+	// TTFT, and on a loaded machine each later timer on the request's path
+	// (its transfer, the end of its prefill) wakes about as late again;
+	// at a quarter, that lateness leaves most of the tolerance to the
+	// store itself.
+	LagShareOfTolerance = 0.25
+	// MinSpeed is the lowest speed SuggestedSpeed proposes: 1 (real time).
+	MinSpeed = 1.0
 )
 
 // Config is one configuration to validate. The zero value of every field
@@ -205,6 +221,63 @@ func (c Config) ReplayOptions() replay.Options {
 	}
 }
 
+// Verdict is a validation's outcome.
+type Verdict string
+
+// The verdicts. A Report's Verdict is FAIL when a judged check failed,
+// INCONCLUSIVE when every judged check passed but the mean TTFT could not
+// be judged because the live run did not keep up, and PASS otherwise.
+const (
+	VerdictPass         Verdict = "PASS"
+	VerdictFail         Verdict = "FAIL"
+	VerdictInconclusive Verdict = "INCONCLUSIVE"
+)
+
+// ErrInconclusive is wrapped by the error of a validation that could not
+// judge the mean TTFT because the machine did not keep up with the live
+// run (and found nothing else wrong).
+var ErrInconclusive = errors.New("validate: inconclusive")
+
+// KeptUp reports whether a live run kept up with its arrival schedule
+// well enough for its TTFTs to be judged against the simulator's, and if
+// not, why. Two conditions, both from the replayer's lag accounting:
+//
+//   - the replayer's own verdict (replay.Summary.KeptUp): dispatch lag
+//     p99 at most replay.MaxLagP99 (10 ms live), past which the tail of
+//     the schedule ran late;
+//   - the median dispatch lag in model seconds (LagP50 × speed) at most
+//     LagShareOfTolerance of the TTFT tolerance (ttftTolerance × the
+//     simulator's mean TTFT): the typical request's lateness, which
+//     scales with the speed, must be small next to the bound it is
+//     judged by.
+func KeptUp(l replay.Summary, simTTFTMean, ttftTolerance float64) (bool, string) {
+	if !l.KeptUp {
+		return false, fmt.Sprintf("the machine did not keep up: dispatch lag p99 %.1f ms > %v", 1e3*l.LagP99, replay.MaxLagP99)
+	}
+	budget := LagShareOfTolerance * ttftTolerance * simTTFTMean
+	if lag := l.LagP50 * l.Speed; simTTFTMean > 0 && lag > budget {
+		return false, fmt.Sprintf("the machine did not keep up: median dispatch lag %.2f ms is %.3f model s at speed %g, over %.0f%% of the TTFT tolerance (%.3f s)",
+			1e3*l.LagP50, lag, l.Speed, 100*LagShareOfTolerance, budget)
+	}
+	return true, ""
+}
+
+// SuggestedSpeed returns a speed at which a run that did not keep up
+// (KeptUp) likely would: at most half of the run's, lower still when its
+// lag was far over a bound (assuming the live lag stays as it was at the
+// lower speed for the median, and shrinks with the load for the p99),
+// rounded down to a whole number, and at least MinSpeed.
+func SuggestedSpeed(l replay.Summary, simTTFTMean, ttftTolerance float64) float64 {
+	s := l.Speed / 2
+	if l.LagP99 > 0 {
+		s = min(s, l.Speed*replay.MaxLagP99.Seconds()/l.LagP99)
+	}
+	if l.LagP50 > 0 && simTTFTMean > 0 {
+		s = min(s, LagShareOfTolerance*ttftTolerance*simTTFTMean/l.LagP50)
+	}
+	return max(math.Floor(s), MinSpeed)
+}
+
 // Check is one criterion's verdict.
 type Check struct {
 	// Name is the criterion ("token hit ratio", "mean TTFT", ...).
@@ -238,9 +311,19 @@ type Report struct {
 	// simulator's is 0, so the report stays valid JSON).
 	HitDelta     float64 `json:"hit_delta"`
 	TTFTRelDelta float64 `json:"ttft_rel_delta"`
-	// Checks hold one verdict per criterion; Pass is true when all pass.
+	// Checks hold one verdict per criterion; Pass is true when all pass
+	// and the verdict is PASS.
 	Checks []Check `json:"checks"`
 	Pass   bool    `json:"pass"`
+	// Verdict is PASS, FAIL or INCONCLUSIVE (see Verdict).
+	Verdict Verdict `json:"verdict"`
+	// KeptUp is KeptUp's verdict on the live run, and Reason its reason
+	// when false.
+	KeptUp bool   `json:"kept_up"`
+	Reason string `json:"reason,omitempty"`
+	// SuggestedSpeed is the speed to rerun at when the verdict is
+	// INCONCLUSIVE (0 otherwise).
+	SuggestedSpeed float64 `json:"suggested_speed,omitempty"`
 }
 
 // Failures returns the messages of the failed checks.
@@ -254,8 +337,13 @@ func (r *Report) Failures() []string {
 	return out
 }
 
-// Err returns an error listing the failed checks, or nil when r passed.
+// Err returns an error listing the failed checks, one wrapping
+// ErrInconclusive with the reason and the suggested speed when the
+// verdict is INCONCLUSIVE, or nil when r passed.
 func (r *Report) Err() error {
+	if r.Verdict == VerdictInconclusive {
+		return fmt.Errorf("%w: %s: mean TTFT not judged: %s; rerun at speed %g", ErrInconclusive, r.Config.Name, r.Reason, r.SuggestedSpeed)
+	}
 	if r.Pass {
 		return nil
 	}
@@ -373,12 +461,16 @@ func (r *Report) judge() {
 	ttftOK := math.Abs(r.TTFTRelDelta) <= c.TTFTTolerance+1e-12
 	msg := fmt.Sprintf("live %.3f s vs sim %.3f s (model): differ by %.1f%% (bound %.0f%%)",
 		l.TTFTMean, s.TTFTMean, 100*math.Abs(r.TTFTRelDelta), 100*c.TTFTTolerance)
-	if !l.KeptUp {
-		msg += fmt.Sprintf("; the machine did not keep up (lag p99 %.1f ms)", 1e3*l.LagP99)
-	}
-	if c.SkipTTFT {
+	r.KeptUp, r.Reason = KeptUp(l, s.TTFTMean, c.TTFTTolerance)
+	switch {
+	case c.SkipTTFT:
+		if !r.KeptUp {
+			msg += "; " + r.Reason
+		}
 		r.Checks = append(r.Checks, Check{Name: "mean TTFT", Pass: true, Judged: false, Message: msg + "; not judged"})
-	} else {
+	case !r.KeptUp:
+		r.Checks = append(r.Checks, Check{Name: "mean TTFT", Pass: true, Judged: false, Message: msg + "; not judged: " + r.Reason})
+	default:
 		r.Checks = append(r.Checks, Check{Name: "mean TTFT", Pass: ttftOK, Judged: true, Message: msg})
 	}
 	r.Checks = append(r.Checks, Check{Name: "verified blocks", Pass: l.WrongBlocks == 0 && l.CorruptBlocks == 0, Judged: true,
@@ -396,27 +488,43 @@ func (r *Report) judge() {
 	for _, ch := range r.Checks {
 		r.Pass = r.Pass && ch.Pass
 	}
+	switch {
+	case !r.Pass:
+		r.Verdict = VerdictFail
+	case !r.KeptUp && !c.SkipTTFT:
+		r.Verdict, r.Pass = VerdictInconclusive, false
+		r.SuggestedSpeed = SuggestedSpeed(l, s.TTFTMean, c.TTFTTolerance)
+	default:
+		r.Verdict = VerdictPass
+	}
 }
 
 // WriteTable writes reports as a Markdown table (one row per
-// configuration) followed by one line per failed check.
+// configuration) followed by one line per failed check and one per
+// inconclusive configuration.
 func WriteTable(w io.Writer, reps []*Report) error {
 	var b strings.Builder
 	b.WriteString("| config | requests | policy | RAM blocks | token hit sim (trace keys) | token hit sim | token hit live | Δ (points) | mean TTFT sim (s) | mean TTFT live (s) | Δ | wrong blocks | lag p99 (ms) | kept up | verdict |\n")
 	b.WriteString("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for _, r := range reps {
-		verdict := "PASS"
-		if !r.Pass {
-			verdict = "FAIL"
+		verdict := r.Verdict
+		if verdict == "" {
+			verdict = VerdictFail
+			if r.Pass {
+				verdict = VerdictPass
+			}
 		}
 		fmt.Fprintf(&b, "| %s | %d | %s | %d | %.2f%% | %.2f%% | %.2f%% | %+.2f | %.3f | %.3f | %+.1f%% | %d | %.2f | %v | %s |\n",
 			r.Config.Name, r.Requests, r.Config.Policy, r.Config.RAMBlocks, 100*r.SimTraceKeys.TokenHitRatio, 100*r.Sim.TokenHitRatio,
 			100*r.Live.TokenHitRatio, 100*r.HitDelta,
-			r.Sim.TTFTMean, r.Live.TTFTMean, 100*r.TTFTRelDelta, r.Live.WrongBlocks, 1e3*r.Live.LagP99, r.Live.KeptUp, verdict)
+			r.Sim.TTFTMean, r.Live.TTFTMean, 100*r.TTFTRelDelta, r.Live.WrongBlocks, 1e3*r.Live.LagP99, r.KeptUp, verdict)
 	}
 	for _, r := range reps {
 		for _, f := range r.Failures() {
 			fmt.Fprintf(&b, "FAIL %s\n", f)
+		}
+		if r.Verdict == VerdictInconclusive {
+			fmt.Fprintf(&b, "INCONCLUSIVE %s: mean TTFT not judged: %s; rerun at speed %g\n", r.Config.Name, r.Reason, r.SuggestedSpeed)
 		}
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
