@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -220,10 +221,34 @@ func TestEndToEnd(t *testing.T) {
 	})
 }
 
+// stepClock is a master.Clock that moves only when told, so a test's TTL
+// passes in master time exactly when the test says, however late the
+// machine runs it.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
 // TestTTLExpiry: a node that stops heartbeating disappears from lookups
 // (lazily) and is dropped by the maintenance loop (without any lookup).
+// The master's clock steps one heartbeat interval per poll, after n2's
+// heartbeat: n2 never misses its TTL, n1 misses it after three steps,
+// whatever the real scheduling.
 func TestTTLExpiry(t *testing.T) {
-	m := newMaster(t, master.Options{NodeTTL: 300 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond})
+	clk := &stepClock{now: time.Unix(1_700_000_000, 0)}
+	m := newMaster(t, master.Options{NodeTTL: 300 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond, Clock: clk})
 	ts := start(t, m, Options{}, nil)
 	if ts.MaintenanceInterval() != 25*time.Millisecond {
 		t.Fatalf("maintenance every %v, want heartbeat/4", ts.MaintenanceInterval())
@@ -236,6 +261,7 @@ func TestTTLExpiry(t *testing.T) {
 	// n1 (no Lookup runs meanwhile, so nothing else expires it).
 	waitFor(t, "n1 dropped", 10*time.Second, func() bool {
 		nodes[1].heartbeat(t, meta.Delta{})
+		clk.advance(100 * time.Millisecond)
 		return len(m.Nodes()) == 1
 	})
 	if st := m.Stats(); st.NodesDropped != 1 || st.RAMReplicas != 1 {
