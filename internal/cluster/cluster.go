@@ -349,18 +349,37 @@ func (c *Cluster) KillMaster() error {
 }
 
 // RestartMaster starts the master again at the same addresses (killing it
-// first if it still runs) and waits until every node has re-registered
-// and is live. Every registration the new master lists is new: the old
-// master is dead and reaped before the new one starts, and the new one
-// starts with an empty membership (its sessions start from its clock).
+// first if it still runs) and waits until every node has registered with
+// the new master and is live: each listed under a session other than the
+// one it had before (when the list carries sessions). The new master
+// starts with an empty membership, so any registration it lists is new;
+// comparing sessions also keeps the wait honest should the old master's
+// answer still be in flight.
 func (c *Cluster) RestartMaster(ctx context.Context) error {
+	old := map[string]uint64{}
+	if ns, err := FetchNodes(ctx, c.http, c.Master.AdminAddr); err == nil {
+		for _, s := range ns {
+			old[s.ID] = s.Session
+		}
+	}
 	if err := c.KillMaster(); err != nil {
 		return err
 	}
 	if err := c.startMaster(); err != nil {
 		return err
 	}
-	return c.WaitLive(ctx, len(c.Nodes))
+	_, err := c.waitNodes(ctx, func(ns []NodeState) bool {
+		for _, e := range c.Nodes {
+			if !newSessionLive(ns, e.Name, old[e.Name]) {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: wait for %d nodes to register with the restarted master: %w", len(c.Nodes), err)
+	}
+	return nil
 }
 
 // Stop stops every process (SIGTERM, then SIGKILL after StopTimeout),

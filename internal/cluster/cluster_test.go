@@ -37,8 +37,9 @@ func TestMain(m *testing.M) {
 }
 
 // fakeMain is a stand-in for `kvpool master` and `kvpool node`: the master
-// serves /nodes (live = heard from within 500 ms; session = the pid of the
-// process last heard from) on both its addresses; a node heartbeats to the
+// serves /nodes (live = heard from within 500 ms; session = its own pid
+// followed by the pid of the node process last heard from, so a new
+// master or a new node process makes a new session) on both its addresses; a node heartbeats to the
 // master over HTTP every 50 ms until SIGTERM.
 func fakeMain(args []string) int {
 	if len(args) == 0 {
@@ -80,7 +81,7 @@ func fakeMain(args []string) int {
 			defer mu.Unlock()
 			var parts []string
 			for id, t := range seen {
-				parts = append(parts, fmt.Sprintf(`{"Info":{"ID":%q},"Session":%s,"Alive":%v}`, id, session[id], time.Since(t) < 500*time.Millisecond))
+				parts = append(parts, fmt.Sprintf(`{"Info":{"ID":%q},"Session":%d%s,"Alive":%v}`, id, os.Getpid(), session[id], time.Since(t) < 500*time.Millisecond))
 			}
 			fmt.Fprintf(w, "[%s]", strings.Join(parts, ","))
 		})
@@ -226,7 +227,9 @@ func TestStartKillRestartStop(t *testing.T) {
 // TestRestartNodeWaitsForNewSession restarts a node while its old
 // registration is still live on the (fake) master, which lists a node for
 // 500 ms after its last heartbeat: RestartNode must return only once the
-// master lists the new process's session, never the old one's.
+// master lists the new process's session, never the old one's. Then the
+// running master is restarted: RestartMaster returns once the node has
+// registered with the new one.
 func TestRestartNodeWaitsForNewSession(t *testing.T) {
 	ctx := context.Background()
 	c, err := Start(ctx, fakeOptions(t, 1))
@@ -249,6 +252,15 @@ func TestRestartNodeWaitsForNewSession(t *testing.T) {
 		if len(ns) != 1 || !ns[0].Live || ns[0].Session == old {
 			t.Fatalf("round %d: after RestartNode the master lists %+v; want node-0 live under a session other than %d", round, ns, old)
 		}
+	}
+	// RestartMaster of a running master waits for the registrations
+	// with the new one.
+	old := c.session(ctx, "node-0")
+	if err := c.RestartMaster(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if now := c.session(ctx, "node-0"); now == old || now == 0 {
+		t.Fatalf("after RestartMaster node-0's session is %d, before %d; want a new one", now, old)
 	}
 }
 
