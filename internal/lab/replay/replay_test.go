@@ -277,10 +277,11 @@ func TestLiveAgainstSim(t *testing.T) {
 	reqs := testTrace(t, 100)
 	// Speed 25: slow enough that a busy 2-core CI machine keeps up with the
 	// arrivals; when it still cannot (lag p99 over MaxLagP99), the run says
-	// so. Completion, zero wrong blocks and the hit ratio (which does not
-	// depend on speed) are always judged; this test judges no TTFT.
+	// so and the comparison with the simulator is not judged — completion
+	// and zero wrong blocks always are.
 	base := Options{PayloadBytes: 16 << 10, Speed: 25, RAMBlocks: 4000, Verify: VerifyFull, Routing: sim.RoutingCacheAware}
 	ratios := map[sim.Mode]float64{}
+	judged := true
 	for _, mode := range []sim.Mode{sim.ModeLocal, sim.ModeGlobal} {
 		t.Run(string(mode), func(t *testing.T) {
 			o := base
@@ -305,7 +306,9 @@ func TestLiveAgainstSim(t *testing.T) {
 				t.Errorf("progress output lacks the final line: %q", progress.String())
 			}
 			if !s.KeptUp {
-				t.Logf("the machine could not keep up (dispatch lag p99 %.1f ms > %v): only the hit ratio, which does not depend on speed, is compared", s.LagP99*1e3, MaxLagP99)
+				t.Logf("the machine could not keep up (dispatch lag p99 %.1f ms > %v): live vs sim not judged", s.LagP99*1e3, MaxLagP99)
+				judged = false
+				return
 			}
 			sr, err := sim.Run(context.Background(), reqs, sim.Options{Instances: 2, RAMBlocks: o.RAMBlocks, Mode: mode, Routing: o.Routing})
 			if err != nil {
@@ -319,7 +322,7 @@ func TestLiveAgainstSim(t *testing.T) {
 			ratios[mode] = s.TokenHitRatio
 		})
 	}
-	if len(ratios) == 2 && (ratios[sim.ModeGlobal] <= 0 || ratios[sim.ModeGlobal] < ratios[sim.ModeLocal]) {
+	if judged && (ratios[sim.ModeGlobal] <= 0 || ratios[sim.ModeGlobal] < ratios[sim.ModeLocal]) {
 		t.Errorf("global hit ratio %.4f, local %.4f: want global > 0 and >= local", ratios[sim.ModeGlobal], ratios[sim.ModeLocal])
 	}
 }

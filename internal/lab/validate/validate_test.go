@@ -83,7 +83,13 @@ func TestJudge(t *testing.T) {
 		{"lag p99 over the bound: inconclusive", false, summary(0.30, 2.0), lagging(live(0.30, 2.5, 0, 10, false), 0.001, 0.050), nil, VerdictInconclusive},
 		{"median lag over the budget: inconclusive", false, summary(0.30, 2.0), lagging(live(0.30, 2.5, 0, 10, false), 0.003, 0.005), nil, VerdictInconclusive},
 		{"lagging and agreeing: still inconclusive", false, summary(0.30, 2.0), lagging(live(0.30, 2.0, 0, 10, false), 0.001, 0.050), nil, VerdictInconclusive},
-		{"lagging with a hit disagreement: fail", false, summary(0.30, 2.0), lagging(live(0.27, 2.5, 0, 10, false), 0.001, 0.050), []string{"token hit ratio"}, VerdictFail},
+		// Far behind (lag p99 over replay.MaxLagP99), blocks are stored
+		// late and the hit ratio is not judged either.
+		{"far behind with a hit disagreement: inconclusive", false, summary(0.30, 2.0), lagging(live(0.27, 2.5, 0, 10, false), 0.001, 0.050), nil, VerdictInconclusive},
+		{"far behind, hit disagreement, ttft skipped: inconclusive", true, summary(0.30, 2.0), lagging(live(0.27, 2.0, 0, 10, false), 0.001, 0.050), nil, VerdictInconclusive},
+		// Kept up by the replayer's bound, but a median lag over the TTFT
+		// budget: the hit ratio is judged, the TTFT is not.
+		{"median lag over the budget with a hit disagreement: fail", false, summary(0.30, 2.0), lagging(live(0.27, 2.5, 0, 10, false), 0.003, 0.005), []string{"token hit ratio"}, VerdictFail},
 		{"lagging with wrong blocks: fail", false, summary(0.30, 2.0), lagging(live(0.30, 2.0, 2, 10, false), 0.001, 0.050), []string{"verified blocks"}, VerdictFail},
 		{"lagging, ttft skipped: pass", true, summary(0.30, 2.0), lagging(live(0.30, 2.5, 0, 10, false), 0.001, 0.050), nil, VerdictPass},
 		{"small median lag: judged", false, summary(0.30, 2.0), lagging(live(0.30, 2.5, 0, 10, false), 0.0001, 0.005), []string{"mean TTFT"}, VerdictFail},
