@@ -105,7 +105,7 @@ func RunSuite(ctx context.Context, o SuiteOptions, out io.Writer) ([]*Report, er
 				speed = r.SuggestedSpeed
 			}
 		}
-		if _, err := fmt.Fprintf(out, "\nINCONCLUSIVE: the hit ratios and the blocks agree, but the machine did not keep up with the live runs, so their TTFTs were not judged; rerun with --speed %g\n", speed); err != nil {
+		if _, err := fmt.Fprintf(out, "\nINCONCLUSIVE: nothing judged disagrees, but the machine did not keep up with the live runs, so the checks named above were not judged; rerun with --speed %g\n", speed); err != nil {
 			return reps, fmt.Errorf("validate: write the verdict: %w", err)
 		}
 		return reps, errors.Join(inconclusive...)

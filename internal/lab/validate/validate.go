@@ -268,10 +268,13 @@ func KeptUp(l replay.Summary, simTTFTMean, ttftTolerance float64) (bool, string)
 }
 
 // SuggestedSpeed returns a speed at which a run that did not keep up
-// (KeptUp) likely would: at most half of the run's, lower still when its
-// lag was far over a bound (assuming the live lag stays as it was at the
-// lower speed for the median, and shrinks with the load for the p99),
-// rounded down to a whole number, and at least MinSpeed.
+// (KeptUp) likely would: the run's speed scaled by how far each lag was
+// over its bound (as if the live lag stayed as it was for the median, and
+// shrank with the load for the p99), rounded down to a whole number, and
+// within [speed/8, speed/2] and at least MinSpeed. An overloaded run's lag
+// grows with its backlog, so a linear scaling overshoots; the floor makes
+// such a run step down, an eighth at a time, instead of jumping to real
+// time.
 func SuggestedSpeed(l replay.Summary, simTTFTMean, ttftTolerance float64) float64 {
 	s := l.Speed / 2
 	if l.LagP99 > 0 {
@@ -280,7 +283,7 @@ func SuggestedSpeed(l replay.Summary, simTTFTMean, ttftTolerance float64) float6
 	if l.LagP50 > 0 && simTTFTMean > 0 {
 		s = min(s, LagShareOfTolerance*ttftTolerance*simTTFTMean/l.LagP50)
 	}
-	return max(math.Floor(s), MinSpeed)
+	return max(math.Floor(max(s, l.Speed/8)), MinSpeed)
 }
 
 // Check is one criterion's verdict.

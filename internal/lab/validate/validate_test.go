@@ -134,8 +134,8 @@ func TestJudge(t *testing.T) {
 }
 
 // TestSuggestedSpeed checks the speed an inconclusive run proposes: at
-// most half its own, lower when a lag was far over its bound, a whole
-// number, never below MinSpeed.
+// most half its own, lower when a lag was far over its bound but not
+// below an eighth, a whole number, never below MinSpeed.
 func TestSuggestedSpeed(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -148,6 +148,7 @@ func TestSuggestedSpeed(t *testing.T) {
 		// budget 0.25 × 0.2 × 2 s = 0.1 model s; 0.01 s of median lag
 		// fits it at speed 10.
 		{"median lag over the budget", 50, 0.010, 0.009, 10},
+		{"overloaded: an eighth at a time", 3000, 0.1, 0.2, 375},
 		{"never below real time", 2, 0.5, 5, MinSpeed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
