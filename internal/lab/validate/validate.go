@@ -39,6 +39,10 @@
 // judged checks all pass but that left one unjudged for lateness is
 // INCONCLUSIVE, with the reason and a lower speed to rerun at
 // (Report.SuggestedSpeed), instead of FAIL.
+//
+// RunSuite runs several configurations on one window and writes the
+// verdict table (kvpool compare --validate); LiveFunc adapts Run to the
+// live arms of package compare (kvpool compare --live).
 package validate
 
 import (
