@@ -99,9 +99,10 @@ func parseCompare(args []string, stderr io.Writer) (*compareRun, error) {
 		fmt.Fprintln(stderr, "usage: kvpool compare --sim|--live|--validate [flags]\n\nRuns the standard matrix (hit ratio vs capacity per policy, local vs global,\nTTFT by scheduler, TTFT vs bandwidth, goodput) on each trace and writes a report.\n--live adds live arms on a subsample; --validate checks live against simulated.\n\n"+
 			"exit status of --validate: 0 PASS (live and simulated agree); 1 FAIL (they disagree, or a\n"+
 			"wrong block); 3 INCONCLUSIVE (nothing judged disagrees, but the machine did not keep up\n"+
-			"with a live run: dispatch lag p99 over 10 ms, or median lag over a quarter of the TTFT\n"+
-			"tolerance in model time; its mean TTFT, and when p99 was over 10 ms a disagreeing hit\n"+
-			"ratio, were not judged: rerun with the --speed it suggests); 2 bad flags.\n\nflags:")
+			"with a live run: dispatch lag p99 over 10 ms, or requests late on average (dispatch and\n"+
+			"prefill timers) by over a quarter of the TTFT tolerance in model time; its mean TTFT,\n"+
+			"and when p99 was over 10 ms a disagreeing hit ratio, were not judged: rerun with the\n"+
+			"--speed it suggests); 2 bad flags.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseNoArgs(fs, args); err != nil {

@@ -3,6 +3,7 @@ package validate
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -59,8 +60,10 @@ func TestJudge(t *testing.T) {
 	live := func(hit, ttft float64, wrong int64, completed int, partial bool) replay.Summary {
 		return replay.Summary{Summary: summary(hit, ttft), WrongBlocks: wrong, Completed: completed, Partial: partial, KeptUp: true}
 	}
-	lagging := func(l replay.Summary, p50, p99 float64) replay.Summary {
-		l.LagP50, l.LagP99, l.Speed = p50, p99, 50
+	// lagging sets the run's speed (50) and lag p99; late is the run's
+	// Lateness (live seconds), passed on in the test case.
+	lagging := func(l replay.Summary, late, p99 float64) replay.Summary {
+		l.LagP50, l.LagP99, l.Speed = late, p99, 50
 		l.KeptUp = p99 <= replay.MaxLagP99.Seconds()
 		return l
 	}
@@ -81,22 +84,22 @@ func TestJudge(t *testing.T) {
 		{"sim ttft zero", false, summary(0, 0), live(0, 0.1, 0, 10, false), []string{"mean TTFT"}, VerdictFail},
 		// A run that did not keep up has its TTFT reported, not judged.
 		{"lag p99 over the bound: inconclusive", false, summary(0.30, 2.0), lagging(live(0.30, 2.5, 0, 10, false), 0.001, 0.050), nil, VerdictInconclusive},
-		{"median lag over the budget: inconclusive", false, summary(0.30, 2.0), lagging(live(0.30, 2.5, 0, 10, false), 0.003, 0.005), nil, VerdictInconclusive},
+		{"lateness over the budget: inconclusive", false, summary(0.30, 2.0), lagging(live(0.30, 2.5, 0, 10, false), 0.003, 0.005), nil, VerdictInconclusive},
 		{"lagging and agreeing: still inconclusive", false, summary(0.30, 2.0), lagging(live(0.30, 2.0, 0, 10, false), 0.001, 0.050), nil, VerdictInconclusive},
 		// Far behind (lag p99 over replay.MaxLagP99), blocks are stored
 		// late and the hit ratio is not judged either.
 		{"far behind with a hit disagreement: inconclusive", false, summary(0.30, 2.0), lagging(live(0.27, 2.5, 0, 10, false), 0.001, 0.050), nil, VerdictInconclusive},
 		{"far behind, hit disagreement, ttft skipped: inconclusive", true, summary(0.30, 2.0), lagging(live(0.27, 2.0, 0, 10, false), 0.001, 0.050), nil, VerdictInconclusive},
-		// Kept up by the replayer's bound, but a median lag over the TTFT
+		// Kept up by the replayer's bound, but a lateness over the TTFT
 		// budget: the hit ratio is judged, the TTFT is not.
-		{"median lag over the budget with a hit disagreement: fail", false, summary(0.30, 2.0), lagging(live(0.27, 2.5, 0, 10, false), 0.003, 0.005), []string{"token hit ratio"}, VerdictFail},
+		{"lateness over the budget with a hit disagreement: fail", false, summary(0.30, 2.0), lagging(live(0.27, 2.5, 0, 10, false), 0.003, 0.005), []string{"token hit ratio"}, VerdictFail},
 		{"lagging with wrong blocks: fail", false, summary(0.30, 2.0), lagging(live(0.30, 2.0, 2, 10, false), 0.001, 0.050), []string{"verified blocks"}, VerdictFail},
 		{"lagging, ttft skipped: pass", true, summary(0.30, 2.0), lagging(live(0.30, 2.5, 0, 10, false), 0.001, 0.050), nil, VerdictPass},
-		{"small median lag: judged", false, summary(0.30, 2.0), lagging(live(0.30, 2.5, 0, 10, false), 0.0001, 0.005), []string{"mean TTFT"}, VerdictFail},
+		{"small lateness: judged", false, summary(0.30, 2.0), lagging(live(0.30, 2.5, 0, 10, false), 0.0001, 0.005), []string{"mean TTFT"}, VerdictFail},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &Report{Config: Config{SkipTTFT: tt.skipTTFT}.WithDefaults(), Requests: 10, Sim: tt.sim, Live: tt.live}
+			r := &Report{Config: Config{SkipTTFT: tt.skipTTFT}.WithDefaults(), Requests: 10, Sim: tt.sim, Live: tt.live, Lateness: tt.live.LagP50}
 			r.judge()
 			var failed []string
 			for _, c := range r.Checks {
@@ -138,22 +141,22 @@ func TestJudge(t *testing.T) {
 // below an eighth, a whole number, never below MinSpeed.
 func TestSuggestedSpeed(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		speed    float64
-		p50, p99 float64 // live seconds
-		want     float64
+		name      string
+		speed     float64
+		late, p99 float64 // Lateness and lag p99, live seconds
+		want      float64
 	}{
 		{"just over: half", 50, 0.0001, 0.011, 25},
 		{"p99 five times over: a fifth", 50, 0.0001, 0.050, 10},
-		// budget 0.25 × 0.2 × 2 s = 0.1 model s; 0.01 s of median lag
-		// fits it at speed 10.
-		{"median lag over the budget", 50, 0.010, 0.009, 10},
+		// budget 0.25 × 0.2 × 2 s = 0.1 model s; 0.01 s of lateness fits
+		// it at speed 10.
+		{"lateness over the budget", 50, 0.010, 0.009, 10},
 		{"overloaded: an eighth at a time", 3000, 0.1, 0.2, 375},
 		{"never below real time", 2, 0.5, 5, MinSpeed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := replay.Summary{Speed: tc.speed, LagP50: tc.p50, LagP99: tc.p99}
-			if got := SuggestedSpeed(l, 2.0, DefaultTTFTTolerance); got != tc.want {
+			l := replay.Summary{Speed: tc.speed, LagP99: tc.p99}
+			if got := SuggestedSpeed(l, tc.late, 2.0, DefaultTTFTTolerance); got != tc.want {
 				t.Fatalf("SuggestedSpeed = %g, want %g", got, tc.want)
 			}
 		})
@@ -173,6 +176,23 @@ func TestSuiteOptionsValidate(t *testing.T) {
 	o.Configs = []Config{{Nodes: -1}}
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "Nodes") {
 		t.Fatalf("suite with a bad config: %v", err)
+	}
+}
+
+// TestLateness checks the average lateness: dispatch lag plus prefill
+// overshoot (never negative), per completed request.
+func TestLateness(t *testing.T) {
+	res := &replay.Result{
+		Summary: replay.Summary{Speed: 10},
+		Records: []sim.Record{{Prefill: 1.0}, {Prefill: 2.0}},
+		// Planned live prefills: 0.1 s and 0.2 s.
+		Live: []replay.LiveRecord{{Lag: 0.002, Prefill: 0.104}, {Lag: 0, Prefill: 0.199}},
+	}
+	if got, want := Lateness(res), (0.002+0.004+0)/2; math.Abs(got-want) > 1e-12 {
+		t.Fatalf("Lateness = %g, want %g", got, want)
+	}
+	if got := Lateness(&replay.Result{}); got != 0 {
+		t.Fatalf("Lateness of an empty run = %g", got)
 	}
 }
 
