@@ -880,7 +880,13 @@ func TestFaultPartition(t *testing.T) {
 		t.Logf("round %d: get of the frozen node's blocks: %d missing, %d timed out, in %v (bound %v)",
 			round, res.Count(client.Missing), res.Count(client.TimedOut), took.Round(time.Millisecond), bound)
 		if n := res.Count(client.Loaded); n != 0 {
-			t.Fatalf("round %d: %d blocks of a frozen node loaded", round, n)
+			var from []string
+			for i, st := range res.Status {
+				if st == client.Loaded {
+					from = append(from, res.From[i].Node+"/"+res.From[i].Tier.String())
+				}
+			}
+			t.Fatalf("round %d: %d blocks of a frozen node loaded, from %v", round, n, from)
 		}
 		if n := res.Count(client.Corrupt); n != 0 {
 			t.Fatalf("round %d: %d blocks of a frozen node corrupt; want missing or timed out", round, n)

@@ -441,6 +441,11 @@ func (c *Cluster) PauseNode(i int) error {
 		return fmt.Errorf("cluster: pause %s: it has exited", p.name)
 	}
 	p.signal(syscall.SIGSTOP)
+	// kill(2) only queues the signal: wait until the process is seen
+	// stopped, so no request the caller sends next is still answered.
+	if err := p.waitState(c.opts.StopTimeout, 'T', 't'); err != nil {
+		return fmt.Errorf("cluster: pause %s: %w", p.name, err)
+	}
 	return nil
 }
 
