@@ -286,6 +286,7 @@ func TestClusterMultiProcess(t *testing.T) {
 
 	// 3. kill -9 node-1: gets of its only-copy blocks miss within one
 	// timeout, and within the TTL the index stops returning its replicas.
+	lag := probeLag(ctx, t, cl)
 	if err := cl.KillNode(1); err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +302,7 @@ func TestClusterMultiProcess(t *testing.T) {
 		t.Fatalf("get of node-1's blocks after kill -9: %d loaded, %d timed out, ctx %v; want all missing without hanging",
 			res.Count(client.Loaded), res.Count(client.TimedOut), gerr)
 	}
-	eventually(t, "node-1's replicas leave the index", 3*itTTL, func() (bool, string) {
+	eventually(t, "node-1's replicas leave the index", max(ttlBound(lag)-time.Since(killed), itTTL), func() (bool, string) {
 		for id, set := range replicaSets(ctx, t, writer, all) {
 			for _, r := range set {
 				if len(r) > 7 && r[:7] == "node-1/" {

@@ -88,6 +88,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 			continue
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
+		var coded interface{ ExitCode() int }
 		switch {
 		case err == nil:
 			return 0
@@ -96,6 +97,9 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 		case errors.Is(err, errUsage):
 			fmt.Fprintf(stderr, "kvpool %s: %v\n", c.name, err)
 			return 2
+		case errors.As(err, &coded):
+			fmt.Fprintf(stderr, "kvpool %s: %v\n", c.name, err)
+			return coded.ExitCode()
 		default:
 			fmt.Fprintf(stderr, "kvpool %s: %v\n", c.name, err)
 			return 1

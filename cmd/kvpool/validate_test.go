@@ -5,6 +5,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,13 +16,57 @@ import (
 	"github.com/kvpool/kvpool/internal/lab/sim"
 )
 
+// validateKeptUp runs kvpool compare --validate with args at speed (args
+// must not hold --speed) within a budget of live time that scales with
+// 1/speed, and returns its stdout. The blocks are judged in every run, the
+// hit ratio in every run the replayer says kept up (exit 1 fails the
+// test). A run whose machine did not keep up exits 3 (INCONCLUSIVE): it
+// is rerun at the speed it suggests, down to a quarter of the first; a run
+// that kept up and still disagrees fails. When even the slowest run could
+// not keep up, what was not judged is logged and the test passes on the
+// rest.
+func validateKeptUp(t *testing.T, args []string, speed float64) string {
+	t.Helper()
+	floor := speed / 4
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(float64(90*time.Second)*max(1, 50/speed)))
+		var out, errb bytes.Buffer
+		code := run(ctx, append(slices.Clone(args), "--speed", strconv.FormatFloat(speed, 'g', -1, 64)), &out, &errb)
+		cancel()
+		t.Logf("speed %g: exit %d\n%s\n%s", speed, code, out.String(), errb.String())
+		switch code {
+		case 0:
+			return out.String()
+		case exitInconclusive:
+		default:
+			t.Fatalf("exit code %d at speed %g: live and simulated runs disagree", code, speed)
+		}
+		m := regexp.MustCompile(`rerun with --speed (\S+)`).FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatalf("an INCONCLUSIVE run names no speed to rerun at:\n%s", out.String())
+		}
+		next, err := strconv.ParseFloat(m[1], 64)
+		if err != nil || next >= speed {
+			t.Fatalf("an INCONCLUSIVE run at speed %g suggests %q", speed, m[1])
+		}
+		if speed <= floor {
+			t.Logf("the machine did not keep up even at speed %g: see the INCONCLUSIVE lines for what was not judged", speed)
+			return out.String()
+		}
+		speed = max(next, floor)
+	}
+}
+
 // TestCompareValidate is the CI guard of the live/sim agreement: kvpool
 // compare --validate on 150 requests of a generated trace and, when it is
 // on the search path, of the conversation trace, in local and global mode
-// (16 KiB payloads, 4 nodes, speed 50). The hit-ratio bound (2 points) and
-// zero wrong blocks are always asserted. Under the race detector the live
-// replayer runs several times slower, which inflates live TTFTs, so there
-// the mean-TTFT bound (20%) is reported but not judged (--skip-ttft).
+// (16 KiB payloads, 4 nodes, speed 50). Zero wrong blocks are always
+// asserted, the hit-ratio bound (2 points) and the mean-TTFT bound (20%)
+// in a run that kept up, rerunning slower when one did not
+// (validateKeptUp).
+// Under the race detector the live replayer runs several times slower,
+// which inflates live TTFTs, so there the mean TTFT is reported but not
+// judged (--skip-ttft).
 func TestCompareValidate(t *testing.T) {
 	liveTestSetup(t)
 	type source struct {
@@ -40,16 +86,9 @@ func TestCompareValidate(t *testing.T) {
 			if raceEnabled {
 				args = append(args, "--skip-ttft")
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-			defer cancel()
-			var out, errb bytes.Buffer
-			code := run(ctx, args, &out, &errb)
-			t.Logf("%s\n%s", out.String(), errb.String())
-			if code != 0 {
-				t.Fatalf("exit code %d: live and simulated runs disagree", code)
-			}
-			for _, want := range []string{"| local cache-aware | 150 |", "| global cache-aware | 150 |", "PASS: live and simulated runs agree"} {
-				if !strings.Contains(out.String(), want) {
+			out := validateKeptUp(t, args, 50)
+			for _, want := range []string{"| local cache-aware | 150 |", "| global cache-aware | 150 |"} {
+				if !strings.Contains(out, want) {
 					t.Errorf("output lacks %q", want)
 				}
 			}
@@ -67,7 +106,8 @@ func TestCompareValidate(t *testing.T) {
 // unbounded cache) and, in one mode at least, beat LRU by more than the
 // tolerance (so a node whose policy did not get the hints kvchain needs,
 // or the accesses the simulator gives it, would fail). Under the race
-// detector the mean TTFT is reported, not judged.
+// detector the mean TTFT is reported, not judged; a run that did not keep
+// up is rerun slower (validateKeptUp).
 func TestCompareValidateKVChainPressure(t *testing.T) {
 	liveTestSetup(t)
 	const ramBlocks = 100
@@ -94,21 +134,14 @@ func TestCompareValidateKVChainPressure(t *testing.T) {
 	if !distinct {
 		t.Fatal("kvchain is within 3 points of LRU in both modes here: the test could not tell them apart")
 	}
-	args := []string{"compare", "--validate", "--generated", "--mode", "local,global", "--first", "300", "--live-rate", "1", "--speed", "100",
+	args := []string{"compare", "--validate", "--generated", "--mode", "local,global", "--first", "300", "--live-rate", "1",
 		"--policy", "kvchain", "--ram-blocks", strconv.Itoa(ramBlocks), "--payload", "16KiB", "--quiet"}
 	if raceEnabled {
 		args = append(args, "--skip-ttft")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	var out, errb bytes.Buffer
-	code := run(ctx, args, &out, &errb)
-	t.Logf("%s\n%s", out.String(), errb.String())
-	if code != 0 {
-		t.Fatalf("exit code %d: live and simulated kvchain disagree", code)
-	}
-	for _, want := range []string{"| local cache-aware | 300 | kvchain | 100 |", "| global cache-aware | 300 | kvchain | 100 |", "PASS: live and simulated runs agree"} {
-		if !strings.Contains(out.String(), want) {
+	out := validateKeptUp(t, args, 100)
+	for _, want := range []string{"| local cache-aware | 300 | kvchain | 100 |", "| global cache-aware | 300 | kvchain | 100 |"} {
+		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}

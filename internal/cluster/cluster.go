@@ -275,29 +275,53 @@ func (c *Cluster) KillNode(i int) error {
 
 // RestartNode starts node i again, with the same addresses and data
 // directory (killing it first if it still runs), and waits until the
-// master lists it as live.
+// master lists the new process's registration as live: a session other
+// than the one listed before the restart. The old registration stays live
+// on the master for up to the node TTL after a kill (a killed or stopped
+// node does not deregister), so "listed as live" alone could be the old
+// process. When the master's list carries no sessions, or could not be
+// read before the restart, RestartNode waits for the node to be live.
 func (c *Cluster) RestartNode(ctx context.Context, i int) error {
 	p, err := c.nodeProc(i)
 	if err != nil {
 		return err
 	}
+	name := c.Nodes[i].Name
+	old := c.session(ctx, name)
 	p.kill()
 	if err := c.startNode(i); err != nil {
 		return err
 	}
-	name := c.Nodes[i].Name
-	_, err = c.waitNodes(ctx, func(ns []NodeState) bool {
-		for _, s := range ns {
-			if s.ID == name && s.Live {
-				return true
-			}
-		}
-		return false
-	})
-	if err != nil {
-		return fmt.Errorf("cluster: wait for restarted %s to be live: %w", name, err)
+	if _, err := c.waitNodes(ctx, func(ns []NodeState) bool { return newSessionLive(ns, name, old) }); err != nil {
+		return fmt.Errorf("cluster: wait for restarted %s to register anew: %w", name, err)
 	}
 	return nil
+}
+
+// session returns node name's session as the master lists it now, or 0
+// when it is not listed, the list has no sessions or cannot be read.
+func (c *Cluster) session(ctx context.Context, name string) uint64 {
+	ns, err := FetchNodes(ctx, c.http, c.Master.AdminAddr)
+	if err != nil {
+		return 0
+	}
+	for _, s := range ns {
+		if s.ID == name {
+			return s.Session
+		}
+	}
+	return 0
+}
+
+// newSessionLive reports whether ns lists node name as live under a
+// session other than old (any session when old is 0).
+func newSessionLive(ns []NodeState, name string, old uint64) bool {
+	for _, s := range ns {
+		if s.ID == name && s.Live && (old == 0 || s.Session != old) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Cluster) nodeProc(i int) (*proc, error) {
@@ -325,16 +349,37 @@ func (c *Cluster) KillMaster() error {
 }
 
 // RestartMaster starts the master again at the same addresses (killing it
-// first if it still runs) and waits until every node has re-registered
-// and is live.
+// first if it still runs) and waits until every node has registered with
+// the new master and is live: each listed under a session other than the
+// one it had before (when the list carries sessions). The new master
+// starts with an empty membership, so any registration it lists is new;
+// comparing sessions also keeps the wait honest should the old master's
+// answer still be in flight.
 func (c *Cluster) RestartMaster(ctx context.Context) error {
+	old := map[string]uint64{}
+	if ns, err := FetchNodes(ctx, c.http, c.Master.AdminAddr); err == nil {
+		for _, s := range ns {
+			old[s.ID] = s.Session
+		}
+	}
 	if err := c.KillMaster(); err != nil {
 		return err
 	}
 	if err := c.startMaster(); err != nil {
 		return err
 	}
-	return c.WaitLive(ctx, len(c.Nodes))
+	_, err := c.waitNodes(ctx, func(ns []NodeState) bool {
+		for _, e := range c.Nodes {
+			if !newSessionLive(ns, e.Name, old[e.Name]) {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: wait for %d nodes to register with the restarted master: %w", len(c.Nodes), err)
+	}
+	return nil
 }
 
 // Stop stops every process (SIGTERM, then SIGKILL after StopTimeout),
@@ -396,6 +441,11 @@ func (c *Cluster) PauseNode(i int) error {
 		return fmt.Errorf("cluster: pause %s: it has exited", p.name)
 	}
 	p.signal(syscall.SIGSTOP)
+	// kill(2) only queues the signal: wait until the process is seen
+	// stopped, so no request the caller sends next is still answered.
+	if err := p.waitState(c.opts.StopTimeout, 'T', 't'); err != nil {
+		return fmt.Errorf("cluster: pause %s: %w", p.name, err)
+	}
 	return nil
 }
 

@@ -37,8 +37,10 @@ func TestMain(m *testing.M) {
 }
 
 // fakeMain is a stand-in for `kvpool master` and `kvpool node`: the master
-// serves /nodes (live = heard from within 500 ms) on both its addresses;
-// a node heartbeats to the master over HTTP every 50 ms until SIGTERM.
+// serves /nodes (live = heard from within 500 ms; session = its own pid
+// followed by the pid of the node process last heard from, so a new
+// master or a new node process makes a new session) on both its addresses; a node heartbeats to the
+// master over HTTP every 50 ms until SIGTERM.
 func fakeMain(args []string) int {
 	if len(args) == 0 {
 		return 2
@@ -66,10 +68,12 @@ func fakeMain(args []string) int {
 	case "master":
 		var mu sync.Mutex
 		seen := map[string]time.Time{}
+		session := map[string]string{}
 		mux := http.NewServeMux()
 		mux.HandleFunc("/hb", func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
-			seen[r.URL.Query().Get("id")] = time.Now()
+			id := r.URL.Query().Get("id")
+			seen[id], session[id] = time.Now(), r.URL.Query().Get("session")
 			mu.Unlock()
 		})
 		mux.HandleFunc("/nodes", func(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +81,7 @@ func fakeMain(args []string) int {
 			defer mu.Unlock()
 			var parts []string
 			for id, t := range seen {
-				parts = append(parts, fmt.Sprintf(`{"Info":{"ID":%q},"Alive":%v}`, id, time.Since(t) < 500*time.Millisecond))
+				parts = append(parts, fmt.Sprintf(`{"Info":{"ID":%q},"Session":%d%s,"Alive":%v}`, id, os.Getpid(), session[id], time.Since(t) < 500*time.Millisecond))
 			}
 			fmt.Fprintf(w, "[%s]", strings.Join(parts, ","))
 		})
@@ -115,7 +119,7 @@ func fakeMain(args []string) int {
 			case <-usr1:
 				return code
 			case <-t.C:
-				if resp, err := http.Get("http://" + *master + "/hb?id=" + *name); err == nil {
+				if resp, err := http.Get("http://" + *master + "/hb?id=" + *name + "&session=" + strconv.Itoa(os.Getpid())); err == nil {
 					resp.Body.Close()
 				}
 			}
@@ -220,6 +224,46 @@ func TestStartKillRestartStop(t *testing.T) {
 	}
 }
 
+// TestRestartNodeWaitsForNewSession restarts a node while its old
+// registration is still live on the (fake) master, which lists a node for
+// 500 ms after its last heartbeat: RestartNode must return only once the
+// master lists the new process's session, never the old one's. Then the
+// running master is restarted: RestartMaster returns once the node has
+// registered with the new one.
+func TestRestartNodeWaitsForNewSession(t *testing.T) {
+	ctx := context.Background()
+	c, err := Start(ctx, fakeOptions(t, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	for round := range 3 {
+		old := c.session(ctx, "node-0")
+		if old == 0 {
+			t.Fatal("the fake master lists no session for node-0")
+		}
+		if err := c.RestartNode(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		ns, err := c.NodeList(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ns) != 1 || !ns[0].Live || ns[0].Session == old {
+			t.Fatalf("round %d: after RestartNode the master lists %+v; want node-0 live under a session other than %d", round, ns, old)
+		}
+	}
+	// RestartMaster of a running master waits for the registrations
+	// with the new one.
+	old := c.session(ctx, "node-0")
+	if err := c.RestartMaster(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if now := c.session(ctx, "node-0"); now == old || now == 0 {
+		t.Fatalf("after RestartMaster node-0's session is %d, before %d; want a new one", now, old)
+	}
+}
+
 func TestStartFailsFast(t *testing.T) {
 	o := fakeOptions(t, 1)
 	o.ExtraNodeArgs = []string{"--no-such-flag"}
@@ -236,9 +280,11 @@ func TestParseNodes(t *testing.T) {
 		err        string
 	}{
 		{"meta.NodeStatus", `[{"Info":{"ID":"a","Addr":"h:1"},"Alive":true},{"Info":{"ID":"b"},"Alive":false}]`,
-			[]NodeState{{"a", "h:1", true}, {"b", "", false}}, ""},
-		{"wrapped lower case", `{"nodes":[{"id":"a","addr":"h:1","live":true}]}`, []NodeState{{"a", "h:1", true}}, ""},
-		{"no liveness means live", `[{"name":"a"}]`, []NodeState{{"a", "", true}}, ""},
+			[]NodeState{{"a", "h:1", true, 0}, {"b", "", false, 0}}, ""},
+		{"wrapped lower case", `{"nodes":[{"id":"a","addr":"h:1","live":true}]}`, []NodeState{{"a", "h:1", true, 0}}, ""},
+		{"no liveness means live", `[{"name":"a"}]`, []NodeState{{"a", "", true, 0}}, ""},
+		{"64-bit sessions exact", `[{"id":"a","session":1764633600000000001},{"id":"b","session":1764633600000000002}]`,
+			[]NodeState{{"a", "", true, 1764633600000000001}, {"b", "", true, 1764633600000000002}}, ""},
 		{"empty", `[]`, []NodeState{}, ""},
 		{"not json", `<html>`, nil, "decode node list"},
 		{"scalar", `3`, nil, "want a JSON array"},

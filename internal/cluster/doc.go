@@ -10,6 +10,15 @@
 // master is found by its nodes and a restarted node comes back under the
 // same address and data directory.
 //
+// A restart waits for the new process, never for what its predecessor
+// left behind: a killed (or stopped) node does not deregister, and the
+// master lists its old registration as live until the node TTL passes, so
+// RestartNode and RestartMaster wait until /nodes lists each restarted
+// registration under a new session (NodeState.Session). A test that also
+// needs the new process's start line waits for that line itself: it
+// reaches the test's writer through a pipe, possibly after the master has
+// listed the registration.
+//
 // # Concurrency
 //
 // A Cluster's methods may be called from several goroutines; fault

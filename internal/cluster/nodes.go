@@ -1,11 +1,13 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -18,14 +20,21 @@ type NodeState struct {
 	ID   string
 	Addr string
 	Live bool
+	// Session identifies the registration the master lists: every
+	// registration of a node (a restart, a re-registration after a
+	// partition) gets a new one, so a change of session is how a waiter
+	// tells a new process from its predecessor's registration, which
+	// stays live for up to the node TTL after a kill. 0 when the list
+	// carries no session.
+	Session uint64
 }
 
 // FetchNodes reads the master's node list from its admin endpoint
 // http://adminAddr/nodes. It accepts a JSON array of node objects, or an
 // object holding one under any key; a node's ID, address and liveness are
-// read from the fields id/ID/name, addr/Addr and alive/live (also inside a
-// nested "info" object), case-insensitively. A node without a liveness
-// field counts as live.
+// read from the fields id/ID/name, addr/Addr and alive/live, and its
+// session from session (also inside a nested "info" object),
+// case-insensitively. A node without a liveness field counts as live.
 func FetchNodes(ctx context.Context, hc *http.Client, adminAddr string) ([]NodeState, error) {
 	url := "http://" + adminAddr + "/nodes"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -55,8 +64,12 @@ func FetchNodes(ctx context.Context, hc *http.Client, adminAddr string) ([]NodeS
 // ParseNodes decodes a /nodes body (see FetchNodes for the accepted
 // shapes).
 func ParseNodes(body []byte) ([]NodeState, error) {
+	// Numbers stay json.Number: sessions are 64-bit and consecutive ones
+	// would round to the same float64.
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
 	var v any
-	if err := json.Unmarshal(body, &v); err != nil {
+	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("decode node list: %w", err)
 	}
 	list, ok := v.([]any)
@@ -99,6 +112,10 @@ func ParseNodes(body []byte) ([]NodeState, error) {
 				case "alive", "live":
 					if b, ok := val.(bool); ok {
 						s.Live = b
+					}
+				case "session":
+					if n, ok := val.(json.Number); ok && s.Session == 0 {
+						s.Session, _ = strconv.ParseUint(n.String(), 10, 64)
 					}
 				}
 			}

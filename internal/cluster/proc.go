@@ -58,6 +58,59 @@ func (p *proc) exited() bool {
 	}
 }
 
+// waitState waits, up to timeout, until every thread of the process is
+// in one of states ('T' stopped, 't' traced, ...) as /proc/<pid>/task/*/stat
+// shows them. Where /proc cannot be read it returns at once: the wait is a
+// refinement for the systems that have one.
+func (p *proc) waitState(timeout time.Duration, states ...byte) error {
+	tasks := fmt.Sprintf("/proc/%d/task", p.cmd.Process.Pid)
+	deadline := time.Now().Add(timeout)
+	for {
+		state, ok := p.taskStates(tasks, states)
+		if ok {
+			return nil
+		}
+		if p.exited() {
+			return errors.New("it exited")
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("a thread still in state %c after %v", state, timeout)
+		}
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-t.C:
+		case <-p.done:
+			t.Stop()
+		}
+	}
+}
+
+// taskStates reports whether every thread listed under tasks is in one of
+// states (true as well when /proc cannot be read), and otherwise the state
+// of one that is not.
+func (p *proc) taskStates(tasks string, states []byte) (byte, bool) {
+	ents, err := os.ReadDir(tasks)
+	if err != nil {
+		return 0, true
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(tasks + "/" + e.Name() + "/stat")
+		if err != nil {
+			continue // the thread has ended
+		}
+		// The state follows the command name, which is in parentheses
+		// and may itself hold spaces or parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return 0, true
+		}
+		if bytes.IndexByte(states, b[i+2]) < 0 {
+			return b[i+2], false
+		}
+	}
+	return 0, true
+}
+
 // signal sends sig to the process's group.
 func (p *proc) signal(sig syscall.Signal) {
 	if p.exited() {

@@ -3,8 +3,11 @@ package compare
 import (
 	"context"
 	"fmt"
+	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kvpool/kvpool/internal/lab/plot"
 	"github.com/kvpool/kvpool/internal/lab/replay"
@@ -195,4 +198,30 @@ func bytesIEC(n int64) string {
 		i++
 	}
 	return strconv.FormatFloat(v, 'f', 1, 64) + " " + string("KMGTP"[i]) + "iB"
+}
+
+// RunReport is kvpool compare --sim and --live: it runs o (Run), writes
+// the report directory dir (Write), the Markdown summary and the report's
+// path to out, and fails when a live arm received a wrong block.
+func RunReport(ctx context.Context, o Options, dir string, out io.Writer) (*Result, error) {
+	start := time.Now()
+	res, err := Run(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := Write(dir, res); err != nil {
+		return nil, err
+	}
+	if err := res.Markdown(out); err != nil {
+		return nil, err
+	}
+	if _, err := fmt.Fprintf(out, "\nreport: %s (%.1fs)\n", filepath.Join(dir, "index.html"), time.Since(start).Seconds()); err != nil {
+		return nil, fmt.Errorf("compare: write the report's path: %w", err)
+	}
+	for _, l := range res.Live {
+		if l.Live.WrongBlocks > 0 {
+			return res, fmt.Errorf("compare: live %s on %s received %d wrong blocks", l.Arm.Name, l.Trace, l.Live.WrongBlocks)
+		}
+	}
+	return res, nil
 }

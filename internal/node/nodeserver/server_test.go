@@ -304,9 +304,12 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 // TestTimeouts: a peer that stalls is disconnected, whatever it stalls in.
+// The handshake timeout is a second, not less: the cases that say hello
+// must finish it before the timeout, and a test process on a busy machine
+// can wait that long for a CPU between its dial and its hello.
 func TestTimeouts(t *testing.T) {
 	srv, addr := start(t, nil, nodeserver.Options{
-		HandshakeTimeout: 50 * time.Millisecond,
+		HandshakeTimeout: time.Second,
 		IdleTimeout:      50 * time.Millisecond,
 		ReadTimeout:      50 * time.Millisecond,
 	})
