@@ -146,7 +146,13 @@ func dial(ctx context.Context, addr string, opts DialOptions, ctr *counters) (*C
 	c := &Conn{addr: addr, tenant: o.Tenant, nc: nc, timeout: o.Timeout, ctr: ctr}
 	if err := c.handshake(ctx, o); err != nil {
 		nc.Close()
-		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		cerr := ctx.Err()
+		if d, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(d) && errors.Is(err, os.ErrDeadlineExceeded) {
+			// The connection's deadline is ctx's: it may pass a moment
+			// before ctx notices.
+			cerr = context.DeadlineExceeded
+		}
+		if cerr != nil && !errors.Is(err, cerr) {
 			err = fmt.Errorf("%w: %w", cerr, err)
 		}
 		return nil, fmt.Errorf("nodeclient: handshake with %s as tenant %q: %w", addr, o.Tenant, err)
