@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/client"
 )
 
@@ -133,5 +134,24 @@ func TestFetchAccessDeadlineOnSilentNode(t *testing.T) {
 	}
 	if s := cl.Stats(); s.NodeFailures != 0 {
 		t.Errorf("the caller's deadline marked the node down (%d failures)", s.NodeFailures)
+	}
+}
+
+// TestStoppedNodeIsUnavailable: Fetch and Access to a node that has
+// stopped fail with kvpool.ErrUnavailable, as calls to a master that
+// cannot be reached do.
+func TestStoppedNodeIsUnavailable(t *testing.T) {
+	c := newCluster(t, 1)
+	cl := newClient(t, c, client.Options{})
+	ctx := context.Background()
+	put(t, cl, []uint64{1}, client.PutOptions{})
+	if err := c.nodes[0].stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Fetch(ctx, client.Location{Node: "n0"}, []uint64{1}, client.FetchOptions{}); !errors.Is(err, kvpool.ErrUnavailable) {
+		t.Errorf("Fetch from a stopped node: %v, want kvpool.ErrUnavailable", err)
+	}
+	if _, err := cl.Access(ctx, client.Chain([]uint64{1}, nil), client.AccessOptions{Node: "n0"}); !errors.Is(err, kvpool.ErrUnavailable) {
+		t.Errorf("Access on a stopped node: %v, want kvpool.ErrUnavailable", err)
 	}
 }
