@@ -56,3 +56,40 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 		t.Errorf("node: a second Get on the lost connection: %v, want kvpool.ErrUnavailable", err)
 	}
 }
+
+// TestFloodPastMaxConns: many clients dial a node at once, far past its
+// connection limit: each Dial either succeeds or fails with
+// kvpool.ErrUnavailable (a refusal, or a connection closed unanswered),
+// never with an error matching no sentinel, and none hangs.
+func TestFloodPastMaxConns(t *testing.T) {
+	n := startNode(t, nodeserver.Options{MaxConns: 2})
+	ctx := ctxT(t)
+	errs := make(chan error, 64)
+	conns := make(chan *nodeclient.Conn, 64)
+	for range 64 {
+		go func() {
+			c, err := nodeclient.Dial(ctx, n.addr, nodeclient.DialOptions{})
+			if err == nil {
+				conns <- c
+			}
+			errs <- err
+		}()
+	}
+	ok := 0
+	for range 64 {
+		err := <-errs
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, kvpool.ErrUnavailable):
+			t.Errorf("Dial past the limit: %v, want kvpool.ErrUnavailable", err)
+		}
+	}
+	close(conns)
+	for c := range conns {
+		c.Close()
+	}
+	if ok == 0 {
+		t.Fatal("no dial succeeded")
+	}
+}
