@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -153,5 +154,40 @@ func TestStoppedNodeIsUnavailable(t *testing.T) {
 	}
 	if _, err := cl.Access(ctx, client.Chain([]uint64{1}, nil), client.AccessOptions{Node: "n0"}); !errors.Is(err, kvpool.ErrUnavailable) {
 		t.Errorf("Access on a stopped node: %v, want kvpool.ErrUnavailable", err)
+	}
+}
+
+// TestCloseEndsFetchOnSilentNode: Close while a Fetch waits on a node
+// that accepted and never answers (dial and request timeouts an hour):
+// the Fetch returns, with ErrClosed, instead of waiting out the timeouts.
+func TestCloseEndsFetchOnSilentNode(t *testing.T) {
+	c := newCluster(t, 0)
+	hole, err := c.addBlackhole("hole")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, c, client.Options{DialTimeout: time.Hour, RequestTimeout: time.Hour})
+	done := make(chan error, 2)
+	go func() {
+		_, err := cl.Fetch(context.Background(), client.Location{Node: "hole"}, []uint64{1}, client.FetchOptions{})
+		done <- err
+	}()
+	go func() {
+		_, err := cl.Access(context.Background(), client.Chain([]uint64{1}, nil), client.AccessOptions{Node: "hole"})
+		done <- err
+	}()
+	for hole.conns.Load() < 2 {
+		runtime.Gosched() // both calls are waiting on the silent node
+	}
+	cl.Close()
+	for range 2 {
+		select {
+		case err := <-done:
+			if !errors.Is(err, kvpool.ErrClosed) {
+				t.Errorf("call interrupted by Close: %v, want kvpool.ErrClosed", err)
+			}
+		case <-time.After(time.Minute): // a hang, not a speed bound: the timeouts are an hour
+			t.Fatal("a call on a silent node still waits a minute after Close")
+		}
 	}
 }
