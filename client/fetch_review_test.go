@@ -190,4 +190,7 @@ func TestCloseEndsFetchOnSilentNode(t *testing.T) {
 			t.Fatal("a call on a silent node still waits a minute after Close")
 		}
 	}
+	if n := cl.Stats().NodeFailures; n != 0 {
+		t.Errorf("Close counted %d node failures; the node did not fail", n)
+	}
 }
