@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/wire"
 )
@@ -166,7 +167,7 @@ func (c *Client) Access(ctx context.Context, accesses []Access, ao AccessOptions
 		err = fmt.Errorf("%d results", len(errs))
 	}
 	if err != nil {
-		if !expired(ctx) {
+		if !expired(ctx) && !errors.Is(err, kvpool.ErrClosed) {
 			c.markDown(node, err)
 		}
 		return AccessResult{}, fmt.Errorf("client: access %d blocks on node %q: %w", len(accesses), node, err)

@@ -18,7 +18,8 @@ type FetchOptions struct {
 // caller's planner chose, for example from a Lookup's replicas by its own
 // estimate of link loads. Unlike Get it takes no lease, sends one MGET to
 // that node only, bounded by RequestTimeout within ctx, and tries no other
-// replica: a block the node does not hold is Missing, a copy that fails
+// replica: a block the node does not hold or could not serve (it is
+// stopping, the block exceeds a limit, ...) is Missing, a copy that fails
 // verification (key and checksum) is Corrupt and counted, and the rest are
 // Loaded, with From set to from (the node serves a block from whichever of
 // its tiers holds it; from.Tier is the caller's expectation). Fetches are

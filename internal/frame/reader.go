@@ -122,10 +122,11 @@ func (r *Reader[O]) ReadFull(p []byte) error {
 
 // AppendFull appends n stream bytes to dst. It grows dst only when full,
 // to twice its capacity or by GrowChunk, whichever is more, and never
-// beyond limit (>= len(dst)+n): memory follows the bytes received. On
-// error it returns dst with what was read.
+// beyond limit (raised to len(dst)+n when below it): memory follows the
+// bytes received. On error it returns dst with what was read.
 func (r *Reader[O]) AppendFull(dst []byte, n, limit int) ([]byte, error) {
 	need := len(dst) + n
+	limit = max(limit, need) // a full dst below it would never grow
 	for len(dst) < need {
 		if len(dst) == cap(dst) {
 			c := min(limit, max(2*cap(dst), len(dst)+GrowChunk))

@@ -197,11 +197,12 @@ type Server struct {
 // listener is one Serve call: its listener and connections.
 type listener struct {
 	ln      net.Listener
-	cancel  context.CancelFunc // cancels the connections' context
-	done    chan struct{}      // closed by stop
-	stopped bool               // guarded by Server.mu
-	conns   map[*Conn]struct{} // guarded by Server.mu
-	wg      sync.WaitGroup     // connection and refusal goroutines
+	cancel  context.CancelFunc    // cancels the connections' context
+	done    chan struct{}         // closed by stop
+	stopped bool                  // guarded by Server.mu
+	conns   map[*Conn]struct{}    // guarded by Server.mu
+	refused map[net.Conn]struct{} // being refused; guarded by Server.mu
+	wg      sync.WaitGroup        // connection and refusal goroutines
 }
 
 // New returns a server handing connections to h, or the error
@@ -239,7 +240,7 @@ func (s *Server) Stats() Stats {
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	l := &listener{ln: ln, cancel: cancel, done: make(chan struct{}), conns: map[*Conn]struct{}{}}
+	l := &listener{ln: ln, cancel: cancel, done: make(chan struct{}), conns: map[*Conn]struct{}{}, refused: map[net.Conn]struct{}{}}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -313,6 +314,7 @@ func (s *Server) admit(ctx context.Context, l *listener, nc net.Conn) {
 			return
 		}
 		s.refusing++
+		l.refused[nc] = struct{}{}
 		l.wg.Add(1)
 		go s.refuse(l, nc)
 	default:
@@ -351,6 +353,7 @@ func (s *Server) refuse(l *listener, nc net.Conn) {
 		nc.Close()
 		s.mu.Lock()
 		s.refusing--
+		delete(l.refused, nc)
 		s.mu.Unlock()
 	}()
 	nc.SetDeadline(time.Now().Add(s.opts.HandshakeTimeout))
@@ -363,8 +366,8 @@ func (s *Server) isStopped(l *listener) bool {
 	return l.stopped
 }
 
-// stop stops l: no more accepts, idle connections interrupted, requests
-// cancelled. It does not wait.
+// stop stops l: no more accepts, idle connections interrupted, refusals
+// closed, requests cancelled. It does not wait.
 func (s *Server) stop(l *listener) {
 	s.mu.Lock()
 	if l.stopped {
@@ -376,6 +379,11 @@ func (s *Server) stop(l *listener) {
 	l.ln.Close()
 	for c := range l.conns {
 		c.interrupt()
+	}
+	// A refusal has nothing in flight: closing it ends a handler waiting
+	// for a silent peer (it may set its own deadlines) at once.
+	for nc := range l.refused {
+		nc.Close()
 	}
 	s.mu.Unlock()
 	l.cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -141,13 +142,24 @@ func dial(ctx context.Context, addr string, opts DialOptions, ctr *counters) (*C
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
+		if unreachable(err) {
+			err = fmt.Errorf("%w: %w", kvpool.ErrUnavailable, err)
+		}
 		return nil, fmt.Errorf("nodeclient: dial %s: %w", addr, err)
 	}
 	c := &Conn{addr: addr, tenant: o.Tenant, nc: nc, timeout: o.Timeout, ctr: ctr}
 	if err := c.handshake(ctx, o); err != nil {
 		nc.Close()
-		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		cerr := ctx.Err()
+		if d, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(d) && errors.Is(err, os.ErrDeadlineExceeded) {
+			// The connection's deadline is ctx's: it may pass a moment
+			// before ctx notices.
+			cerr = context.DeadlineExceeded
+		}
+		if cerr != nil && !errors.Is(err, cerr) {
 			err = fmt.Errorf("%w: %w", cerr, err)
+		} else if unreachable(err) {
+			err = fmt.Errorf("%w: %w", kvpool.ErrUnavailable, err)
 		}
 		return nil, fmt.Errorf("nodeclient: handshake with %s as tenant %q: %w", addr, o.Tenant, err)
 	}
@@ -306,8 +318,12 @@ func (c *Conn) end(ctx context.Context, err error) error {
 	return err
 }
 
-// lost records that the stream is unusable and closes the connection.
+// lost records that the stream is unusable and closes the connection. A
+// connection that failed (the node went away) is kvpool.ErrUnavailable.
 func (c *Conn) lost(err error) error {
+	if unreachable(err) && !c.closed.Load() {
+		err = fmt.Errorf("%w: %w", kvpool.ErrUnavailable, err)
+	}
 	if c.broken == nil {
 		c.broken = err
 		c.nc.Close()
@@ -811,4 +827,15 @@ func (c *Conn) Stats(ctx context.Context) ([]wire.TierStats, error) {
 		return nil, fmt.Errorf("nodeclient: stats of %s: %w", c.addr, err)
 	}
 	return tiers, nil
+}
+
+// unreachable reports whether err is the connection failing (refused,
+// reset, closed by the node, timed out) rather than the node's answer, a
+// protocol error or the caller's context ending.
+func unreachable(err error) bool {
+	if errors.Is(err, kvpool.ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	_, isNet := errors.AsType[net.Error](err)
+	return isNet || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }

@@ -77,8 +77,12 @@ type Pool struct {
 	ctr  counters
 	sem  chan struct{} // one token per open or opening connection
 
+	ctx    context.Context // cancelled by Close: ends dials in progress
+	cancel context.CancelFunc
+
 	mu     sync.Mutex
-	idle   []*Conn // most recently used last
+	idle   []*Conn            // most recently used last
+	busy   map[*Conn]struct{} // in use by a call
 	closed bool
 }
 
@@ -88,7 +92,8 @@ func NewPool(addr string, opts PoolOptions) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pool{addr: addr, opts: o, sem: make(chan struct{}, o.Size)}, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Pool{addr: addr, opts: o, sem: make(chan struct{}, o.Size), ctx: ctx, cancel: cancel, busy: map[*Conn]struct{}{}}, nil
 }
 
 // Addr returns the node's address.
@@ -97,15 +102,20 @@ func (p *Pool) Addr() string { return p.addr }
 // Counters returns the counters of all the pool's connections.
 func (p *Pool) Counters() Counters { return p.ctr.snapshot() }
 
-// Close closes the idle connections; connections in use are closed when
-// their call ends. Later calls fail with ErrClosed.
+// Close closes the pool's connections, interrupting the calls in flight
+// and the dials in progress (they fail with ErrClosed). Later calls fail
+// with ErrClosed.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	p.closed = true
-	idle := p.idle
+	conns := p.idle
 	p.idle = nil
+	for c := range p.busy {
+		conns = append(conns, c)
+	}
 	p.mu.Unlock()
-	for _, c := range idle {
+	p.cancel()
+	for _, c := range conns {
 		c.Close()
 	}
 	return nil
@@ -134,6 +144,7 @@ func (p *Pool) acquire(ctx context.Context) (*Conn, bool, error) {
 			continue
 		}
 		c = last
+		p.busy[c] = struct{}{}
 		break
 	}
 	p.mu.Unlock()
@@ -143,7 +154,24 @@ func (p *Pool) acquire(ctx context.Context) (*Conn, bool, error) {
 	if c != nil {
 		return c, true, nil
 	}
-	c, err := dial(ctx, p.addr, p.opts.Dial, &p.ctr)
+	dctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(p.ctx, cancel)
+	c, err := dial(dctx, p.addr, p.opts.Dial, &p.ctr)
+	stop()
+	cancel()
+	p.mu.Lock()
+	closed := p.closed
+	if err == nil && !closed {
+		p.busy[c] = struct{}{}
+	}
+	p.mu.Unlock()
+	switch {
+	case err != nil && closed:
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
+	case closed:
+		c.Close()
+		err = ErrClosed
+	}
 	if err != nil {
 		<-p.sem
 		return nil, false, err
@@ -155,6 +183,7 @@ func (p *Pool) acquire(ctx context.Context) (*Conn, bool, error) {
 func (p *Pool) release(c *Conn) {
 	defer func() { <-p.sem }()
 	p.mu.Lock()
+	delete(p.busy, c)
 	if p.closed || c.Broken() {
 		p.mu.Unlock()
 		c.Close()
