@@ -9,7 +9,7 @@ import (
 )
 
 // EnvTraceDir is the environment variable naming a directory of traces,
-// searched after the explicit directory (DESIGN.md, "The traces").
+// searched after the explicit directory (docs/design.md, "The traces").
 const EnvTraceDir = "KVPOOL_TRACE_DIR"
 
 // ErrNotFound is returned (wrapped) by Find when no trace file matches.

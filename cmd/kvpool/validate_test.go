@@ -97,7 +97,8 @@ func TestCompareValidate(t *testing.T) {
 	}
 }
 
-// TestCompareValidateKVChainPressure is the CI guard of issue 8: the
+// TestCompareValidateKVChainPressure is the CI guard of the policy in the
+// live store (BENCHMARKS.md, "The policy in the live store"): the
 // kvchain policy running in the live nodes reproduces its simulated token
 // hit ratio within 2 points under memory pressure, in local and global
 // mode, with 0 wrong blocks (300 requests of the generated trace, 100 RAM

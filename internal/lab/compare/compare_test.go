@@ -159,7 +159,7 @@ func sharedTrace(t *testing.T, name string) Trace {
 	return Trace{Name: name, Requests: reqs}
 }
 
-// TestFig10GlobalBeatsLocal pins issue 2's acceptance bar: in the Fig 10
+// TestFig10GlobalBeatsLocal pins the lab's first acceptance bar: in the Fig 10
 // configuration (10 instances × 5,859 blocks) the global arm's token hit
 // ratio is above the local arm's on both published traces, for round-robin
 // and for cache-aware routing.

@@ -225,8 +225,8 @@ func sharedTrace(tb testing.TB, file string) string {
 	return tracetest.Path(tb, file)
 }
 
-// TestPublishedTraces pins the figures of the published traces (DESIGN.md
-// gives requests and mean lengths; the ratios are this package's own
+// TestPublishedTraces pins the figures of the published traces
+// (docs/design.md, "The traces", gives requests and mean lengths; the ratios are this package's own
 // measurement, recorded so a change shows up).
 func TestPublishedTraces(t *testing.T) {
 	for _, tt := range []struct {
