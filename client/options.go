@@ -15,8 +15,8 @@ const (
 	// DefaultDialTimeout bounds connecting to a node (or the master) and
 	// its handshake: 2 s, many loopback or datacenter round trips, yet short
 	// enough that a request blocked on a dead node's SYN falls back to
-	// recompute well within the seconds a long prefill takes (DESIGN.md:
-	// prefill of 8k tokens ≈ 1 s, 32k ≈ 4.4 s).
+	// recompute well within the seconds a long prefill takes (docs/design.md,
+	// "Cost model": prefill of 8k tokens ≈ 1 s, 32k ≈ 4.4 s).
 	DefaultDialTimeout = 2 * time.Second
 	// DefaultRequestTimeout bounds each call to one node within the
 	// caller's context: 5 s, the master's lease TTL (master.Options

@@ -9,7 +9,7 @@ import (
 )
 
 // EnvTraceDir is the environment variable naming a directory of traces,
-// searched after the explicit directory (DESIGN.md, "The traces").
+// searched after the explicit directory (docs/design.md, "The traces").
 const EnvTraceDir = "KVPOOL_TRACE_DIR"
 
 // ErrNotFound is returned (wrapped) by Find when no trace file matches.
@@ -26,9 +26,12 @@ func FileName(name string) string {
 	return name
 }
 
-// Finder locates trace files along the search path: an explicit directory,
-// then $KVPOOL_TRACE_DIR, then ./traces, then ../shared/traces. The zero
-// value uses the process environment and working directory.
+// Finder locates trace files along the search path its caller gives: an
+// explicit directory (the command line's --trace-dir), then the directory
+// $KVPOOL_TRACE_DIR names, then ./traces (where "kvpool trace fetch"
+// downloads the published traces). Nothing else is searched: a caller that
+// keeps its traces elsewhere passes that directory or sets the variable.
+// The zero value uses the process environment and working directory.
 type Finder struct {
 	// Getenv looks up environment variables; nil means os.Getenv.
 	Getenv func(string) string
@@ -48,7 +51,7 @@ func Find(name, dir string) (string, error) {
 // ("conversation_trace.jsonl") or a path. A name that is an existing file
 // (relative to WorkDir) or that contains a path separator is used as it is.
 // Otherwise the file is looked for in dir (if not empty), $KVPOOL_TRACE_DIR
-// (if set), ./traces and ../shared/traces, in that order. The error lists
+// (if set) and ./traces, in that order. The error lists
 // every place looked and wraps ErrNotFound.
 func (f Finder) Find(name, dir string) (string, error) {
 	if name == "" {
@@ -74,7 +77,7 @@ func (f Finder) Find(name, dir string) (string, error) {
 	if env != "" {
 		places = append(places, place{"$" + EnvTraceDir + "=" + env, env})
 	}
-	places = append(places, place{"./traces", "traces"}, place{"../shared/traces", filepath.Join("..", "shared", "traces")})
+	places = append(places, place{"./traces", "traces"})
 	var looked []string
 	for _, pl := range places {
 		p := filepath.Join(pl.dir, file)

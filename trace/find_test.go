@@ -30,7 +30,6 @@ func TestFind(t *testing.T) {
 	mk("env/synthetic_trace.jsonl")
 	mk("work/traces/conversation_trace.jsonl")
 	mk("work/traces/synthetic_trace.jsonl")
-	mk("work/traces/toolagent_trace.jsonl")
 	mk("shared/traces/toolagent_trace.jsonl")
 	mk("shared/traces/mine.jsonl")
 	mk("work/local.jsonl")
@@ -55,8 +54,9 @@ func TestFind(t *testing.T) {
 		{"env next", "conversation", "", envSet, "env/conversation_trace.jsonl"},
 		{"flag dir without the file falls through to env", "synthetic", flagDir, envSet, "env/synthetic_trace.jsonl"},
 		{"./traces next", "synthetic", "", envUnset, "work/traces/synthetic_trace.jsonl"},
-		{"full file name", "toolagent_trace.jsonl", "", envUnset, "work/traces/toolagent_trace.jsonl"},
-		{"../shared/traces last", "mine.jsonl", "", envUnset, "shared/traces/mine.jsonl"},
+		{"full file name", "synthetic_trace.jsonl", "", envUnset, "work/traces/synthetic_trace.jsonl"},
+		{"not in ../shared/traces (the caller passes it)", "mine.jsonl", "", envUnset, ""},
+		{"short name not in ../shared/traces either", "toolagent", "", envSet, ""},
 		{"file in working directory as is", "local.jsonl", flagDir, envSet, "work/local.jsonl"},
 		{"explicit path as is", explicit, flagDir, envSet, "elsewhere/x.jsonl"},
 		{"missing", "nope", flagDir, envSet, ""},
@@ -87,8 +87,8 @@ func TestFindErrorListsPlaces(t *testing.T) {
 		getenv func(string) string
 		want   []string
 	}{
-		{"env set", func(string) string { return "/e" }, []string{"--trace-dir /d", "$KVPOOL_TRACE_DIR=/e", "./traces", "../shared/traces", "kvpool trace fetch", "kvpool trace gen", "conversation_trace.jsonl"}},
-		{"env unset", func(string) string { return "" }, []string{"--trace-dir /d", "$KVPOOL_TRACE_DIR not set", "./traces", "../shared/traces"}},
+		{"env set", func(string) string { return "/e" }, []string{"--trace-dir /d", "$KVPOOL_TRACE_DIR=/e", "./traces", "kvpool trace fetch", "kvpool trace gen", "conversation_trace.jsonl"}},
+		{"env unset", func(string) string { return "" }, []string{"--trace-dir /d", "$KVPOOL_TRACE_DIR not set", "./traces"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Finder{Getenv: tt.getenv, WorkDir: t.TempDir()}.Find("conversation", "/d")
@@ -99,6 +99,9 @@ func TestFindErrorListsPlaces(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not mention %q", err, w)
 				}
+			}
+			if strings.Contains(err.Error(), "shared") {
+				t.Errorf("error %q names a place outside the caller's search path", err)
 			}
 		})
 	}

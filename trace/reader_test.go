@@ -10,27 +10,15 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/kvpool/kvpool/trace/tracetest"
 )
 
-// sharedTrace returns the path of a published trace in a shared/traces
-// directory above the working directory, skipping the test if there is none.
+// sharedTrace returns the path of a published trace in $KVPOOL_TRACE_DIR,
+// skipping the test if it is not there (see trace/tracetest).
 func sharedTrace(tb testing.TB, file string) string {
 	tb.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "shared", "traces", file)
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Skipf("%s not found in any shared/traces above the working directory", file)
-		}
-		dir = parent
-	}
+	return tracetest.Path(tb, file)
 }
 
 const (

@@ -78,7 +78,7 @@ func parseCompare(args []string, stderr io.Writer) (*compareRun, error) {
 	liveFlag := fs.Bool("live", false, "--sim plus live arms on a subsample of each trace (a local cluster per arm), in a \"Live vs simulated\" section")
 	validateFlag := fs.Bool("validate", false, "run --mode arms live and simulated on a subsample and fail unless they agree (hit ratio ±2 points, mean TTFT ±20%, 0 wrong blocks); INCONCLUSIVE (exit 3) when the machine did not keep up")
 	traces := fs.String("traces", "conversation,synthetic", "comma-separated trace names or files")
-	traceDir := fs.String("trace-dir", "", "directory searched first for traces (then $KVPOOL_TRACE_DIR, ./traces, ../shared/traces)")
+	traceDir := fs.String("trace-dir", "", "directory searched first for traces (then $KVPOOL_TRACE_DIR, ./traces)")
 	noGoodput := fs.Bool("no-goodput", false, "skip the goodput bisection (the slowest part)")
 	rate := fs.Float64("rate", 1, "arrival-rate multiplier for every timed arm")
 	nic := fs.Float64("nic-gbps", 0, "NIC bandwidth per instance in Gbps (default 100)")

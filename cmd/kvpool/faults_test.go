@@ -1,6 +1,6 @@
 package main
 
-// The multi-process fault-injection suite (issue 7): each scenario starts a
+// The multi-process fault-injection suite (RELIABILITY.md): each scenario starts a
 // real cluster of re-executed test binaries (see TestMain in
 // cluster_test.go), injects one fault and checks that the system detects
 // it, never delivers wrong bytes and leaves no goroutine behind in the test
@@ -692,7 +692,7 @@ func nodeMetric(ctx context.Context, t *testing.T, adminAddr, name, labels strin
 // unpaced. Gets with a recompute-cost deadline return by the deadline:
 // the slow node's blocks come back TimedOut (recompute), never Missing or
 // wrong, and no Get stalls past the deadline by more than a slack. This is
-// issue 7's "p99 TTFT stays bounded": a Get's time is the fetch part of a
+// the reliability bar "p99 TTFT stays bounded": a Get's time is the fetch part of a
 // request's TTFT, and its p99 is logged and asserted. The long variant
 // runs five times as many Gets.
 func TestFaultSlowNode(t *testing.T) {

@@ -23,7 +23,7 @@ import (
 // Help texts of the trace flags.
 const (
 	traceNameUsage = "trace name (conversation, synthetic, toolagent) or file"
-	traceDirUsage  = "directory searched first for traces (then $" + trace.EnvTraceDir + ", ./traces, ../shared/traces)"
+	traceDirUsage  = "directory searched first for traces (then $" + trace.EnvTraceDir + ", ./traces)"
 	lenientUsage   = "skip malformed trace lines instead of failing"
 )
 

@@ -96,7 +96,7 @@ func parseReplay(args []string, stderr io.Writer) (replayFlags, error) {
 	verify := fs.String("verify", string(replay.VerifyFull), "block verification: checksum, or full (regenerate and compare)")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: kvpool replay [--local N | --master ADDR] [flags]\n\nReplays a trace live against a kvpool cluster under the scale model\n(DESIGN.md) and reports the simulator's statistics, in model seconds.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: kvpool replay [--local N | --master ADDR] [flags]\n\nReplays a trace live against a kvpool cluster under the scale model\n(docs/design.md) and reports the simulator's statistics, in model seconds.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseNoArgs(fs, args); err != nil {

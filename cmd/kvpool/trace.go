@@ -36,7 +36,7 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintf(stderr, "  %-9s %s\n", c.name, c.summary)
 		}
 		fmt.Fprintln(stderr, "\nA NAME (conversation, synthetic, toolagent or a file name) is looked for in\n"+
-			"--trace-dir, then $"+trace.EnvTraceDir+", then ./traces, then ../shared/traces.\n"+
+			"--trace-dir, then $"+trace.EnvTraceDir+", then ./traces.\n"+
 			"Run 'kvpool trace <subcommand> -h' for its flags.")
 	}
 	if len(args) == 0 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/kvpool/kvpool/internal/lab/tracefetch"
+	"github.com/kvpool/kvpool/trace/tracetest"
 )
 
 // runKV runs "kvpool args..." and returns the exit code and outputs.
@@ -104,20 +105,11 @@ func TestTraceCommands(t *testing.T) {
 	}
 }
 
-// TestTraceFetchCommand serves the shared conversation trace from a local
-// server standing in for GitHub.
+// TestTraceFetchCommand serves the published conversation trace (from
+// $KVPOOL_TRACE_DIR, see trace/tracetest) from a local server standing in
+// for GitHub.
 func TestTraceFetchCommand(t *testing.T) {
-	var src string
-	for dir, _ := os.Getwd(); ; dir = filepath.Dir(dir) {
-		p := filepath.Join(dir, "shared", "traces", "conversation_trace.jsonl")
-		if _, err := os.Stat(p); err == nil {
-			src = p
-			break
-		}
-		if filepath.Dir(dir) == dir {
-			t.Skip("conversation_trace.jsonl not found in any shared/traces above the working directory")
-		}
-	}
+	src := tracetest.Path(t, "conversation_trace.jsonl")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/"+tracefetch.PinnedCommit+"/"+tracefetch.TracePath+"/conversation_trace.jsonl" {
 			http.NotFound(w, r)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/kvpool/kvpool/internal/lab/demo"
 	"github.com/kvpool/kvpool/internal/lab/sim"
+	"github.com/kvpool/kvpool/trace"
+	"github.com/kvpool/kvpool/trace/tracetest"
 )
 
 // validateKeptUp runs kvpool compare --validate with args at speed (args
@@ -74,10 +75,10 @@ func TestCompareValidate(t *testing.T) {
 		args []string
 	}
 	sources := []source{{"generated", []string{"--generated"}}}
-	if _, err := os.Stat(filepath.Join("..", "..", "..", "shared", "traces", "conversation_trace.jsonl")); err == nil {
-		sources = append(sources, source{"conversation", []string{"--trace", "conversation", "--trace-dir", filepath.Join("..", "..", "..", "shared", "traces")}})
+	if path, err := tracetest.Find(trace.FileName("conversation")); err == nil {
+		sources = append(sources, source{"conversation", []string{"--trace", "conversation", "--trace-dir", filepath.Dir(path)}})
 	} else {
-		t.Log("conversation trace not found: validating on the generated trace only")
+		t.Logf("validating on the generated trace only: %v", err)
 	}
 	for _, src := range sources {
 		t.Run(src.name, func(t *testing.T) {
@@ -96,7 +97,8 @@ func TestCompareValidate(t *testing.T) {
 	}
 }
 
-// TestCompareValidateKVChainPressure is the CI guard of issue 8: the
+// TestCompareValidateKVChainPressure is the CI guard of the policy in the
+// live store (BENCHMARKS.md, "The policy in the live store"): the
 // kvchain policy running in the live nodes reproduces its simulated token
 // hit ratio within 2 points under memory pressure, in local and global
 // mode, with 0 wrong blocks (300 requests of the generated trace, 100 RAM

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/kvpool/kvpool/trace/tracetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -352,9 +353,10 @@ func fakeRedis(t *testing.T) string {
 func TestTargetsSmoke(t *testing.T) {
 	const size = 16 << 10 // a multiple of 4096, as O_DIRECT needs
 	redis := fakeRedis(t)
-	trace := filepath.Join("..", "..", "..", "shared", "traces", "conversation_trace.jsonl")
-	if _, err := os.Stat(trace); err != nil {
-		trace = "" // the sim target generates one
+	trace, err := tracetest.Find("conversation_trace.jsonl")
+	if err != nil {
+		t.Logf("the sim target generates its trace: %v", err)
+		trace = ""
 	}
 	for _, tc := range []struct {
 		spec      Spec

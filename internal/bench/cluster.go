@@ -23,7 +23,8 @@ import (
 // Cluster target shape. Each constant says where its value comes from.
 const (
 	// clusterHeartbeat is the nodes' heartbeat (told to them by the
-	// master at registration): 50 ms, issue 6's cluster target, so a
+	// master at registration): 50 ms, as in the cluster target's command
+	// (BENCHMARKS.md, "cluster target"), so a
 	// stored block enters the index within a few tens of milliseconds and
 	// setup is quick; the default 1 s would only slow setup down.
 	clusterHeartbeat = 50 * time.Millisecond

@@ -15,8 +15,8 @@ const (
 	VsDisk  = TargetDisk
 )
 
-// Goals of issue 6: kvpool's throughput as a share of each comparison
-// point's, from one run.
+// Goals of the storage benchmark (BENCHMARKS.md, "kvpool bench"): kvpool's
+// throughput as a share of each comparison point's, from one run.
 const (
 	// GoalRedis: node GET from RAM ≥ 1.0 × Redis GET (256 KiB and 1 MiB,
 	// 8 connections).
@@ -90,7 +90,7 @@ type Comparison struct {
 	Other Result `json:"other"`
 	// Ratio is Kvpool.GBPerSec / Other.GBPerSec.
 	Ratio float64 `json:"ratio"`
-	// Goal is issue 6's target ratio; Met reports Ratio ≥ Goal.
+	// Goal is the target ratio (BENCHMARKS.md); Met reports Ratio ≥ Goal.
 	Goal float64 `json:"goal"`
 	Met  bool    `json:"met"`
 	// Skipped, when set, says why the comparison did not run.

@@ -1,4 +1,5 @@
-// Package bench is kvpool's benchmark runner (issue 6): it drives one
+// Package bench is kvpool's benchmark runner (BENCHMARKS.md, "kvpool
+// bench"): it drives one
 // target — a tier in process (ram, ssd), a whole node over loopback (node),
 // the master's lookups (master), a master and N nodes read through the
 // public client (cluster), the hit-ratio engine (sim), or a

@@ -32,25 +32,28 @@ func Targets() []string {
 // Defaults of Spec's zero fields. Each says where its value comes from.
 const (
 	// DefaultBlockSize is 256 KiB, the live runs' usual payload
-	// (DESIGN.md, scale model: 64–256 KiB) and a size issue 6 names.
+	// (64–256 KiB; docs/design.md, "Scale model") and one of the sizes
+	// BENCHMARKS.md reports.
 	DefaultBlockSize = 256 << 10
-	// DefaultConns is 8, the connection count of issue 6's targets.
+	// DefaultConns is 8, the connection count of the benchmark's targets
+	// (BENCHMARKS.md).
 	DefaultConns = 8
-	// DefaultMasterBatch is 32 keys per lookup, issue 6's master target.
+	// DefaultMasterBatch is 32 keys per lookup, the master target of
+	// BENCHMARKS.md.
 	DefaultMasterBatch = 32
 	// DefaultMasterDepth is 2 lookups in flight per connection: with the
 	// default 8 connections that is 16 goroutines, what
 	// BenchmarkLookup32Loopback uses on this 2-core machine.
 	DefaultMasterDepth = 2
 	// DefaultClusterBatch is 8 blocks per client.Get of the cluster
-	// target: issue 6's cluster command (--batch 8), a 4k-token prefix of
+	// target: BENCHMARKS.md's cluster command (--batch 8), a 4k-token prefix of
 	// 512-token blocks.
 	DefaultClusterBatch = 8
 	// DefaultClusterNodes is the cluster target's node count: 3, as the
 	// master target's registered nodes and cluster.DefaultNodes of
 	// `kvpool up`.
 	DefaultClusterNodes = 3
-	// DefaultDuration is 5 s, issue 6's example command.
+	// DefaultDuration is 5 s, as in BENCHMARKS.md's commands.
 	DefaultDuration = 5 * time.Second
 	// DefaultWorkingBlocks is the working set of the ram, node and redis
 	// targets: 64 blocks, as BenchmarkNodeGet (random reads spread over
@@ -67,7 +70,7 @@ const (
 	// run has lasted ProgressAfter.
 	DefaultProgressEvery = time.Second
 	// ProgressAfter is how long a run goes before the first progress line:
-	// issue 6 asks for progress on runs longer than about 2 s.
+	// a run longer than about 2 s shows progress.
 	ProgressAfter = 2 * time.Second
 )
 

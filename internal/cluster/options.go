@@ -19,7 +19,8 @@ const (
 	// 1 GiB, four times the RAM tier (Mooncake's pool is mostly SSD).
 	DefaultSSDBytes = 1 << 30
 	// DefaultBlockSize is the largest block payload: 256 KiB, the largest
-	// live payload of the scale model (DESIGN.md, 64–256 KiB).
+	// live payload of the scale model (64–256 KiB; docs/design.md, "Scale
+	// model").
 	DefaultBlockSize = 256 << 10
 	// DefaultStartTimeout bounds Start's wait for every node to be live:
 	// 30 s, a cold start of N processes on a loaded 2-core machine.

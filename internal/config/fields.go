@@ -68,8 +68,8 @@ type alias struct {
 	target string // kvpool key
 }
 
-// fileAliases are Mooncake's config-file keys (DESIGN.md, "Mooncake
-// compatibility points"); they sit at the top level of the file.
+// fileAliases are Mooncake's config-file keys (docs/design.md, "Mooncake
+// compatibility"); they sit at the top level of the file.
 func fileAliases() []alias {
 	return []alias{
 		{"enable_ssd_offload", "ssd.enabled"},

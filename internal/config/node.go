@@ -28,7 +28,7 @@ const (
 	// plane, also on loopback.
 	DefaultAdminListen = "127.0.0.1:7481"
 	// DefaultBlockSize is the SSD tier's default slot payload, the top of
-	// the live-run payload range (64–256 KiB) in DESIGN.md's scale model.
+	// the live-run payload range (64–256 KiB; docs/design.md, "Scale model").
 	DefaultBlockSize Size = ssd.DefaultBlockSize
 	// DefaultRAMBytes gives a node 1 GiB of RAM tier: 4096 blocks of
 	// 256 KiB, enough for a laptop run of the traces.
@@ -53,7 +53,7 @@ const (
 	DefaultRAMLowWatermark  = 0.90
 	DefaultSSDLowWatermark  = ssd.DefaultLowWatermark
 	// DefaultPromotionThreshold promotes an SSD block to RAM on its second
-	// touch (DESIGN.md, master: "SSD→RAM on a second touch").
+	// touch (docs/design.md, "Eviction, demotion, promotion").
 	DefaultPromotionThreshold = 2
 	// DefaultPromotionRAMWatermark stops promotions while the RAM tier is
 	// over 90% full, so that promotion never forces RAM evictions of its

@@ -24,13 +24,13 @@ var soakFlag = flag.Duration("soak", 0, "run TestSoak this long (default: soakDe
 
 // Soak parameters. Each says where its value comes from.
 const (
-	// soakDefault is the CI length: issue 7 asks for ~45 s, long enough
+	// soakDefault is the CI length, ~45 s (the reliability target), long enough
 	// for tens of thousands of evictions, demotions and promotions and
 	// for several heap samples after warm-up.
 	soakDefault = 45 * time.Second
-	// soakClients is issue 7's 16 concurrent clients.
+	// soakClients is the reliability target's 16 concurrent clients.
 	soakClients = 16
-	// soakNodes is issue 7's 3 nodes.
+	// soakNodes is the reliability target's 3 nodes.
 	soakNodes = 3
 	// soakBlock is the block size: 16 KiB keeps the bytes moved (and the
 	// CPU spent on checksums under -race on 2 cores) modest while

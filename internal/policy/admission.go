@@ -20,7 +20,8 @@ func (AdmitAll) Admit(Access) bool { return true }
 // SecondHit admits a block on its second miss within a window: the first
 // miss only records the key in a bounded FIFO ghost list, and a miss on a
 // key still in that list admits it (and forgets it). Blocks used once —
-// about 76% of the conversation trace's unique blocks (DESIGN.md) — never
+// about 76% of the conversation trace's unique blocks (docs/design.md,
+// "Principles") — never
 // displace anything. This is the "cache on second hit" rule CDNs use
 // against one-hit wonders (Maggs and Sitaraman, "Algorithmic nuggets in
 // content delivery", SIGCOMM CCR 2015).

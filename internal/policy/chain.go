@@ -48,7 +48,8 @@ import (
 // as well as the simulator.
 //
 // Controlled prediction error (ChainOptions.PredictionError = p, for the
-// robustness experiment of issue 8): kvchain makes three kinds of reuse
+// robustness experiment of docs/policy.md, "Prediction error"): kvchain
+// makes three kinds of reuse
 // prediction, and with probability p each one is replaced by its opposite,
 // drawn from a generator seeded with ChainOptions.Seed (deterministic for a
 // given seed and access sequence):
@@ -184,8 +185,8 @@ type ChainOptions struct {
 	// (admission to probation or to the protected queue, tail demotion) is
 	// replaced by its opposite; see the type comment of Chain for exactly
 	// which decisions flip. 0 (the default) injects no error. It exists
-	// for the robustness experiment of issue 8 ("inject a controlled
-	// fraction of wrong predictions").
+	// for the robustness experiment that injects a controlled fraction of
+	// wrong predictions (docs/policy.md, "Prediction error").
 	PredictionError float64
 	// Seed seeds the generator that draws the flips; the same seed and
 	// access sequence give the same decisions.

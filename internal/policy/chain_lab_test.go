@@ -12,6 +12,7 @@ import (
 	"github.com/kvpool/kvpool/internal/lab/tracesample"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/trace"
+	"github.com/kvpool/kvpool/trace/tracetest"
 )
 
 // TestChainLab is the tuning and reporting harness of docs/policy.md, not a
@@ -122,7 +123,7 @@ func labTrace(t *testing.T, name string) ([]trace.Request, bool) {
 	case "gen-long":
 		gen.Seed, gen.MeanTurns, gen.Input = 7, 3, tracegen.LengthDist{Mean: 3000, Sigma: 1}
 	default:
-		path, err := trace.Find(name, "../../../shared/traces")
+		path, err := tracetest.Find(trace.FileName(name))
 		if err != nil {
 			t.Logf("trace %s: %v", name, err)
 			return nil, false

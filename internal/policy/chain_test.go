@@ -165,7 +165,7 @@ func mustChain(t *testing.T, o policy.ChainOptions) *policy.Chain {
 }
 
 // TestChainBeatsBaselinesOnGeneratedTraces is the behavioural target of
-// issue 8 on traces the policy was not tuned on, at the issue's
+// docs/policy.md on traces the policy was not tuned on, at its
 // capacities: kvchain's token hit ratio is at least the best of LRU, LFU,
 // S3-FIFO and ARC, less chainSlack. (At 1,000 blocks on the chat trace it
 // is 0.4 points below LFU: see docs/policy.md.)

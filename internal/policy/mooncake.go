@@ -17,8 +17,8 @@ import (
 //     at once. Mooncake's master has the same two knobs,
 //     eviction_high_watermark_ratio and eviction_ratio (mooncake-store
 //     types.h: DEFAULT_EVICTION_RATIO = 0.05; the watermark default has been
-//     0.95 and 0.90 across releases); the values here are DESIGN.md's
-//     "evict 5% when usage passes 90%". So in steady state the cache holds
+//     0.95 and 0.90 across releases); the values here evict 5% when
+//     usage passes 90%. So in steady state the cache holds
 //     between 85% and 90% of its capacity — the price of batching.
 //   - Victims, by default: the batch's blocks are the least recently
 //     accessed ones, chosen together when the batch starts — Mooncake's
@@ -69,11 +69,10 @@ type MooncakeOptions struct {
 	// sequence choose the same victims.
 	Seed uint64
 	// HighWatermark is the fraction of capacity whose crossing starts a
-	// batch (default 0.90, DESIGN.md; Mooncake's
-	// eviction_high_watermark_ratio).
+	// batch (default 0.90; Mooncake's eviction_high_watermark_ratio).
 	HighWatermark float64
 	// EvictRatio is the fraction of capacity one batch evicts (default
-	// 0.05, DESIGN.md and Mooncake's eviction_ratio).
+	// 0.05, Mooncake's eviction_ratio).
 	EvictRatio float64
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvpool/kvpool/internal/lab/tracegen"
 	"github.com/kvpool/kvpool/trace"
+	"github.com/kvpool/kvpool/trace/tracetest"
 )
 
 func smallTrace(t *testing.T, seed uint64) Trace {
@@ -147,24 +148,18 @@ func TestRunCancelled(t *testing.T) {
 	}
 }
 
-// sharedTrace reads a published trace from ../shared/traces, or skips.
+// sharedTrace reads a published trace from $KVPOOL_TRACE_DIR, or skips
+// (see trace/tracetest).
 func sharedTrace(t *testing.T, name string) Trace {
 	t.Helper()
-	path, err := trace.Find(name, "")
-	if err != nil {
-		path, err = trace.Find(name, filepath.Join("..", "..", "..", "..", "shared", "traces"))
-	}
-	if err != nil {
-		t.Skipf("trace %s not found: %v", name, err)
-	}
-	reqs, err := trace.ReadFile(path, trace.ReadOptions{})
+	reqs, err := trace.ReadFile(tracetest.Path(t, trace.FileName(name)), trace.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return Trace{Name: name, Requests: reqs}
 }
 
-// TestFig10GlobalBeatsLocal pins issue 2's acceptance bar: in the Fig 10
+// TestFig10GlobalBeatsLocal pins the lab's first acceptance bar: in the Fig 10
 // configuration (10 instances × 5,859 blocks) the global arm's token hit
 // ratio is above the local arm's on both published traces, for round-robin
 // and for cache-aware routing.

@@ -15,7 +15,8 @@ import (
 )
 
 // JointTargetRatio is the goodput ratio over the baseline the joint
-// comparison is judged against (issue 8, target 2: ≥ 1.2×).
+// comparison is judged against (≥ 1.2×; docs/policy.md, "Fig 10 goodput
+// with Algorithm 1's rejection").
 const JointTargetRatio = 1.2
 
 // unboundedNICGbps is the NIC bandwidth of the unbounded arms: 1,000× the

@@ -14,7 +14,8 @@ import (
 )
 
 // Published anchors from Mooncake (FAST'25), keyed by trace name. They are
-// printed beside our figures; DESIGN.md lists their sources.
+// printed beside our figures; docs/design.md, "Published anchors", lists
+// their sources.
 type anchors struct {
 	fig9At3M     float64 // share of the maximum hit ratio reached by a 3M-token cache
 	fig10Local   float64 // local token hit ratio, 10 × 3M tokens

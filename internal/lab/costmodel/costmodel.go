@@ -81,7 +81,7 @@ const (
 )
 
 // llama3_70b builds the paper's profile: LLaMA3-70B (l = 80, d = 8192,
-// gqa = 8, bf16) on one node of 8×A800 (DESIGN.md "Cost model", Mooncake
+// gqa = 8, bf16) on one node of 8×A800 (docs/design.md, "Cost model"; Mooncake
 // FAST'25 Table 1). Its MFU at 8k…128k tokens is whatever makes the formula
 // give the Fig 14a times (MFU = flops(n) / (G * t)): 0.458, 0.529, 0.609,
 // 0.718, 0.882; below that, one assumed point at 512 tokens.

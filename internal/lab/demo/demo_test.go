@@ -1,11 +1,13 @@
 package demo
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvpool/kvpool/trace"
+	"github.com/kvpool/kvpool/trace/tracetest"
 )
 
 func TestLoadWindow(t *testing.T) {
@@ -54,10 +56,11 @@ func TestLoadWindow(t *testing.T) {
 }
 
 func TestLoadWindowFindsTrace(t *testing.T) {
-	dir := "../../../../shared/traces"
+	path := tracetest.Path(t, trace.FileName("conversation"))
+	dir := filepath.Dir(path)
 	w, err := LoadWindow(TraceOptions{Dir: dir, Window: time.Minute, First: 50})
 	if err != nil {
-		t.Skipf("conversation trace not available: %v", err)
+		t.Fatal(err)
 	}
 	if w.Generated || w.Name != "conversation" || len(w.Requests) != 50 || w.Notice != "" {
 		t.Fatalf("window: %s generated %v, %d requests, notice %q", w.Name, w.Generated, len(w.Requests), w.Notice)

@@ -38,8 +38,8 @@ const (
 type TraceOptions struct {
 	// Name is a trace name or file (DefaultTrace).
 	Name string
-	// Dir is searched first (then $KVPOOL_TRACE_DIR, ./traces,
-	// ../shared/traces; see trace.Finder).
+	// Dir is searched first (then $KVPOOL_TRACE_DIR and ./traces; see
+	// trace.Finder).
 	Dir string
 	// Generated skips the search and generates a chat trace
 	// (tracegen.ChatOptions, which resembles the conversation trace).

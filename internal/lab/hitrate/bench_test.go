@@ -1,26 +1,22 @@
 package hitrate
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/trace"
+	"github.com/kvpool/kvpool/trace/tracetest"
 )
 
-// sharedTraces is where the published traces live relative to this
-// package's directory (the repository sits beside ../shared).
-const sharedTraces = "../../../../shared/traces"
-
-// loadShared reads a published trace, or reports false when it is absent.
+// loadShared reads a published trace from $KVPOOL_TRACE_DIR, or logs why
+// it is absent (and how to set the variable; see trace/tracetest) and
+// reports false.
 func loadShared(tb testing.TB, name string) ([]trace.Request, bool) {
 	tb.Helper()
-	path, err := trace.Finder{Getenv: func(string) string { return "" }}.Find(name, sharedTraces)
-	if errors.Is(err, trace.ErrNotFound) {
-		return nil, false
-	}
+	path, err := tracetest.Find(trace.FileName(name))
 	if err != nil {
-		tb.Fatal(err)
+		tb.Log(err)
+		return nil, false
 	}
 	reqs, err := trace.ReadFile(path, trace.ReadOptions{})
 	if err != nil {

@@ -15,7 +15,7 @@ func TestSharedTraces(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			reqs, ok := loadShared(t, name)
 			if !ok {
-				t.Skipf("%s trace not found in %s", name, sharedTraces)
+				t.Skipf("%s trace not found (see the log above)", name)
 			}
 			seen := make(map[uint64]bool)
 			var hit, in int64

@@ -1,4 +1,4 @@
-// Package policylab runs the policy experiments of issue 8 as code and
+// Package policylab runs the policy experiments (docs/policy.md) as code and
 // turns them into a report section by section: how much of the gap between
 // LRU and Belady an online policy (kvchain by default) closes on the tuning
 // half, the held-out half and the whole of each trace, and how robust that

@@ -13,7 +13,8 @@ import (
 	"github.com/kvpool/kvpool/internal/lab/report"
 )
 
-// Issue 8's targets for the subject against the LRU→Belady gap.
+// The policy targets for the subject against the LRU→Belady gap
+// (docs/policy.md, "Results").
 const (
 	// TargetGap is the goal: half the gap in every cell.
 	TargetGap = 0.5
@@ -96,7 +97,7 @@ func partLabel(g GapRow) string {
 // Report lays the result out as a report: one section per experiment.
 func (r *Result) Report() *report.Report {
 	return &report.Report{
-		Title: "kvpool: the cache policy report (issue 8)",
+		Title: "kvpool: the cache policy report",
 		Intro: fmt.Sprintf("Subject `%s` against the baselines %s, the extra %s and the offline optimum `%s`. "+
 			"Order-only runs replay one global cache in request order (`kvpool hitrate` semantics); timed runs use the simulator (%s). "+
 			"Token hit ratios in percent, differences in percentage points.",
@@ -161,7 +162,7 @@ func (r *Result) gapTable(caption string, keep func(GapRow) bool) report.Table {
 	return t
 }
 
-// target is one of issue 8's targets evaluated over some cells.
+// target is one of the policy targets evaluated over some cells.
 type target struct {
 	name, scope string
 	cells       func(GapRow) bool
@@ -212,7 +213,7 @@ func (r *Result) targetVerdict(t target, parts ...string) string {
 // TargetsTable is the verdict on every target: over the held-out parts
 // (second half and whole) and over the tuning half.
 func (r *Result) TargetsTable() report.Table {
-	t := report.Table{Caption: "Issue 8 targets for " + r.Setup.Subject + ": cells met of cells where the target applies",
+	t := report.Table{Caption: "Targets for " + r.Setup.Subject + ": cells met of cells where the target applies",
 		Columns: []string{"target", "cells", "held out (second half, whole)", "first half"}}
 	for _, tg := range r.targets() {
 		t.Rows = append(t.Rows, []string{tg.name, tg.scope, r.targetVerdict(tg, PartSecond, PartWhole), r.targetVerdict(tg, PartFirst)})
@@ -244,7 +245,7 @@ func (r *Result) gapSection() report.Section {
 			"vs best = %[1]s minus the best of %[3]s, in points. "+
 			"%[1]s was tuned on the first half (by time) of the published traces, gen-chat and gen-long at these capacities "+
 			"(docs/policy.md; rows marked \"tuning\"); the second half and the whole trace are the report, and "+
-			"gen-prompts and gen-deep were not used for tuning at all. The targets are issue 8's: at least 30%% of the gap at "+
+			"gen-prompts and gen-deep were not used for tuning at all. The targets (docs/policy.md): at least 30%% of the gap at "+
 			"2,000 and 5,000 blocks on the conversation trace (minimum), half of it everywhere (goal), and never below the best baseline.",
 			r.Setup.Subject, r.Setup.Oracle, strings.Join(r.Setup.Baselines, ", ")),
 	}

@@ -1,8 +1,9 @@
 // Package replay is the live trace replayer: it drives a running kvpool
 // cluster (a master and N nodes) with a request trace under the scale
-// model of DESIGN.md, mirroring the simulator (package sim) so that a sim
-// run and a live run of the same configuration can be compared record by
-// record, in the same formats (sim.Record, sim.Summary, sim.WriteRecordsCSV).
+// model (docs/design.md, "Scale model"), mirroring the simulator (package
+// sim) so that a sim run and a live run of the same configuration can be
+// compared record by record, in the same formats (sim.Record, sim.Summary,
+// sim.WriteRecordsCSV).
 //
 // # Workers and time
 //

@@ -42,9 +42,9 @@ const (
 
 // Defaults of Options; a zero field takes these values.
 const (
-	// DefaultPayloadBytes is 64 KiB per block, the low end of DESIGN.md's
-	// live payloads (64–256 KiB): the most blocks per second a 2-core
-	// machine can move at a given modelled bandwidth.
+	// DefaultPayloadBytes is 64 KiB per block, the low end of the live
+	// payloads (64–256 KiB; docs/design.md, "Scale model"): the most blocks
+	// per second a 2-core machine can move at a given modelled bandwidth.
 	DefaultPayloadBytes = 64 << 10
 	// DefaultSpeed compresses trace time 50×: a 10 s conversation-trace
 	// bucket of prefills (≈1–4 s each in model time) becomes 20–80 ms of
@@ -228,7 +228,7 @@ func (o Options) scale() float64 {
 
 // PacerRates returns the live rates (bytes/s) of the nodes' network (each
 // direction) and SSD paths under the scale model: model bandwidth ×
-// (payload / model block bytes) × speed (DESIGN.md "Scale model").
+// (payload / model block bytes) × speed (docs/design.md, "Scale model").
 func (o Options) PacerRates() (net, ssd float64) {
 	o = o.WithDefaults()
 	s := o.scale()

@@ -2,30 +2,21 @@ package sim
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/kvpool/kvpool/trace"
+	"github.com/kvpool/kvpool/trace/tracetest"
 )
 
-// sharedTrace reads a shared trace file found by walking up from the
-// package directory, or skips the test when it is absent.
+// sharedTrace reads a published trace file from $KVPOOL_TRACE_DIR, or
+// skips the test when it is absent (see trace/tracetest).
 func sharedTrace(tb testing.TB, name string) []trace.Request {
 	tb.Helper()
-	for _, dir := range []string{"../../../shared/traces", "../../shared/traces", "../../../../shared/traces"} {
-		path := filepath.Join(dir, name)
-		if _, err := os.Stat(path); err != nil {
-			continue
-		}
-		reqs, err := trace.ReadFile(path, trace.ReadOptions{})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return reqs
+	reqs, err := trace.ReadFile(tracetest.Path(tb, name), trace.ReadOptions{})
+	if err != nil {
+		tb.Fatal(err)
 	}
-	tb.Skipf("trace %s not found next to the repository", name)
-	return nil
+	return reqs
 }
 
 // BenchmarkSimConversation runs the full conversation trace on the paper's

@@ -20,7 +20,7 @@ const (
 	// simulations in all).
 	goodputTolerance = 0.02
 	// DefaultGoodputTarget is the SLO attainment goodput must keep
-	// (DESIGN.md "What is measured": >= 90%).
+	// (docs/design.md, "What is measured, and where": >= 90%).
 	DefaultGoodputTarget = 0.9
 )
 

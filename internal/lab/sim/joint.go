@@ -11,8 +11,8 @@ import (
 // local use) is at least 1/4 of the policy victim's age. 4 is the cost
 // ratio of losing each: a lost replica costs a fetch (a 160 MiB block
 // crosses a 100 Gbps NIC in 13 ms), a lost last copy a recompute (an 8k
-// prefill takes 1.0 s for 16 blocks, 63 ms a block; DESIGN.md's cost
-// model), about 4.7 times more.
+// prefill takes 1.0 s for 16 blocks, 63 ms a block; docs/design.md,
+// "Cost model"), about 4.7 times more.
 const redundantAgeFactor = 4
 
 // redundantCompactSlack bounds the stale entries a redundant queue may

@@ -13,7 +13,7 @@ import (
 // Mode is where a prefill instance may find cached KV blocks.
 type Mode string
 
-// The cache modes (DESIGN.md "three cache modes").
+// The cache modes (docs/design.md, "The lab").
 const (
 	// ModeRecompute has no caches: every prefill computes every token.
 	ModeRecompute Mode = "recompute"
@@ -94,7 +94,8 @@ const (
 	// 4 GB/s (an assumption; datacenter Gen4 drives read 4–7 GB/s).
 	DefaultSSDGBps = 4
 	// DefaultSLOSeconds is the TTFT SLO: 30 s, the looser of the two
-	// thresholds DESIGN.md reports (10 s and 30 s).
+	// thresholds reported (10 s and 30 s; docs/design.md, "What is
+	// measured, and where").
 	DefaultSLOSeconds = 30
 	// DefaultPolicy is the eviction policy of both tiers.
 	DefaultPolicy = "lru"

@@ -57,8 +57,8 @@ type File struct {
 }
 
 // Known returns the official trace files. The SHA-256 and size of the
-// conversation and synthetic traces were computed from the files in
-// /work/shared/traces, whose git blob ids match the pinned commit's tree.
+// conversation and synthetic traces were computed from copies of the
+// published files whose git blob ids match the pinned commit's tree.
 // The toolagent file's SHA-256 is not known (its content was not available
 // when this was written); it is verified by its git blob id, read from the
 // pinned commit's tree.

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/kvpool/kvpool/trace/tracetest"
 )
 
 const (
@@ -215,19 +217,7 @@ func TestURL(t *testing.T) {
 // TestKnownHashesMatchSharedTraces checks the constants against the
 // published files when they are available.
 func TestKnownHashesMatchSharedTraces(t *testing.T) {
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "shared", "traces")); err == nil {
-			break
-		}
-		if filepath.Dir(dir) == dir {
-			t.Skip("no shared/traces above the working directory")
-		}
-	}
-	shared := filepath.Join(dir, "shared", "traces")
+	shared := tracetest.Dir(t)
 	checked := 0
 	for _, f := range Known() {
 		p := filepath.Join(shared, f.Name)

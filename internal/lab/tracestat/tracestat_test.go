@@ -6,13 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/kvpool/kvpool/trace"
+	"github.com/kvpool/kvpool/trace/tracetest"
 )
 
 func req(ts int64, in, out int, ids ...uint64) trace.Request {
@@ -219,27 +218,15 @@ func TestGroup(t *testing.T) {
 	}
 }
 
+// sharedTrace returns the path of a published trace in $KVPOOL_TRACE_DIR,
+// or skips (see trace/tracetest).
 func sharedTrace(tb testing.TB, file string) string {
 	tb.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "shared", "traces", file)
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Skipf("%s not found in any shared/traces above the working directory", file)
-		}
-		dir = parent
-	}
+	return tracetest.Path(tb, file)
 }
 
-// TestPublishedTraces pins the figures of the published traces (DESIGN.md
-// gives requests and mean lengths; the ratios are this package's own
+// TestPublishedTraces pins the figures of the published traces
+// (docs/design.md, "The traces", gives requests and mean lengths; the ratios are this package's own
 // measurement, recorded so a change shows up).
 func TestPublishedTraces(t *testing.T) {
 	for _, tt := range []struct {

@@ -63,7 +63,7 @@ type Options struct {
 	// MaintenanceInterval is how often Serve's background loop calls
 	// Expire and Evict on the master (default: the master's heartbeat
 	// interval / 4, so a silent node is dropped within a quarter heartbeat
-	// of its TTL, as the brief for issue 4 asks).
+	// of its TTL).
 	MaintenanceInterval time.Duration
 	// HandshakeTimeout bounds the wait for a HELLO (DefaultHandshakeTimeout).
 	HandshakeTimeout time.Duration

@@ -5,8 +5,8 @@
 // counters they already have (tier.Stats, the store's counters, the
 // pacers' wait totals), and a Collector reads them all at scrape time
 // through one func() Snapshot. Nothing is registered globally: New takes
-// the registry, so two nodes run side by side in one process (DESIGN.md,
-// STYLE.md "No global state").
+// the registry, so two nodes run side by side in one process (no global
+// state).
 //
 // Every metric name starts with kvpool_node_. Per-tier series carry the
 // label tier="ram" or tier="ssd" (SSD series only while SSD offload is on;

@@ -2,7 +2,7 @@
 //
 // Live experiments shape every paced path of a node (network egress and
 // ingress, SSD reads and writes) to model_bandwidth × r × S bytes per second
-// (DESIGN.md, "Scale model"), so that transfer and SSD time keep the ratios
+// (docs/design.md, "Scale model"), so that transfer and SSD time keep the ratios
 // of the model world while real bytes move. A Pacer is that token bucket; a
 // Set holds the four of a node.
 //
@@ -31,7 +31,7 @@ import (
 // DefaultBurstWindow sizes the default burst: an idle pacer lets
 // rate × 10 ms through at once. 10 ms is short next to what the pacers
 // shape — a model-scale block fetch takes tens of milliseconds of model time
-// (DESIGN.md: 160 MiB at 100 Gbps is 13 ms) — yet long against the ~1 ms
+// (a 160 MiB block at 100 Gbps takes 13 ms) — yet long against the ~1 ms
 // resolution of the operating system's timers, so that paced callers
 // rarely sleep for less than the scheduler can deliver.
 const DefaultBurstWindow = 10 * time.Millisecond

@@ -8,7 +8,7 @@ import (
 // Path names one paced I/O path of a node.
 type Path int
 
-// The paced paths of a node (DESIGN.md, "Scale model").
+// The paced paths of a node (docs/design.md, "Scale model").
 const (
 	NetEgress  Path = iota // bytes the node sends over the network
 	NetIngress             // bytes the node receives over the network

@@ -1,5 +1,6 @@
 // Package quota accounts a node's resident bytes per tenant and enforces
-// per-tenant byte quotas (DESIGN.md: "quotas are per tenant").
+// per-tenant byte quotas (docs/design.md, "Tenants and authentication":
+// quotas are per tenant, per node).
 //
 // A Ledger counts each resident block once, whichever tiers hold it (RAM,
 // SSD or both: the tiers are inclusive, so a block in both still uses one

@@ -12,12 +12,12 @@ import (
 // Promotion defaults. Each says where its value comes from.
 const (
 	// DefaultPromotionThreshold: promote on the second SSD hit, as
-	// Mooncake's master does (promotion_admission_threshold = 2) and as
-	// DESIGN.md asks ("SSD→RAM on a second touch").
+	// Mooncake's master does (promotion_admission_threshold = 2; see
+	// docs/design.md, "Eviction, demotion, promotion").
 	DefaultPromotionThreshold = 2
 	// DefaultPromotionWatermark: promote only while under 90% of the RAM
-	// slots are in use (or claimed by queued promotions) — DESIGN.md's
-	// "usage passes 90%" point where batch eviction starts, so a promotion
+	// slots are in use (or claimed by queued promotions) — the 90% point
+	// where the mooncake policy's batch eviction starts, so a promotion
 	// never makes room by evicting.
 	DefaultPromotionWatermark = 0.9
 	// DefaultPromotionQueueCap is Mooncake's promotion_queue_limit

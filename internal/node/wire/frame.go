@@ -59,7 +59,8 @@ const (
 	// OpExists asks which of a batch of keys the node holds. Body: count,
 	// key IDs. EXISTS is a pure query: the server answers from Contains and
 	// must not change recency, admission or any policy state, nor take or
-	// extend a read lease (DESIGN.md: existence checks never extend leases).
+	// extend a read lease (docs/design.md, "Principles": existence checks
+	// never take or extend a lease).
 	OpExists Op = 0x05
 	// OpDelete removes one block. Body: key ID.
 	OpDelete Op = 0x06

@@ -11,7 +11,7 @@ import (
 // wait for.
 const (
 	// DefaultMaxPayload is the largest block payload accepted: 64 MiB. Live
-	// runs move 64–256 KiB per block (DESIGN.md, scale model); 64 MiB leaves
+	// runs move 64–256 KiB per block (docs/design.md, "Scale model"); 64 MiB leaves
 	// room for 512-token blocks of models up to ~128 KiB of KV per token
 	// while keeping a single frame's memory bounded.
 	DefaultMaxPayload = 64 << 20

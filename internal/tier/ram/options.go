@@ -10,8 +10,8 @@ import (
 // Defaults. Each says where its value comes from.
 const (
 	// DefaultBlockSize is the largest payload a slot holds: the top of the
-	// live-run payload range (64–256 KiB per block) in DESIGN.md's scale
-	// model, and the SSD tier's default, so a demoted block always fits.
+	// live-run payload range (64–256 KiB per block; docs/design.md, "Scale
+	// model"), and the SSD tier's default, so a demoted block always fits.
 	DefaultBlockSize = 256 << 10
 	// DefaultCapacityBytes is the node's default RAM budget (1 GiB, the
 	// node configuration's default RAM size): 4096 slots of 256 KiB.

@@ -41,8 +41,8 @@ func ParseSyncMode(s string) (SyncMode, error) {
 // Defaults. Each says where its value comes from.
 const (
 	// DefaultBlockSize is the largest payload a slot holds: the top of the
-	// live-run payload range (64–256 KiB per block) in DESIGN.md's scale
-	// model.
+	// live-run payload range (64–256 KiB per block; docs/design.md, "Scale
+	// model").
 	DefaultBlockSize = 256 << 10
 	// DefaultCapacityBytes bounds the slot files' size on disk: small
 	// enough for a laptop run, large enough for ~4k blocks of 256 KiB.
