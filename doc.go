@@ -10,12 +10,14 @@
 // connections both surface as ErrUnavailable. Errors carry their context
 // (what was done to what) around the sentinel:
 //
-//	data, err := c.Get(ctx, key)
-//	switch {
-//	case errors.Is(err, kvpool.ErrNotFound), errors.Is(err, kvpool.ErrCorrupt):
-//		// a miss: recompute
-//	case errors.Is(err, kvpool.ErrUnavailable):
-//		// try again later or elsewhere
+//	errs, err := c.Put(ctx, ids, payloads, client.PutOptions{})
+//	for i, e := range errs {
+//		switch {
+//		case errors.Is(e, kvpool.ErrQuota), errors.Is(e, kvpool.ErrFull):
+//			// block i was not stored: the pool has no room for it
+//		case errors.Is(e, kvpool.ErrUnavailable):
+//			// no node could take it now: try again later
+//		}
 //	}
 //
 // The client itself lives in package client; block keys in package block.
