@@ -141,36 +141,21 @@ type Config struct {
 }
 
 // WithDefaults returns c with every zero field replaced by its default.
+// The fields a Config shares with the live replay (mode, routing, caches,
+// NIC, speed, verification) take the replay's defaults, so the simulated
+// and the live side of a validation start from the same values.
 func (c Config) WithDefaults() Config {
-	if c.Mode == "" {
-		c.Mode = sim.DefaultMode
-	}
-	if c.Routing == "" {
-		c.Routing = sim.DefaultRouting
-	}
-	if c.Name == "" {
-		c.Name = string(c.Mode) + " " + string(c.Routing)
-	}
 	if c.Nodes == 0 {
 		c.Nodes = DefaultNodes
-	}
-	if c.RAMBlocks == 0 {
-		c.RAMBlocks = sim.DefaultRAMBlocks
-	}
-	if c.NICGbps == 0 {
-		c.NICGbps = sim.DefaultNICGbps
-	}
-	if c.Policy == "" {
-		c.Policy = sim.DefaultPolicy
 	}
 	if c.PayloadBytes == 0 {
 		c.PayloadBytes = DefaultPayloadBytes
 	}
-	if c.Speed == 0 {
-		c.Speed = DefaultSpeed
-	}
-	if c.Verify == "" {
-		c.Verify = replay.VerifyFull
+	r := c.replayOptions().WithDefaults()
+	c.Mode, c.Routing, c.Speed, c.NICGbps, c.Verify = r.Mode, r.Routing, r.Speed, r.NICGbps, r.Verify
+	c.RAMBlocks, c.Policy = r.RAMBlocks, r.Policy
+	if c.Name == "" {
+		c.Name = string(c.Mode) + " " + string(c.Routing)
 	}
 	if c.HitTolerance == 0 {
 		c.HitTolerance = DefaultHitTolerance
@@ -221,7 +206,12 @@ func (c Config) SimOptions() sim.Options {
 // ReplayOptions returns the live replay's options for c (without the
 // master's address, which the cluster gives).
 func (c Config) ReplayOptions() replay.Options {
-	c = c.WithDefaults()
+	return c.WithDefaults().replayOptions()
+}
+
+// replayOptions are the live replay's options for c as it is (zero fields
+// stay zero).
+func (c Config) replayOptions() replay.Options {
 	return replay.Options{
 		Mode: c.Mode, Routing: c.Routing, PayloadBytes: c.PayloadBytes, Speed: c.Speed,
 		NICGbps: c.NICGbps, Verify: c.Verify, RAMBlocks: c.RAMBlocks, SSDBlocks: c.SSDBlocks,
