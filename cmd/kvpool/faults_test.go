@@ -88,7 +88,7 @@ func faultClient(ctx context.Context, t *testing.T, cl *cluster.Cluster, o clien
 }
 
 // startLines returns the values of key in node's start lines, in order.
-func startLines(logs *lockedBuffer, node, key string) []int {
+func startLines(logs *cluster.Output, node, key string) []int {
 	re := regexp.MustCompile(`(?m)^\[` + regexp.QuoteMeta(node) + `\] .*\b` + regexp.QuoteMeta(key) + `=(\d+)`)
 	var out []int
 	for _, m := range re.FindAllStringSubmatch(logs.String(), -1) {
@@ -130,14 +130,14 @@ type faultReplay struct {
 
 // replayUnderFault runs a replay of reqs against a 3-node cluster with SSD
 // and calls inject once a third of the replay's live time has passed.
-func replayUnderFault(t *testing.T, reqs []trace.Request, inject func(ctx context.Context, cl *cluster.Cluster)) (*cluster.Cluster, *lockedBuffer, replay.Summary) {
+func replayUnderFault(t *testing.T, reqs []trace.Request, inject func(ctx context.Context, cl *cluster.Cluster)) (*cluster.Cluster, *cluster.Output, replay.Summary) {
 	t.Helper()
 	return replayUnderFaultWith(t, reqs, faultReplay{}, inject)
 }
 
 // replayUnderFaultWith is replayUnderFault adjusted by fr. It checks that
 // the replay completed every request with no wrong or corrupt block.
-func replayUnderFaultWith(t *testing.T, reqs []trace.Request, fr faultReplay, inject func(ctx context.Context, cl *cluster.Cluster)) (*cluster.Cluster, *lockedBuffer, replay.Summary) {
+func replayUnderFaultWith(t *testing.T, reqs []trace.Request, fr faultReplay, inject func(ctx context.Context, cl *cluster.Cluster)) (*cluster.Cluster, *cluster.Output, replay.Summary) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
@@ -254,7 +254,7 @@ func ttlBound(lag time.Duration) time.Duration {
 // start lines with key, and returns their values. A restarted process's
 // start line is its ready line; it reaches the test through a pipe,
 // possibly after the master already lists the new registration.
-func waitStartLines(ctx context.Context, t *testing.T, logs *lockedBuffer, node, key string, n int) []int {
+func waitStartLines(ctx context.Context, t *testing.T, logs *cluster.Output, node, key string, n int) []int {
 	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()

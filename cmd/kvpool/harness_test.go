@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,13 +26,13 @@ func multiProcess(t *testing.T) {
 // startCluster starts a cluster with o (Binary, output, stop timeout and,
 // when zero, heartbeat and TTL filled in) and stops it at cleanup, logging
 // its output if the test failed.
-func startCluster(ctx context.Context, t *testing.T, o cluster.Options) (*cluster.Cluster, *lockedBuffer) {
+func startCluster(ctx context.Context, t *testing.T, o cluster.Options) (*cluster.Cluster, *cluster.Output) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &cluster.Output{}
 	o.Binary, o.Stdout, o.Stderr = exe, logs, logs
 	if o.Heartbeat == 0 {
 		o.Heartbeat = itHeartbeat
@@ -56,25 +54,6 @@ func startCluster(ctx context.Context, t *testing.T, o cluster.Options) (*cluste
 		}
 	})
 	return cl, logs
-}
-
-// lockedBuffer is a bytes.Buffer safe for the cluster's output goroutines
-// and the test reading it at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // testPayload is the deterministic n-byte payload of block id (xorshift
