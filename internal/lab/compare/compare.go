@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"slices"
 
 	"github.com/kvpool/kvpool/internal/lab/hitrate"
 	"github.com/kvpool/kvpool/internal/lab/parallel"
@@ -344,24 +343,12 @@ func simJobs(o Options, res *Result) []parallel.Job {
 					return err
 				}
 				res.Sim[i].Summary = r.Summary
-				res.Sim[i].TTFTs = sortedTTFTs(r.Records)
+				res.Sim[i].TTFTs = sim.ServedTTFTs(r.Records)
 				return nil
 			}})
 		}
 	}
 	return jobs
-}
-
-// sortedTTFTs are the TTFTs of the admitted requests in recs, ascending.
-func sortedTTFTs(recs []sim.Record) []float64 {
-	ttfts := make([]float64, 0, len(recs))
-	for _, rec := range recs {
-		if !rec.Rejected {
-			ttfts = append(ttfts, rec.TTFT)
-		}
-	}
-	slices.Sort(ttfts)
-	return ttfts
 }
 
 // goodputJobs add one res.Goodput row per trace and goodput arm and return

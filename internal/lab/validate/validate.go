@@ -52,7 +52,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/kvpool/kvpool/block"
@@ -407,7 +406,7 @@ func Run(ctx context.Context, reqs []trace.Request, cfg Config) (*Report, error)
 		return nil, fmt.Errorf("validate: simulate %s on %d requests: %w", c.Name, len(reqs), err)
 	}
 	rep.Sim = sr.Summary
-	rep.SimTTFTs = servedTTFTs(sr.Records)
+	rep.SimTTFTs = sim.ServedTTFTs(sr.Records)
 	tr, err := sim.Run(ctx, reqs, c.SimOptions())
 	if err != nil {
 		return nil, fmt.Errorf("validate: simulate %s on %d requests with the trace's keys: %w", c.Name, len(reqs), err)
@@ -419,7 +418,7 @@ func Run(ctx context.Context, reqs []trace.Request, cfg Config) (*Report, error)
 		return nil, err
 	}
 	rep.Live = lr.Summary
-	rep.LiveTTFTs = servedTTFTs(lr.Records)
+	rep.LiveTTFTs = sim.ServedTTFTs(lr.Records)
 	rep.Lateness = Lateness(lr)
 	rep.judge()
 	return rep, nil
@@ -463,18 +462,6 @@ func NodeKeys(reqs []trace.Request, tenant string) []trace.Request {
 		r.HashIDs = keys
 		out[i] = r
 	}
-	return out
-}
-
-// servedTTFTs returns the TTFTs of the served records, ascending.
-func servedTTFTs(recs []sim.Record) []float64 {
-	out := make([]float64, 0, len(recs))
-	for _, r := range recs {
-		if !r.Rejected {
-			out = append(out, r.TTFT)
-		}
-	}
-	slices.Sort(out)
 	return out
 }
 
