@@ -49,17 +49,8 @@ const (
 	itSolo      = 20 // blocks stored only on the node that is killed
 )
 
-func itPayload(id uint64) []byte {
-	p := make([]byte, itBlock)
-	x := id*0x9e3779b97f4a7c15 | 1
-	for i := range p {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		p[i] = byte(x)
-	}
-	return p
-}
+// itPayload is block id's payload in the integration tests.
+func itPayload(id uint64) []byte { return testPayload(id, itBlock) }
 
 // replicaSets returns, for each id, its replicas as a sorted "node/tier"
 // list, as the master's lookup (without lease) shows them.
@@ -81,6 +72,67 @@ func replicaSets(ctx context.Context, t *testing.T, c *client.Client, ids []uint
 		out[id] = set
 	}
 	return out
+}
+
+// settleBound bounds the wait for the index to agree with the nodes
+// after a change: 100 heartbeats (20 s), for a demotion the master orders
+// on one heartbeat and learns done on the next, on a machine that may run
+// each step late.
+const settleBound = 100 * itHeartbeat
+
+// tierCounts counts the copies in sets per "node/tier".
+func tierCounts(sets map[uint64][]string) map[string]int {
+	n := map[string]int{}
+	for _, set := range sets {
+		for _, r := range set {
+			n[r]++
+		}
+	}
+	return n
+}
+
+// indexAgrees reads the index's replica sets of ids (every block the test
+// stored) between two reads of the nodes' per-tier counters, and reports
+// whether each read lists, per live node and tier, as many blocks as the
+// index does (so that a demotion on either side of the index read shows as
+// a disagreement); if not, it says where they differ.
+func indexAgrees(ctx context.Context, t *testing.T, c *client.Client, ids []uint64) (map[uint64][]string, bool, string) {
+	t.Helper()
+	before := nodeTierCounts(ctx, t, c)
+	sets := replicaSets(ctx, t, c, ids)
+	after := nodeTierCounts(ctx, t, c)
+	want := tierCounts(sets)
+	for _, held := range []map[string]int{before, after} {
+		if fmt.Sprint(held) != fmt.Sprint(want) {
+			return sets, false, fmt.Sprintf("nodes hold %v, the index lists %v", held, want)
+		}
+	}
+	return sets, true, ""
+}
+
+// nodeTierCounts asks every live node for its per-tier block counts, keyed
+// "node/tier" (tiers holding nothing left out, as tierCounts does).
+func nodeTierCounts(ctx context.Context, t *testing.T, c *client.Client) map[string]int {
+	t.Helper()
+	stats, err := c.NodeStats(ctx)
+	if err != nil {
+		t.Fatalf("node stats: %v", err)
+	}
+	n := map[string]int{}
+	for _, ns := range stats {
+		if !ns.Node.Live {
+			continue
+		}
+		if ns.Err != nil {
+			t.Fatalf("stats of node %s: %v", ns.Node.ID, ns.Err)
+		}
+		for _, ts := range ns.Tiers {
+			if ts.Blocks > 0 {
+				n[ns.Node.ID+"/"+ts.Name] = ts.Blocks
+			}
+		}
+	}
+	return n
 }
 
 // itNodeTimeout bounds one request to one node for the client that reads
@@ -125,33 +177,13 @@ func eventually(t *testing.T, what string, timeout time.Duration, cond func() (b
 }
 
 func TestClusterMultiProcess(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process cluster test skipped in -short mode")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(asKvpoolEnv, "1")
+	multiProcess(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var logs bytes.Buffer
-	cl, err := cluster.Start(ctx, cluster.Options{
-		Binary: exe, Nodes: 3, SSD: true,
+	cl, _ := startCluster(ctx, t, cluster.Options{
+		Nodes: 3, SSD: true,
 		RAMBytes: 64 * itBlock, SSDBytes: 64 << 20, BlockSize: itBlock,
 		Heartbeat: itHeartbeat, NodeTTL: itTTL,
-		Stdout: &logs, Stderr: &logs, StopTimeout: 10 * time.Second,
-	})
-	if err != nil {
-		t.Fatalf("start cluster: %v\n%s", err, logs.String())
-	}
-	t.Cleanup(func() {
-		if err := cl.Stop(); err != nil {
-			t.Errorf("stop cluster: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("cluster output:\n%s", logs.String())
-		}
 	})
 
 	// Writers and readers get a generous request timeout: a PUT that demotes
@@ -259,21 +291,17 @@ func TestClusterMultiProcess(t *testing.T) {
 		}
 	}
 
-	// Settle: wait for two identical snapshots two heartbeats apart, so
+	// Settle: wait until the index agrees with what the nodes hold, so
 	// demotions triggered by the puts have reached the index.
 	settled := func() map[uint64][]string {
-		var prev map[uint64][]string
-		eventually(t, "index settles", 20*time.Second, func() (bool, string) {
-			cur := replicaSets(ctx, t, writer, all)
-			same := prev != nil && fmt.Sprint(cur) == fmt.Sprint(prev)
-			prev = cur
-			if !same {
-				timer := time.NewTimer(2 * itHeartbeat)
-				<-timer.C
-			}
-			return same, "replica sets still changing"
+		var sets map[uint64][]string
+		eventually(t, "index settles", settleBound, func() (bool, string) {
+			var ok bool
+			var why string
+			sets, ok, why = indexAgrees(ctx, t, writer, all)
+			return ok, why
 		})
-		return prev
+		return sets
 	}
 	before := settled()
 	var ssdOnNode1 []uint64

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/kvpool/kvpool/internal/lab/compare"
 	"github.com/kvpool/kvpool/internal/lab/demo"
@@ -67,35 +69,55 @@ func compareClusterHelp() clusterHelp {
 	}
 }
 
-// parseCompare parses kvpool compare's flags.
-func parseCompare(args []string, stderr io.Writer) (*compareRun, error) {
-	fs := newFlagSet("compare", stderr)
-	var cf clusterFlags
-	var rep reportFlags
-	cf.register(fs, compareClusterHelp())
-	rep.register(fs, "report", "no progress lines")
-	simFlag := fs.Bool("sim", false, "run the arms in the simulator (model time)")
-	liveFlag := fs.Bool("live", false, "--sim plus live arms on a subsample of each trace (a local cluster per arm), in a \"Live vs simulated\" section")
-	validateFlag := fs.Bool("validate", false, "run --mode arms live and simulated on a subsample and fail unless they agree (hit ratio ±2 points, mean TTFT ±20%, 0 wrong blocks); INCONCLUSIVE (exit 3) when the machine did not keep up")
-	traces := fs.String("traces", "conversation,synthetic", "comma-separated trace names or files")
-	traceDir := fs.String("trace-dir", "", "directory searched first for traces (then $KVPOOL_TRACE_DIR, ./traces)")
-	noGoodput := fs.Bool("no-goodput", false, "skip the goodput bisection (the slowest part)")
-	rate := fs.Float64("rate", 1, "arrival-rate multiplier for every timed arm")
-	nic := fs.Float64("nic-gbps", 0, "NIC bandwidth per instance in Gbps (default 100)")
-	workers := fs.Int("workers", 0, "experiments run at once (default: number of CPUs)")
-	lenient := fs.Bool("lenient", false, "skip malformed trace lines instead of failing")
+// compareFlags are kvpool compare's flags.
+type compareFlags struct {
+	cluster             clusterFlags
+	report              reportFlags
+	sim, live, validate bool
+	traces, traceDir    string
+	noGoodput, lenient  bool
+	rate, nic           float64
+	workers             int
+	trace               string
+	generated           bool
+	modes, routing      string
+	from, window        time.Duration
+	first               int
+	liveRate            float64
+	skipTTFT            bool
+	policy              string
+}
+
+// register declares kvpool compare's flags on fs.
+func (f *compareFlags) register(fs *flag.FlagSet) {
+	f.cluster.register(fs, compareClusterHelp())
+	f.report.register(fs, "report", "no progress lines")
+	fs.BoolVar(&f.sim, "sim", false, "run the arms in the simulator (model time)")
+	fs.BoolVar(&f.live, "live", false, "--sim plus live arms on a subsample of each trace (a local cluster per arm), in a \"Live vs simulated\" section")
+	fs.BoolVar(&f.validate, "validate", false, "run --mode arms live and simulated on a subsample and fail unless they agree (hit ratio ±2 points, mean TTFT ±20%, 0 wrong blocks); INCONCLUSIVE (exit 3) when the machine did not keep up")
+	fs.StringVar(&f.traces, "traces", "conversation,synthetic", "comma-separated trace names or files")
+	fs.StringVar(&f.traceDir, "trace-dir", "", "directory searched first for traces (then $KVPOOL_TRACE_DIR, ./traces)")
+	fs.BoolVar(&f.noGoodput, "no-goodput", false, "skip the goodput bisection (the slowest part)")
+	fs.Float64Var(&f.rate, "rate", 1, "arrival-rate multiplier for every timed arm")
+	fs.Float64Var(&f.nic, "nic-gbps", 0, "NIC bandwidth per instance in Gbps (default 100)")
+	fs.IntVar(&f.workers, "workers", 0, "experiments run at once (default: number of CPUs)")
+	fs.BoolVar(&f.lenient, "lenient", false, "skip malformed trace lines instead of failing")
 	// Live subsample and cluster (--live, --validate).
-	traceName := fs.String("trace", demo.DefaultTrace, "--validate: trace name or file")
-	generated := fs.Bool("generated", false, "--validate: use a generated chat trace")
-	modes := fs.String("mode", "local,global", "--validate: comma-separated cache modes to validate")
-	routing := fs.String("routing", string(sim.RoutingCacheAware), "--validate: routing of the validated arms")
-	from := fs.Duration("from", 0, "--live/--validate: start of the subsample window in trace time")
-	window := fs.Duration("window", demo.DefaultWindow, "--live/--validate: length of the subsample window")
-	first := fs.Int("first", 0, "--live/--validate: keep only the first N requests of the window (0 = all)")
-	liveRate := fs.Float64("live-rate", demo.DefaultRate, "--live/--validate: arrival-rate multiplier of the subsample (0.5: 4 nodes stand in for ~10)")
-	skipTTFT := fs.Bool("skip-ttft", false, "--validate: report the mean TTFT comparison without judging it")
-	policyFlag := fs.String("policy", sim.DefaultPolicy, "--live/--validate: RAM eviction policy of the nodes and the simulated instances (lru, kvchain, ...)")
-	fs.Usage = func() {
+	fs.StringVar(&f.trace, "trace", demo.DefaultTrace, "--validate: trace name or file")
+	fs.BoolVar(&f.generated, "generated", false, "--validate: use a generated chat trace")
+	fs.StringVar(&f.modes, "mode", "local,global", "--validate: comma-separated cache modes to validate")
+	fs.StringVar(&f.routing, "routing", string(sim.RoutingCacheAware), "--validate: routing of the validated arms")
+	fs.DurationVar(&f.from, "from", 0, "--live/--validate: start of the subsample window in trace time")
+	fs.DurationVar(&f.window, "window", demo.DefaultWindow, "--live/--validate: length of the subsample window")
+	fs.IntVar(&f.first, "first", 0, "--live/--validate: keep only the first N requests of the window (0 = all)")
+	fs.Float64Var(&f.liveRate, "live-rate", demo.DefaultRate, "--live/--validate: arrival-rate multiplier of the subsample (0.5: 4 nodes stand in for ~10)")
+	fs.BoolVar(&f.skipTTFT, "skip-ttft", false, "--validate: report the mean TTFT comparison without judging it")
+	fs.StringVar(&f.policy, "policy", sim.DefaultPolicy, "--live/--validate: RAM eviction policy of the nodes and the simulated instances (lru, kvchain, ...)")
+}
+
+// compareUsage prints kvpool compare's usage and fs's flags to stderr.
+func compareUsage(fs *flag.FlagSet, stderr io.Writer) func() {
+	return func() {
 		fmt.Fprintln(stderr, "usage: kvpool compare --sim|--live|--validate [flags]\n\nRuns the standard matrix (hit ratio vs capacity per policy, local vs global,\nTTFT by scheduler, TTFT vs bandwidth, goodput) on each trace and writes a report.\n--live adds live arms on a subsample; --validate checks live against simulated.\n\n"+
 			"exit status of --validate: 0 PASS (live and simulated agree); 1 FAIL (they disagree, or a\n"+
 			"wrong block); 3 INCONCLUSIVE (nothing judged disagrees, but the machine did not keep up\n"+
@@ -105,11 +127,19 @@ func parseCompare(args []string, stderr io.Writer) (*compareRun, error) {
 			"--speed it suggests); 2 bad flags.\n\nflags:")
 		fs.PrintDefaults()
 	}
+}
+
+// parseCompare parses kvpool compare's flags.
+func parseCompare(args []string, stderr io.Writer) (*compareRun, error) {
+	fs := newFlagSet("compare", stderr)
+	var f compareFlags
+	f.register(fs)
+	fs.Usage = compareUsage(fs, stderr)
 	if err := parseNoArgs(fs, args); err != nil {
 		return nil, err
 	}
 	n := 0
-	for _, b := range []bool{*simFlag, *liveFlag, *validateFlag} {
+	for _, b := range []bool{f.sim, f.live, f.validate} {
 		if b {
 			n++
 		}
@@ -117,37 +147,46 @@ func parseCompare(args []string, stderr io.Writer) (*compareRun, error) {
 	if n != 1 {
 		return nil, usageErrorf("give exactly one of --sim, --live and --validate")
 	}
-	r := &compareRun{validate: *validateFlag, traceDir: *traceDir, lenient: *lenient, out: rep.out, modes: *modes,
-		routing: sim.Routing(*routing), quiet: rep.quiet}
-	for _, name := range strings.Split(*traces, ",") {
+	r := &compareRun{validate: f.validate, traceDir: f.traceDir, lenient: f.lenient, out: f.report.out, modes: f.modes,
+		routing: sim.Routing(f.routing), quiet: f.report.quiet}
+	for _, name := range strings.Split(f.traces, ",") {
 		if name = strings.TrimSpace(name); name != "" {
 			r.traces = append(r.traces, name)
 		}
 	}
-	if *liveFlag || *validateFlag {
-		cluster, err := cf.config()
-		if err != nil {
+	if f.live || f.validate {
+		if err := f.liveRun(r, stderr); err != nil {
 			return nil, err
 		}
-		cluster.NICGbps, cluster.SkipTTFT, cluster.Policy = *nic, *skipTTFT, *policyFlag
-		cluster.Progress = rep.progress(stderr)
-		if err := cluster.Validate(); err != nil {
-			return nil, usageErrorf("%v", err)
-		}
-		r.cluster = cluster
-		r.sample = demo.TraceOptions{Name: *traceName, Dir: *traceDir, Generated: *generated, From: *from, Window: *window,
-			First: *first, Rate: *liveRate, Finder: trace.Finder{Getenv: os.Getenv}}
-		if err := r.sample.Validate(); err != nil {
-			return nil, usageErrorf("%v", err)
-		}
 	}
-	r.opts = compare.Options{RateMultiplier: *rate, NICGbps: *nic, Workers: *workers, SkipGoodput: *noGoodput,
-		Progress: rep.progress(stderr)}
-	if *liveFlag {
+	r.opts = compare.Options{RateMultiplier: f.rate, NICGbps: f.nic, Workers: f.workers, SkipGoodput: f.noGoodput,
+		Progress: f.report.progress(stderr)}
+	if f.live {
 		s := r.sample.WithDefaults()
 		r.opts.Live = validate.LiveFunc(validate.Sample{From: s.From, Window: s.Window, First: s.First, Rate: s.Rate}, r.cluster)
 	}
 	return r, nil
+}
+
+// liveRun sets r's cluster and subsample (--live and --validate) from the
+// flags.
+func (f *compareFlags) liveRun(r *compareRun, stderr io.Writer) error {
+	cluster, err := f.cluster.config()
+	if err != nil {
+		return err
+	}
+	cluster.NICGbps, cluster.SkipTTFT, cluster.Policy = f.nic, f.skipTTFT, f.policy
+	cluster.Progress = f.report.progress(stderr)
+	if err := cluster.Validate(); err != nil {
+		return usageErrorf("%v", err)
+	}
+	r.cluster = cluster
+	r.sample = demo.TraceOptions{Name: f.trace, Dir: f.traceDir, Generated: f.generated, From: f.from, Window: f.window,
+		First: f.first, Rate: f.liveRate, Finder: trace.Finder{Getenv: os.Getenv}}
+	if err := r.sample.Validate(); err != nil {
+		return usageErrorf("%v", err)
+	}
+	return nil
 }
 
 // exitInconclusive is the exit code of kvpool compare --validate when the

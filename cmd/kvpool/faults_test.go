@@ -35,7 +35,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -66,68 +65,14 @@ const (
 	slotHeaderMagic = 0x4b565342 // "BSVK": a slot holding a block
 )
 
-// lockedBuffer is a bytes.Buffer safe for the cluster's output goroutines
-// and the test reading it at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // faultScenario skips in -short mode, checks for leaked goroutines after
 // everything else the test registers has been cleaned up, and makes the
 // test binary act as kvpool for the cluster.
 func faultScenario(t *testing.T) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("multi-process fault scenario skipped in -short mode")
-	}
+	multiProcess(t)
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
-	t.Setenv(asKvpoolEnv, "1")
-}
-
-// startFaultCluster starts a cluster with o (Binary, output, heartbeat and
-// TTL filled in) and stops it at cleanup.
-func startFaultCluster(ctx context.Context, t *testing.T, o cluster.Options) (*cluster.Cluster, *lockedBuffer) {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &lockedBuffer{}
-	o.Binary, o.Stdout, o.Stderr = exe, logs, logs
-	if o.Heartbeat == 0 {
-		o.Heartbeat = itHeartbeat
-	}
-	if o.NodeTTL == 0 {
-		o.NodeTTL = itTTL
-	}
-	o.StopTimeout = 10 * time.Second
-	cl, err := cluster.Start(ctx, o)
-	if err != nil {
-		t.Fatalf("start cluster: %v\n%s", err, logs.String())
-	}
-	t.Cleanup(func() {
-		if err := cl.Stop(); err != nil {
-			t.Errorf("stop cluster: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("cluster output:\n%s", logs.String())
-		}
-	})
-	return cl, logs
 }
 
 // faultClient returns a client of cl closed at cleanup.
@@ -143,7 +88,7 @@ func faultClient(ctx context.Context, t *testing.T, cl *cluster.Cluster, o clien
 }
 
 // startLines returns the values of key in node's start lines, in order.
-func startLines(logs *lockedBuffer, node, key string) []int {
+func startLines(logs *cluster.Output, node, key string) []int {
 	re := regexp.MustCompile(`(?m)^\[` + regexp.QuoteMeta(node) + `\] .*\b` + regexp.QuoteMeta(key) + `=(\d+)`)
 	var out []int
 	for _, m := range re.FindAllStringSubmatch(logs.String(), -1) {
@@ -185,14 +130,14 @@ type faultReplay struct {
 
 // replayUnderFault runs a replay of reqs against a 3-node cluster with SSD
 // and calls inject once a third of the replay's live time has passed.
-func replayUnderFault(t *testing.T, reqs []trace.Request, inject func(ctx context.Context, cl *cluster.Cluster)) (*cluster.Cluster, *lockedBuffer, replay.Summary) {
+func replayUnderFault(t *testing.T, reqs []trace.Request, inject func(ctx context.Context, cl *cluster.Cluster)) (*cluster.Cluster, *cluster.Output, replay.Summary) {
 	t.Helper()
 	return replayUnderFaultWith(t, reqs, faultReplay{}, inject)
 }
 
 // replayUnderFaultWith is replayUnderFault adjusted by fr. It checks that
 // the replay completed every request with no wrong or corrupt block.
-func replayUnderFaultWith(t *testing.T, reqs []trace.Request, fr faultReplay, inject func(ctx context.Context, cl *cluster.Cluster)) (*cluster.Cluster, *lockedBuffer, replay.Summary) {
+func replayUnderFaultWith(t *testing.T, reqs []trace.Request, fr faultReplay, inject func(ctx context.Context, cl *cluster.Cluster)) (*cluster.Cluster, *cluster.Output, replay.Summary) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
@@ -204,7 +149,7 @@ func replayUnderFaultWith(t *testing.T, reqs []trace.Request, fr faultReplay, in
 	co := replay.ClusterOptions(3, o)
 	co.Heartbeat = 0 // itHeartbeat and itTTL (startFaultCluster), so a dead node leaves within seconds
 	co.NodeArgs, co.NodeEnv = fr.nodeArgs, fr.nodeEnv
-	cl, logs := startFaultCluster(ctx, t, co)
+	cl, logs := startCluster(ctx, t, co)
 	o.Master = cl.Master.Addr
 	if fr.before != nil {
 		fr.before(ctx, cl)
@@ -309,7 +254,7 @@ func ttlBound(lag time.Duration) time.Duration {
 // start lines with key, and returns their values. A restarted process's
 // start line is its ready line; it reaches the test through a pipe,
 // possibly after the master already lists the new registration.
-func waitStartLines(ctx context.Context, t *testing.T, logs *lockedBuffer, node, key string, n int) []int {
+func waitStartLines(ctx context.Context, t *testing.T, logs *cluster.Output, node, key string, n int) []int {
 	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -519,7 +464,7 @@ func TestFaultSSDBitFlips(t *testing.T) {
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, logs := startFaultCluster(ctx, t, cluster.Options{Nodes: 1, SSD: true,
+	cl, logs := startCluster(ctx, t, cluster.Options{Nodes: 1, SSD: true,
 		RAMBytes: 4 * itBlock, SSDBytes: 4 << 20, BlockSize: itBlock})
 	c := faultClient(ctx, t, cl, client.Options{RequestTimeout: 15 * time.Second})
 	ids := make([]uint64, n)
@@ -712,7 +657,7 @@ func TestFaultSlowNode(t *testing.T) {
 	if faultsLong() {
 		gets = 50
 	}
-	cl, _ := startFaultCluster(ctx, t, cluster.Options{Nodes: 2, RAMBytes: 256 * itBlock, BlockSize: itBlock,
+	cl, _ := startCluster(ctx, t, cluster.Options{Nodes: 2, RAMBytes: 256 * itBlock, BlockSize: itBlock,
 		NodeArgs: map[int][]string{1: {"--pacers-net-egress", "512000B/s"}}})
 	writer := faultClient(ctx, t, cl, client.Options{RequestTimeout: 15 * time.Second, LocalNode: "node-0"})
 	ids := map[string][]uint64{}
@@ -826,7 +771,7 @@ func TestFaultPartition(t *testing.T) {
 	faultScenario(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, _ := startFaultCluster(ctx, t, cluster.Options{Nodes: 3, RAMBytes: 256 * itBlock, BlockSize: itBlock})
+	cl, _ := startCluster(ctx, t, cluster.Options{Nodes: 3, RAMBytes: 256 * itBlock, BlockSize: itBlock})
 	writer := faultClient(ctx, t, cl, client.Options{RequestTimeout: 15 * time.Second, LocalNode: "node-0"})
 	solo := make([]uint64, itSolo)
 	for i := range solo {

@@ -143,18 +143,6 @@ func (p *nodeProc) stop(t *testing.T) {
 	}
 }
 
-func nodePayload(id uint64, n int) []byte {
-	p := make([]byte, n)
-	x := id*0x9e3779b97f4a7c15 | 1
-	for i := range p {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		p[i] = byte(x)
-	}
-	return p
-}
-
 // TestNodeProcess: a real node process serves puts and gets (RAM
 // overflowing to SSD), exits 0 on SIGTERM, and a restart on the same SSD
 // directory serves the demoted blocks again.
@@ -176,13 +164,13 @@ func TestNodeProcess(t *testing.T) {
 	}
 	const n, size = 200, 64 << 10 // 12.5 MiB through an 8 MiB RAM tier
 	for i := range uint64(n) {
-		if err := pool.Put(ctx, i, nodePayload(i, size)); err != nil {
+		if err := pool.Put(ctx, i, testPayload(i, size)); err != nil {
 			t.Fatalf("Put %d: %v", i, err)
 		}
 	}
 	for i := range uint64(n) {
 		got, _, err := pool.Get(ctx, i, nil)
-		if err != nil || !bytes.Equal(got, nodePayload(i, size)) {
+		if err != nil || !bytes.Equal(got, testPayload(i, size)) {
 			t.Fatalf("Get %d: %d bytes, %v", i, len(got), err)
 		}
 	}
@@ -205,7 +193,7 @@ func TestNodeProcess(t *testing.T) {
 		case errors.Is(err, kvpool.ErrNotFound): // was only in RAM
 		case err != nil:
 			t.Fatalf("Get %d after restart: %v", i, err)
-		case !bytes.Equal(got, nodePayload(i, size)):
+		case !bytes.Equal(got, testPayload(i, size)):
 			t.Fatalf("Get %d after restart: wrong bytes", i)
 		default:
 			found++

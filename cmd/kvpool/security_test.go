@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,34 +38,14 @@ func secPayload(tenant string, id uint64) []byte {
 // directly for the other tenant's ids answers not found — and a client
 // without the cluster's token is refused by the master and by the nodes.
 func TestTenantIsolationCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process cluster test skipped in -short mode")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(asKvpoolEnv, "1")
+	multiProcess(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	var logs bytes.Buffer
-	cl, err := cluster.Start(ctx, cluster.Options{
-		Binary: exe, Nodes: 2, RAMBytes: 8 << 20, BlockSize: 16 << 10,
+	cl, _ := startCluster(ctx, t, cluster.Options{
+		Nodes: 2, RAMBytes: 8 << 20, BlockSize: 16 << 10,
 		Heartbeat: itHeartbeat, NodeTTL: itTTL,
 		ExtraMasterArgs: []string{"--auth-token", secToken},
 		ExtraNodeArgs:   []string{"--auth-token", secToken},
-		Stdout:          &logs, Stderr: &logs, StopTimeout: 10 * time.Second,
-	})
-	if err != nil {
-		t.Fatalf("start cluster: %v\n%s", err, logs.String())
-	}
-	t.Cleanup(func() {
-		if err := cl.Stop(); err != nil {
-			t.Errorf("stop cluster: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("cluster output:\n%s", logs.String())
-		}
 	})
 	newClient := func(tenant, token string) (*client.Client, error) {
 		c, err := client.New(ctx, client.Options{Master: cl.Master.Addr, Tenant: tenant, Token: token,
@@ -320,24 +299,6 @@ const (
 	secCarolToken = "carol-tenant-token-0123456789"
 )
 
-// secLogBuffer collects the cluster's output from its copying goroutines.
-type secLogBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *secLogBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *secLogBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestTenantTokensCluster: a real master and real nodes started with a
 // tenant tokens file (`--tenant-tokens-file`, mode 600) and a shared
 // namespace (`--shared-namespaces public:carol`), used through the public
@@ -348,14 +309,7 @@ func (l *secLogBuffer) String() string {
 // cluster token filled but cannot write it, and carol, its writer, can.
 // No token appears in any process's output nor in any /metrics.
 func TestTenantTokensCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process cluster test skipped in -short mode")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(asKvpoolEnv, "1")
+	multiProcess(t)
 	tokens := filepath.Join(t.TempDir(), "tenant-tokens")
 	content := "# tenant token\nalice " + secAliceToken + "\nbob " + secBobToken + "\ncarol " + secCarolToken + "  # writes public\n"
 	if err := os.WriteFile(tokens, []byte(content), 0o600); err != nil {
@@ -363,24 +317,11 @@ func TestTenantTokensCluster(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	logs := &secLogBuffer{}
 	authArgs := []string{"--auth-token", secToken, "--tenant-tokens-file", tokens, "--shared-namespaces", "public:carol"}
-	cl, err := cluster.Start(ctx, cluster.Options{
-		Binary: exe, Nodes: 2, RAMBytes: 8 << 20, BlockSize: 16 << 10,
+	cl, logs := startCluster(ctx, t, cluster.Options{
+		Nodes: 2, RAMBytes: 8 << 20, BlockSize: 16 << 10,
 		Heartbeat: itHeartbeat, NodeTTL: itTTL,
 		ExtraMasterArgs: authArgs, ExtraNodeArgs: authArgs,
-		Stdout: logs, Stderr: logs, StopTimeout: 10 * time.Second,
-	})
-	if err != nil {
-		t.Fatalf("start cluster: %v\n%s", err, logs.String())
-	}
-	t.Cleanup(func() {
-		if err := cl.Stop(); err != nil {
-			t.Errorf("stop cluster: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("cluster output:\n%s", logs.String())
-		}
 	})
 	newClient := func(tenant, token string) *client.Client {
 		t.Helper()

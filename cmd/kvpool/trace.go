@@ -95,14 +95,38 @@ func oneTrace(pos []string, traceDir string) (string, error) {
 	return trace.Finder{Getenv: os.Getenv}.Find(pos[0], traceDir)
 }
 
-// openTraceArg resolves the single positional argument along the trace
-// search path and opens it as a trace Reader.
-func openTraceArg(pos []string, traceDir string, lenient bool) (string, *trace.Reader, io.Closer, error) {
-	path, err := oneTrace(pos, traceDir)
+// traceArg is the FILE|NAME argument of a trace subcommand and the flags
+// that say how to find and read it: --trace-dir and --lenient.
+type traceArg struct {
+	dir     string
+	lenient bool
+}
+
+// register declares --lenient (with help lenientHelp) and --trace-dir on
+// fs.
+func (a *traceArg) register(fs *flag.FlagSet, lenientHelp string) {
+	fs.BoolVar(&a.lenient, "lenient", false, lenientHelp)
+	fs.StringVar(&a.dir, "trace-dir", "", "directory searched first for a trace NAME")
+}
+
+// parseOpen parses args with fs (flags before or after the argument) and
+// opens the one trace they name (see open).
+func (a *traceArg) parseOpen(fs *flag.FlagSet, args []string) (string, *trace.Reader, io.Closer, error) {
+	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	r, c, err := openTrace(path, lenient)
+	return a.open(pos)
+}
+
+// open resolves the single positional argument along the trace search
+// path (--trace-dir first) and opens it as a trace Reader.
+func (a *traceArg) open(pos []string) (string, *trace.Reader, io.Closer, error) {
+	path, err := oneTrace(pos, a.dir)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	r, c, err := openTrace(path, a.lenient)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -121,18 +145,14 @@ func openTrace(path string, lenient bool) (*trace.Reader, io.Closer, error) {
 func runTraceStats(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("trace stats", stderr)
 	asJSON := fs.Bool("json", false, "write JSON instead of tables")
-	lenient := fs.Bool("lenient", false, "skip bad lines (and report how many) instead of failing")
-	traceDir := fs.String("trace-dir", "", "directory searched first for a trace NAME")
+	var ta traceArg
+	ta.register(fs, "skip bad lines (and report how many) instead of failing")
 	setUsage(fs, stderr, "stats [--json] [--lenient] [--trace-dir D] FILE|NAME",
 		"Prints requests, span, arrival rate, input/output length mean/median/p99/max,\n"+
 			"total and unique blocks, the share of unique blocks used once, the\n"+
 			"infinite-cache prefix hit ratio (tokens and blocks) and a reuse-distance\n"+
 			"histogram (distinct blocks between two accesses of a block).")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	path, r, c, err := openTraceArg(pos, *traceDir, *lenient)
+	path, r, c, err := ta.parseOpen(fs, args)
 	if err != nil {
 		return err
 	}
@@ -141,7 +161,7 @@ func runTraceStats(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	if *lenient {
+	if ta.lenient {
 		fmt.Fprintf(stderr, "%s: %s\n", path, r.Skipped())
 	}
 	if *asJSON {
@@ -159,8 +179,8 @@ func runTraceSample(ctx context.Context, args []string, stdout, stderr io.Writer
 	first := fs.Int("first", 0, "keep only the first N requests (after window and families); 0 = all")
 	scale := fs.Float64("scale", 1, "multiply timestamps by X (0.5 = twice as fast)")
 	out := fs.String("o", "-", "output file; - = stdout")
-	lenient := fs.Bool("lenient", false, "skip bad input lines instead of failing")
-	traceDir := fs.String("trace-dir", "", "directory searched first for a trace NAME")
+	var ta traceArg
+	ta.register(fs, "skip bad input lines instead of failing")
 	setUsage(fs, stderr, "sample [--from S --to S] [--families F --seed N] [--first N] [--scale X] -o OUT FILE|NAME",
 		"Writes a deterministic subsample that is itself a valid trace. Applied in this\n"+
 			"order: time window, prefix families, first N, time scaling.")
@@ -172,7 +192,7 @@ func runTraceSample(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	path, r, c, err := openTraceArg(pos, *traceDir, *lenient)
+	path, r, c, err := ta.open(pos)
 	if err != nil {
 		return err
 	}
@@ -186,7 +206,7 @@ func runTraceSample(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	if *lenient {
+	if ta.lenient {
 		fmt.Fprintf(stderr, "%s: %s\n", path, r.Skipped())
 	}
 	if *out != "-" {
@@ -311,18 +331,14 @@ func runTraceFetch(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 func runTraceValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("trace validate", stderr)
-	lenient := fs.Bool("lenient", false, "read past bad lines and report how many of each kind (still fails if any)")
-	traceDir := fs.String("trace-dir", "", "directory searched first for a trace NAME")
+	var ta traceArg
+	ta.register(fs, "read past bad lines and report how many of each kind (still fails if any)")
 	setUsage(fs, stderr, "validate [--lenient] FILE|NAME",
 		"Checks every line: valid JSON object with integer timestamp >= 0 (never going\n"+
 			"backwards), input_length > 0, output_length > 0 and exactly\n"+
 			"ceil(input_length/512) non-negative integer hash_ids. Prints OK and the\n"+
 			"request count, or the first error as file:line: reason (exit status 1).")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	path, r, c, err := openTraceArg(pos, *traceDir, *lenient)
+	path, r, c, err := ta.parseOpen(fs, args)
 	if err != nil {
 		return err
 	}

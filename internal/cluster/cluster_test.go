@@ -345,7 +345,7 @@ func TestNodeEnvAndExit(t *testing.T) {
 	defer cancel()
 	o := fakeOptions(t, 2)
 	o.NodeEnv = map[int][]string{1: {fakeExitEnv + "=7"}}
-	out := &lockedBuffer{}
+	out := &Output{}
 	o.Stdout = out
 	c, err := Start(ctx, o)
 	if err != nil {
@@ -418,23 +418,4 @@ func TestNodeEnvAndExit(t *testing.T) {
 	if _, err := c.WaitNodeExit(wctx, 1); !errors.Is(err, context.Canceled) {
 		t.Errorf("WaitNodeExit of a running node with a done context = %v; want context.Canceled", err)
 	}
-}
-
-// lockedBuffer is a strings.Builder safe for the cluster's output
-// goroutines and the test reading it at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

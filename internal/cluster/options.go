@@ -64,7 +64,8 @@ type Options struct {
 	// indexes. SetNodeEnv changes it for the node's next start.
 	NodeEnv map[int][]string
 	// Stdout and Stderr receive the processes' output, each line prefixed
-	// with the process name (nil discards it).
+	// with the process name (nil discards it); an Output collects it for
+	// reading while the processes run.
 	Stdout, Stderr io.Writer
 	// Host is the address every process binds (default 127.0.0.1).
 	Host string

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"slices"
 
 	"github.com/kvpool/kvpool/internal/lab/hitrate"
 	"github.com/kvpool/kvpool/internal/lab/parallel"
@@ -246,13 +245,40 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	o := opts.withDefaults()
+	res := newResult(o)
+	var jobs []parallel.Job
+	jobs = append(jobs, traceStatJobs(o, res)...)
+	jobs = append(jobs, hitRatioJobs(o, res)...)
+	jobs = append(jobs, simJobs(o, res)...)
+	if !o.SkipGoodput {
+		jobs = append(jobs, goodputJobs(o, res)...)
+	}
+	if err := parallel.Run(ctx, jobs, o.Workers, o.Progress); err != nil {
+		return nil, err
+	}
+	if o.Live != nil {
+		if err := runLive(ctx, o, res); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// newResult is an empty result that records the options o (with the
+// simulator's defaults filled in) it is about to be run with.
+func newResult(o Options) *Result {
 	res := &Result{}
 	base := o.simOptions(sim.ModeGlobal, sim.RoutingCacheAware, o.NICGbps).WithDefaults()
 	res.Options.Instances, res.Options.RAMBlocks = o.Instances, o.RAMBlocks
 	res.Options.NICGbps, res.Options.Bandwidths = o.NICGbps, o.Bandwidths
 	res.Options.RateMultiplier, res.Options.SLOSeconds = o.RateMultiplier, base.SLOSeconds
 	res.Options.Profile = base.Profile.Name
+	return res
+}
 
+// traceStatJobs add one row per trace to res.Names and res.Traces and
+// return the jobs that fill the statistics in.
+func traceStatJobs(o Options, res *Result) []parallel.Job {
 	var jobs []parallel.Job
 	for ti, t := range o.Traces {
 		res.Names = append(res.Names, t.Name)
@@ -262,6 +288,13 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return nil
 		}})
 	}
+	return jobs
+}
+
+// hitRatioJobs add one res.HitRatio row per trace, policy and capacity and
+// return the jobs that measure them.
+func hitRatioJobs(o Options, res *Result) []parallel.Job {
+	var jobs []parallel.Job
 	for _, t := range o.Traces {
 		for _, p := range o.Policies {
 			spec, _ := policy.ParseSpec(p)
@@ -279,16 +312,29 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			}
 		}
 	}
-	for _, t := range o.Traces {
-		arms := fixedArms(o.NICGbps)
-		for _, routing := range bandwidthRoutings {
-			for _, bw := range o.Bandwidths {
-				if bw != o.NICGbps {
-					arms = append(arms, bandwidthArm(routing, bw, o.NICGbps))
-				}
+	return jobs
+}
+
+// simArms are the simulated arms of every trace: the fixed arms, then the
+// bandwidth sweep of each routing at every bandwidth but the base one.
+func simArms(o Options) []Arm {
+	arms := fixedArms(o.NICGbps)
+	for _, routing := range bandwidthRoutings {
+		for _, bw := range o.Bandwidths {
+			if bw != o.NICGbps {
+				arms = append(arms, bandwidthArm(routing, bw, o.NICGbps))
 			}
 		}
-		for _, a := range arms {
+	}
+	return arms
+}
+
+// simJobs add one res.Sim row per trace and simulated arm and return the
+// jobs that simulate them.
+func simJobs(o Options, res *Result) []parallel.Job {
+	var jobs []parallel.Job
+	for _, t := range o.Traces {
+		for _, a := range simArms(o) {
 			i := len(res.Sim)
 			res.Sim = append(res.Sim, SimRow{Trace: t.Name, Arm: a})
 			jobs = append(jobs, parallel.Job{Name: fmt.Sprintf("%s: sim %s", t.Name, a.Name), Run: func(ctx context.Context) error {
@@ -297,41 +343,31 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 					return err
 				}
 				res.Sim[i].Summary = r.Summary
-				ttfts := make([]float64, 0, len(r.Records))
-				for _, rec := range r.Records {
-					if !rec.Rejected {
-						ttfts = append(ttfts, rec.TTFT)
-					}
-				}
-				slices.Sort(ttfts)
-				res.Sim[i].TTFTs = ttfts
+				res.Sim[i].TTFTs = sim.ServedTTFTs(r.Records)
 				return nil
 			}})
 		}
 	}
-	if !o.SkipGoodput {
-		for _, t := range o.Traces {
-			for _, a := range goodputArms(o.NICGbps) {
-				i := len(res.Goodput)
-				res.Goodput = append(res.Goodput, GoodputRow{Trace: t.Name, Arm: a})
-				jobs = append(jobs, parallel.Job{Name: fmt.Sprintf("%s: goodput %s", t.Name, a.Name), Run: func(ctx context.Context) error {
-					m, rps, err := sim.Goodput(ctx, t.Requests, o.simOptions(a.Mode, a.Routing, a.NICGbps), 0)
-					if err != nil {
-						return err
-					}
-					res.Goodput[i].Multiplier, res.Goodput[i].ReqPerSec = m, rps
-					return nil
-				}})
-			}
+	return jobs
+}
+
+// goodputJobs add one res.Goodput row per trace and goodput arm and return
+// the jobs that search them.
+func goodputJobs(o Options, res *Result) []parallel.Job {
+	var jobs []parallel.Job
+	for _, t := range o.Traces {
+		for _, a := range goodputArms(o.NICGbps) {
+			i := len(res.Goodput)
+			res.Goodput = append(res.Goodput, GoodputRow{Trace: t.Name, Arm: a})
+			jobs = append(jobs, parallel.Job{Name: fmt.Sprintf("%s: goodput %s", t.Name, a.Name), Run: func(ctx context.Context) error {
+				m, rps, err := sim.Goodput(ctx, t.Requests, o.simOptions(a.Mode, a.Routing, a.NICGbps), 0)
+				if err != nil {
+					return err
+				}
+				res.Goodput[i].Multiplier, res.Goodput[i].ReqPerSec = m, rps
+				return nil
+			}})
 		}
 	}
-	if err := parallel.Run(ctx, jobs, o.Workers, o.Progress); err != nil {
-		return nil, err
-	}
-	if o.Live != nil {
-		if err := runLive(ctx, o, res); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
+	return jobs
 }

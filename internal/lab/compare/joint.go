@@ -222,64 +222,16 @@ func RunJoint(ctx context.Context, opts JointOptions) (*JointResult, error) {
 	}
 	o := opts.withDefaults()
 	res := &JointResult{Instances: o.Instances, RAMBlocks: o.RAMBlocks, Reject: o.Reject}
-	base := 0
-	for i, a := range o.Arms {
-		if a.Baseline {
-			base = i
-		}
-	}
-	distinct := make([]int, len(o.Traces))
+	base := o.baselineIndex()
 	var goodput, atBase []parallel.Job
 	for ti, t := range o.Traces {
 		res.Traces = append(res.Traces, t.Name)
-		distinct[ti] = distinctBlocks(t.Requests)
+		distinct := distinctBlocks(t.Requests)
 		res.Ceilings = append(res.Ceilings, JointCeiling{Trace: t.Name})
-		goodput = append(goodput, parallel.Job{Name: t.Name + ": joint: pooled ceiling", Run: func(ctx context.Context) error {
-			c, err := sim.NewCeiling(t.Requests, o.simOptions(o.Arms[base], distinct[ti]))
-			if err != nil {
-				return err
-			}
-			jc := JointCeiling{Trace: t.Name, TokenHitRatio: c.TokenHitRatio, CapacityMultiplier: c.CapacityMultiplier}
-			if o.Reject {
-				jc.Multiplier, jc.ReqPerSec, err = c.GoodputRejecting(ctx, 0)
-			} else {
-				if jc.Multiplier, jc.ReqPerSec, err = c.Goodput(ctx, 0); err == nil {
-					jc.ShortestFirstMultiplier, jc.ShortestFirstReqPerSec, err = c.GoodputShortestFirst(ctx, 0)
-				}
-			}
-			res.Ceilings[ti] = jc
-			return err
-		}})
+		goodput = append(goodput, o.ceilingJob(res, ti, base, distinct))
 		for _, a := range o.Arms {
-			i := len(res.Rows)
-			res.Rows = append(res.Rows, JointRow{Trace: t.Name, Arm: a})
-			so := o.simOptions(a, distinct[ti])
-			goodput = append(goodput, parallel.Job{Name: fmt.Sprintf("%s: joint: goodput %s", t.Name, a.Name), Run: func(ctx context.Context) error {
-				m, rps, err := sim.Goodput(ctx, t.Requests, so, 0)
-				if err != nil {
-					return err
-				}
-				res.Rows[i].Multiplier, res.Rows[i].ReqPerSec = m, rps
-				return nil
-			}})
-			atBase = append(atBase, parallel.Job{Name: fmt.Sprintf("%s: joint: %s at the baseline's goodput", t.Name, a.Name), Run: func(ctx context.Context) error {
-				so := so
-				so.RateMultiplier = res.Rows[ti*len(o.Arms)+base].Multiplier
-				if so.RateMultiplier == 0 {
-					return fmt.Errorf("baseline %q has no goodput on trace %q", o.Arms[base].Name, t.Name)
-				}
-				r, err := sim.Run(ctx, t.Requests, so)
-				if err != nil {
-					return err
-				}
-				res.Rows[i].AtBaseline = r.Summary
-				so.RateMultiplier = 1
-				if r, err = sim.Run(ctx, t.Requests, so); err != nil {
-					return err
-				}
-				res.Rows[i].AtTraceRate = r.Summary
-				return nil
-			}})
+			g, b := o.armJobs(res, ti, base, a, distinct)
+			goodput, atBase = append(goodput, g), append(atBase, b)
 		}
 	}
 	if err := parallel.Run(ctx, goodput, o.Workers, o.Progress); err != nil {
@@ -288,19 +240,98 @@ func RunJoint(ctx context.Context, opts JointOptions) (*JointResult, error) {
 	if err := parallel.Run(ctx, atBase, o.Workers, o.Progress); err != nil {
 		return nil, err
 	}
-	for ti := range o.Traces {
-		b := res.Rows[ti*len(o.Arms)+base].ReqPerSec
-		for i := range o.Arms {
-			r := &res.Rows[ti*len(o.Arms)+i]
-			r.Ratio = ratioOf(r.ReqPerSec, b)
-		}
-		res.Ceilings[ti].Ratio = ratioOf(res.Ceilings[ti].ReqPerSec, b)
-		res.Ceilings[ti].ShortestFirstRatio = ratioOf(res.Ceilings[ti].ShortestFirstReqPerSec, b)
-		if res.SLOSeconds == 0 {
-			res.SLOSeconds = res.Rows[ti*len(o.Arms)].AtBaseline.SLO
+	res.setRatios(len(o.Arms), base)
+	return res, nil
+}
+
+// baselineIndex is the index in o.Arms of the (last) arm marked Baseline,
+// or 0 if none is.
+func (o JointOptions) baselineIndex() int {
+	base := 0
+	for i, a := range o.Arms {
+		if a.Baseline {
+			base = i
 		}
 	}
-	return res, nil
+	return base
+}
+
+// ceilingJob fills res.Ceilings[ti] with the pooled ceiling of trace ti,
+// which has distinct distinct blocks, under the baseline arm's options.
+func (o JointOptions) ceilingJob(res *JointResult, ti, base, distinct int) parallel.Job {
+	t := o.Traces[ti]
+	return parallel.Job{Name: t.Name + ": joint: pooled ceiling", Run: func(ctx context.Context) error {
+		c, err := sim.NewCeiling(t.Requests, o.simOptions(o.Arms[base], distinct))
+		if err != nil {
+			return err
+		}
+		jc := JointCeiling{Trace: t.Name, TokenHitRatio: c.TokenHitRatio, CapacityMultiplier: c.CapacityMultiplier}
+		if o.Reject {
+			jc.Multiplier, jc.ReqPerSec, err = c.GoodputRejecting(ctx, 0)
+		} else {
+			if jc.Multiplier, jc.ReqPerSec, err = c.Goodput(ctx, 0); err == nil {
+				jc.ShortestFirstMultiplier, jc.ShortestFirstReqPerSec, err = c.GoodputShortestFirst(ctx, 0)
+			}
+		}
+		res.Ceilings[ti] = jc
+		return err
+	}}
+}
+
+// armJobs add the row of arm a on trace ti (which has distinct distinct
+// blocks) to res.Rows and return its two jobs: goodput, the search for
+// the arm's goodput; atBase, which runs (after every goodput job) the arm
+// at the baseline's goodput multiplier and at the trace's own rate.
+func (o JointOptions) armJobs(res *JointResult, ti, base int, a JointArm, distinct int) (goodput, atBase parallel.Job) {
+	t := o.Traces[ti]
+	i := len(res.Rows)
+	res.Rows = append(res.Rows, JointRow{Trace: t.Name, Arm: a})
+	so := o.simOptions(a, distinct)
+	goodput = parallel.Job{Name: fmt.Sprintf("%s: joint: goodput %s", t.Name, a.Name), Run: func(ctx context.Context) error {
+		m, rps, err := sim.Goodput(ctx, t.Requests, so, 0)
+		if err != nil {
+			return err
+		}
+		res.Rows[i].Multiplier, res.Rows[i].ReqPerSec = m, rps
+		return nil
+	}}
+	atBase = parallel.Job{Name: fmt.Sprintf("%s: joint: %s at the baseline's goodput", t.Name, a.Name), Run: func(ctx context.Context) error {
+		so := so
+		so.RateMultiplier = res.Rows[ti*len(o.Arms)+base].Multiplier
+		if so.RateMultiplier == 0 {
+			return fmt.Errorf("baseline %q has no goodput on trace %q", o.Arms[base].Name, t.Name)
+		}
+		r, err := sim.Run(ctx, t.Requests, so)
+		if err != nil {
+			return err
+		}
+		res.Rows[i].AtBaseline = r.Summary
+		so.RateMultiplier = 1
+		if r, err = sim.Run(ctx, t.Requests, so); err != nil {
+			return err
+		}
+		res.Rows[i].AtTraceRate = r.Summary
+		return nil
+	}}
+	return goodput, atBase
+}
+
+// setRatios sets every row's and ceiling's goodput ratio to the baseline
+// of its trace (the row at index base among the arms rows of each trace),
+// and the SLO from the first arm of the first trace whose run reports one.
+func (r *JointResult) setRatios(arms, base int) {
+	for ti := range r.Traces {
+		b := r.Rows[ti*arms+base].ReqPerSec
+		for i := range arms {
+			row := &r.Rows[ti*arms+i]
+			row.Ratio = ratioOf(row.ReqPerSec, b)
+		}
+		r.Ceilings[ti].Ratio = ratioOf(r.Ceilings[ti].ReqPerSec, b)
+		r.Ceilings[ti].ShortestFirstRatio = ratioOf(r.Ceilings[ti].ShortestFirstReqPerSec, b)
+		if r.SLOSeconds == 0 {
+			r.SLOSeconds = r.Rows[ti*arms].AtBaseline.SLO
+		}
+	}
 }
 
 // distinctBlocks counts the distinct keys of reqs.
@@ -365,7 +396,15 @@ func (r *JointResult) Section() report.Section {
 	if r.Reject {
 		sec.Title += ", with Algorithm 1's rejection"
 	}
-	sec.Text = fmt.Sprintf("%d instances × %d RAM blocks, global mode, 100 Gbps, prefetch, %g s TTFT SLO; goodput is the highest "+
+	sec.Text = r.sectionText()
+	sec.Tables = []report.Table{r.verdictTable(), r.armsTable()}
+	return sec
+}
+
+// sectionText is the section's prose: the configuration, the arms, and
+// what the pooled ceiling means with or without rejection.
+func (r *JointResult) sectionText() string {
+	text := fmt.Sprintf("%d instances × %d RAM blocks, global mode, 100 Gbps, prefetch, %g s TTFT SLO; goodput is the highest "+
 		"rate (trace rate × multiplier, bisection to 2%%) with ≥ 90%% of requests within the SLO. Baseline: the approximate (batch) "+
 		"LRU `mooncake` with Algorithm 1 (`cache-aware`). (a) `joint` routing also counts the prefixes that requests already queued "+
 		"on an instance will store there, and binds the reuse at the head of the queue; (b) hot replication keeps a fetched block only "+
@@ -374,7 +413,7 @@ func (r *JointResult) Section() report.Section {
 		"(equal load) unless marked ×1 (the trace's own rate).\n\n",
 		r.Instances, r.RAMBlocks, r.SLOSeconds)
 	if r.Reject {
-		sec.Text += "Every arm here rejects a request on arrival when its estimated TTFT exceeds the SLO, as the paper's Algorithm 1 " +
+		text += "Every arm here rejects a request on arrival when its estimated TTFT exceeds the SLO, as the paper's Algorithm 1 " +
 			"does (`kvpool sim --reject`); a rejected request counts as a miss. Under overload the requests turned away are those " +
 			"with the most prefill work, so goodput rises far above the rate FIFO queues without rejection sustain, and at the " +
 			"goodput rate the instances run with queues close to the SLO (the mean TTFT there is near the SLO for every arm).\n\n" +
@@ -383,13 +422,19 @@ func (r *JointResult) Section() report.Section {
 			"long), transfers are free, one central FIFO queue feeds all instances, and a request is rejected exactly when its own " +
 			"TTFT would exceed the SLO."
 	} else {
-		sec.Text += "The pooled ceiling is an optimistic reference for this model, not a proof: every request reuses every leading " +
+		text += "The pooled ceiling is an optimistic reference for this model, not a proof: every request reuses every leading " +
 			"block any earlier arrival asked for, transfers are free, and one central FIFO queue feeds all instances. Its capacity " +
 			"multiplier is the rate at which that minimal prefill work fills every instance for the whole trace. The shortest-first " +
 			"ceiling serves the least work first instead: it shows that the 90% goodput criterion can be met at far higher rates by " +
 			"starving the longest requests, which is a change of queue discipline (scheduling), not of routing or placement, and is " +
 			"not done here. The policy report also runs this comparison with Algorithm 1's rejection in every arm (next section)."
 	}
+	return text
+}
+
+// verdictTable compares, per trace, ours with the baseline and says
+// whether the pooled ceiling leaves JointTargetRatio reachable.
+func (r *JointResult) verdictTable() report.Table {
 	ceilingCol := "FIFO ceiling (req/s)"
 	if r.Reject {
 		ceilingCol = "ceiling with rejection (req/s)"
@@ -418,6 +463,11 @@ func (r *JointResult) Section() report.Section {
 			secs(b.AtTraceRate.TTFTMean) + " → " + secs(o.AtTraceRate.TTFTMean),
 			num(c.ReqPerSec), times(c.Ratio), reach})
 	}
+	return verdict
+}
+
+// armsTable lists every arm on every trace, then the pooled ceilings.
+func (r *JointResult) armsTable() report.Table {
 	arms := report.Table{Caption: "Every arm: goodput; at the baseline's goodput rate TTFT, hit ratio and bytes moved; mean TTFT and hit ratio at ×1",
 		Columns: []string{"trace", "arm", "goodput (req/s)", "vs baseline", "mean TTFT (s)", "p90 TTFT (s)", "token hit ratio",
 			"network", "replicas skipped", "redundant evictions", "late-bound blocks", "mean TTFT ×1 (s)", "token hit ratio ×1"}}
@@ -440,8 +490,7 @@ func (r *JointResult) Section() report.Section {
 				times(c.ShortestFirstRatio), "–", "–", pct(c.TokenHitRatio), "–", "–", "–", "–", "–", "–"})
 		}
 	}
-	sec.Tables = []report.Table{verdict, arms}
-	return sec
+	return arms
 }
 
 // times formats a ratio as "1.05×".

@@ -202,6 +202,19 @@ func Percentile(sorted []float64, q float64) float64 {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
+// ServedTTFTs returns the TTFTs of the records in recs that were served
+// (not rejected), ascending.
+func ServedTTFTs(recs []Record) []float64 {
+	out := make([]float64, 0, len(recs))
+	for _, r := range recs {
+		if !r.Rejected {
+			out = append(out, r.TTFT)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Summarize fills the per-record aggregates of s (hit ratios by source,
 // bytes, TTFT statistics, SLO attainment) from recs; s.SLO must be set. The
 // live replayer calls it too, so simulated and live runs are summarised by

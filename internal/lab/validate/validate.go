@@ -52,7 +52,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/kvpool/kvpool/block"
@@ -141,36 +140,21 @@ type Config struct {
 }
 
 // WithDefaults returns c with every zero field replaced by its default.
+// The fields a Config shares with the live replay (mode, routing, caches,
+// NIC, speed, verification) take the replay's defaults, so the simulated
+// and the live side of a validation start from the same values.
 func (c Config) WithDefaults() Config {
-	if c.Mode == "" {
-		c.Mode = sim.DefaultMode
-	}
-	if c.Routing == "" {
-		c.Routing = sim.DefaultRouting
-	}
-	if c.Name == "" {
-		c.Name = string(c.Mode) + " " + string(c.Routing)
-	}
 	if c.Nodes == 0 {
 		c.Nodes = DefaultNodes
-	}
-	if c.RAMBlocks == 0 {
-		c.RAMBlocks = sim.DefaultRAMBlocks
-	}
-	if c.NICGbps == 0 {
-		c.NICGbps = sim.DefaultNICGbps
-	}
-	if c.Policy == "" {
-		c.Policy = sim.DefaultPolicy
 	}
 	if c.PayloadBytes == 0 {
 		c.PayloadBytes = DefaultPayloadBytes
 	}
-	if c.Speed == 0 {
-		c.Speed = DefaultSpeed
-	}
-	if c.Verify == "" {
-		c.Verify = replay.VerifyFull
+	r := c.replayOptions().WithDefaults()
+	c.Mode, c.Routing, c.Speed, c.NICGbps, c.Verify = r.Mode, r.Routing, r.Speed, r.NICGbps, r.Verify
+	c.RAMBlocks, c.Policy = r.RAMBlocks, r.Policy
+	if c.Name == "" {
+		c.Name = string(c.Mode) + " " + string(c.Routing)
 	}
 	if c.HitTolerance == 0 {
 		c.HitTolerance = DefaultHitTolerance
@@ -221,7 +205,12 @@ func (c Config) SimOptions() sim.Options {
 // ReplayOptions returns the live replay's options for c (without the
 // master's address, which the cluster gives).
 func (c Config) ReplayOptions() replay.Options {
-	c = c.WithDefaults()
+	return c.WithDefaults().replayOptions()
+}
+
+// replayOptions are the live replay's options for c as it is (zero fields
+// stay zero).
+func (c Config) replayOptions() replay.Options {
 	return replay.Options{
 		Mode: c.Mode, Routing: c.Routing, PayloadBytes: c.PayloadBytes, Speed: c.Speed,
 		NICGbps: c.NICGbps, Verify: c.Verify, RAMBlocks: c.RAMBlocks, SSDBlocks: c.SSDBlocks,
@@ -417,7 +406,7 @@ func Run(ctx context.Context, reqs []trace.Request, cfg Config) (*Report, error)
 		return nil, fmt.Errorf("validate: simulate %s on %d requests: %w", c.Name, len(reqs), err)
 	}
 	rep.Sim = sr.Summary
-	rep.SimTTFTs = servedTTFTs(sr.Records)
+	rep.SimTTFTs = sim.ServedTTFTs(sr.Records)
 	tr, err := sim.Run(ctx, reqs, c.SimOptions())
 	if err != nil {
 		return nil, fmt.Errorf("validate: simulate %s on %d requests with the trace's keys: %w", c.Name, len(reqs), err)
@@ -429,7 +418,7 @@ func Run(ctx context.Context, reqs []trace.Request, cfg Config) (*Report, error)
 		return nil, err
 	}
 	rep.Live = lr.Summary
-	rep.LiveTTFTs = servedTTFTs(lr.Records)
+	rep.LiveTTFTs = sim.ServedTTFTs(lr.Records)
 	rep.Lateness = Lateness(lr)
 	rep.judge()
 	return rep, nil
@@ -473,18 +462,6 @@ func NodeKeys(reqs []trace.Request, tenant string) []trace.Request {
 		r.HashIDs = keys
 		out[i] = r
 	}
-	return out
-}
-
-// servedTTFTs returns the TTFTs of the served records, ascending.
-func servedTTFTs(recs []sim.Record) []float64 {
-	out := make([]float64, 0, len(recs))
-	for _, r := range recs {
-		if !r.Rejected {
-			out = append(out, r.TTFT)
-		}
-	}
-	slices.Sort(out)
 	return out
 }
 
