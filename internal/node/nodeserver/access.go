@@ -52,31 +52,11 @@ func (c *conn) access(ctx context.Context, h wire.Header) (wire.Code, error) {
 			st = append(st, wire.Status{ID: bh.ID, Code: c.backendCode("touch", k, ab.Touch(ctx, k, hint))})
 			continue
 		}
-		var payload []byte
-		var buf *[]byte
-		if bh.Len > 0 {
-			if p := c.s.opts.Ingress; p != nil {
-				if err := p.Wait(ctx, int(bh.Len)); err != nil {
-					return codeOf(err), fmt.Errorf("nodeserver: %v from %s: ingress pacer: %w", h.Op, c.remote, err)
-				}
-			}
-			if err := c.setReadDeadline(c.s.opts.ReadTimeout); err != nil {
-				return wire.CodeUnavailable, err
-			}
-			buf = c.s.bufs.get(int(bh.Len))
-			payload, err = c.r.ReadPayload((*buf)[:0])
-			if err != nil {
-				c.s.bufs.put(buf)
-				return c.bodyError(h, err)
-			}
+		payload, buf, ok, code, err := c.readPayload(ctx, h, bh)
+		if !ok {
+			return code, err
 		}
-		code := c.backendCode("put", k, ab.PutHinted(ctx, k, payload, bh.Checksum, hint))
-		if buf != nil {
-			c.s.bufs.put(buf)
-		}
-		if code == wire.CodeOK {
-			c.s.ctr.blocksIn.Add(1)
-		}
+		code = c.stored(buf, c.backendCode("put", k, ab.PutHinted(ctx, k, payload, bh.Checksum, hint)))
 		st = append(st, wire.Status{ID: bh.ID, Code: code})
 	}
 	resp, err := wire.AppendAccessResponse(c.wbuf[:0], h.ReqID, st)

@@ -411,32 +411,12 @@ func (c *conn) put(ctx context.Context, h wire.Header) (wire.Code, error) {
 		if err != nil {
 			return c.bodyError(h, err)
 		}
-		var payload []byte
-		var buf *[]byte
-		if bh.Len > 0 {
-			if p := c.s.opts.Ingress; p != nil {
-				if err := p.Wait(ctx, int(bh.Len)); err != nil {
-					return codeOf(err), fmt.Errorf("nodeserver: %v from %s: ingress pacer: %w", h.Op, c.remote, err)
-				}
-			}
-			if err := c.setReadDeadline(c.s.opts.ReadTimeout); err != nil {
-				return wire.CodeUnavailable, err
-			}
-			buf = c.s.bufs.get(int(bh.Len))
-			payload, err = c.r.ReadPayload((*buf)[:0])
-			if err != nil {
-				c.s.bufs.put(buf)
-				return c.bodyError(h, err)
-			}
+		payload, buf, ok, code, err := c.readPayload(ctx, h, bh)
+		if !ok {
+			return code, err
 		}
 		k := block.Key{Tenant: c.tenant, ID: bh.ID}
-		code := c.backendCode("put", k, c.s.opts.Backend.Put(ctx, k, payload, bh.Checksum))
-		if buf != nil {
-			c.s.bufs.put(buf)
-		}
-		if code == wire.CodeOK {
-			c.s.ctr.blocksIn.Add(1)
-		}
+		code = c.stored(buf, c.backendCode("put", k, c.s.opts.Backend.Put(ctx, k, payload, bh.Checksum)))
 		st = append(st, wire.Status{ID: bh.ID, Code: code})
 	}
 	if h.Op == wire.OpPut {
@@ -661,4 +641,42 @@ func (c *conn) writeError(reqID uint64, err error) error {
 	c.count(code)
 	c.wbuf = wire.AppendError(c.wbuf[:0], reqID, err)
 	return c.write(c.wbuf)
+}
+
+// readPayload reads the payload of block bh of request h into a pooled
+// buffer, after the ingress pacer admits its bytes. It returns the payload
+// and its buffer (nil for an empty payload; hand it to stored) with ok
+// set, or, with ok false, the code and error that end the request.
+func (c *conn) readPayload(ctx context.Context, h wire.Header, bh wire.BlockHeader) (payload []byte, buf *[]byte, ok bool, code wire.Code, err error) {
+	if bh.Len == 0 {
+		return nil, nil, true, wire.CodeOK, nil
+	}
+	if p := c.s.opts.Ingress; p != nil {
+		if err := p.Wait(ctx, int(bh.Len)); err != nil {
+			return nil, nil, false, codeOf(err), fmt.Errorf("nodeserver: %v from %s: ingress pacer: %w", h.Op, c.remote, err)
+		}
+	}
+	if err := c.setReadDeadline(c.s.opts.ReadTimeout); err != nil {
+		return nil, nil, false, wire.CodeUnavailable, err
+	}
+	buf = c.s.bufs.get(int(bh.Len))
+	payload, err = c.r.ReadPayload((*buf)[:0])
+	if err != nil {
+		c.s.bufs.put(buf)
+		code, err = c.bodyError(h, err)
+		return nil, nil, false, code, err
+	}
+	return payload, buf, true, wire.CodeOK, nil
+}
+
+// stored returns a stored block's payload buffer to the pool and counts the
+// block in when the backend took it (code is the backend's answer).
+func (c *conn) stored(buf *[]byte, code wire.Code) wire.Code {
+	if buf != nil {
+		c.s.bufs.put(buf)
+	}
+	if code == wire.CodeOK {
+		c.s.ctr.blocksIn.Add(1)
+	}
+	return code
 }
