@@ -88,13 +88,10 @@ func LiveSection(rows []LiveRow, filePrefix string) report.Section {
 			"sim network bytes are the simulator's transfers between instances in model units (KV-cache bytes, not payload bytes)."}
 	hits := &plot.BarChart{Title: "Token hit ratio: live vs simulated", YLabel: "token hit ratio (%)", YMin: new(0.0),
 		Format: pctFormat}
-	ttft := &plot.BarChart{Title: "Mean TTFT: live vs simulated", YLabel: "mean TTFT (model s)", YMin: new(0.0)}
+	ttft := &plot.BarChart{Title: "Mean TTFT: live vs simulated", YLabel: "mean TTFT (model s)", YMin: new(0.0), Format: secs}
 	hs, hl := plot.BarSeries{Name: "sim"}, plot.BarSeries{Name: "live"}
 	ts, tl := plot.BarSeries{Name: "sim"}, plot.BarSeries{Name: "live"}
-	multi := false
-	for _, r := range rows {
-		multi = multi || r.Trace != rows[0].Trace
-	}
+	multi := !oneTrace(rows)
 	for _, r := range rows {
 		s, l := r.Sim, r.Live
 		group := r.Arm.Name
@@ -118,6 +115,16 @@ func LiveSection(rows []LiveRow, filePrefix string) report.Section {
 	return sec
 }
 
+// oneTrace reports whether rows (at least one) all come from one trace.
+func oneTrace(rows []LiveRow) bool {
+	for _, r := range rows {
+		if r.Trace != rows[0].Trace {
+			return false
+		}
+	}
+	return len(rows) > 0
+}
+
 // Live table column names, shared by the report and the terminal table
 // so that each metric has one name everywhere.
 const (
@@ -129,9 +136,22 @@ const (
 // LiveTable is the live-vs-simulated table, one row per arm: token hit
 // ratio, mean and p90 TTFT simulated and live, wrong blocks, the live
 // payload bytes read and written, the simulator's network bytes, the
-// dispatch lag p99 and whether the machine kept up. Byte counts are
+// dispatch lag p99 and whether the machine kept up; the trace column is
+// left out when every row has the same trace. Byte counts are
 // humanised (report.Bytes); WriteLiveCSV keeps them exact.
 func LiveTable(rows []LiveRow) report.Table {
+	tab := liveTable(rows)
+	if oneTrace(rows) {
+		// One trace (the demo): name it in the caption, not in every row,
+		// so that the table fits a 1280 px window.
+		tab = tab.Select(tab.Columns[1:]...)
+		tab.Caption = "Live vs simulated on " + rows[0].Trace + ", per arm (model seconds)"
+	}
+	return tab
+}
+
+// liveTable is LiveTable with the trace column always present.
+func liveTable(rows []LiveRow) report.Table {
 	tab := report.Table{Caption: "Live vs simulated, per arm (model seconds)",
 		Columns: []string{"trace", "arm", "requests", "sim token hit", "live token hit", "sim mean TTFT (s)", "live mean TTFT (s)",
 			"sim p90 TTFT (s)", "live p90 TTFT (s)", "wrong blocks", colLiveBytesRead, colLiveBytesWritten, colSimNetBytes,
@@ -202,7 +222,7 @@ func WriteLiveCSV(path string, rows []LiveRow) error {
 // terminal: LiveTable's columns, with the same names, but the request
 // count and the simulator's network bytes.
 func LiveMarkdown(b *strings.Builder, rows []LiveRow) {
-	t := LiveTable(rows)
+	t := liveTable(rows)
 	_ = report.WriteMarkdownTable(b, t.Select("trace", "arm", "sim token hit", "live token hit", "sim mean TTFT (s)",
 		"live mean TTFT (s)", "sim p90 TTFT (s)", "live p90 TTFT (s)", "wrong blocks", colLiveBytesRead, colLiveBytesWritten,
 		"lag p99 (ms)", "kept up")) // a strings.Builder does not fail

@@ -146,11 +146,11 @@ figure { margin: 1.75rem 0; text-align: center; }
 figure img { max-width: 100%; height: auto; }
 figcaption { font-size: .9rem; color: #555; margin: .4rem auto 0; max-width: 46rem; }
 .table { overflow-x: auto; margin: 1.75rem 0; max-width: 100%; }
-table { border-collapse: collapse; margin: 0 auto; font-size: .88rem; font-variant-numeric: tabular-nums; }
+table { border-collapse: collapse; margin: 0 auto; font-size: .85rem; font-variant-numeric: tabular-nums; }
 caption { caption-side: top; text-align: left; font-size: .9rem; color: #555; padding-bottom: .5rem; max-width: 46rem; }
-th, td { padding: .3rem .6rem; text-align: left; border-bottom: 1px solid #e5e5e5; }
+th, td { padding: .3rem .45rem; text-align: left; border-bottom: 1px solid #e5e5e5; }
 td { white-space: nowrap; }
-th { font-weight: 600; border-bottom: 2px solid #333; vertical-align: bottom; min-width: 3.5em; }
+th { font-weight: 600; border-bottom: 2px solid #333; vertical-align: bottom; min-width: 4.5em; }
 th:first-child, td:first-child { position: sticky; left: 0; background: #fff; }
 tbody tr:nth-child(even) td { background: #fafafa; }
 .num { text-align: right; }
