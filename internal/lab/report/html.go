@@ -129,7 +129,7 @@ const pageTemplate = `<!DOCTYPE html>
 :root { color-scheme: light; }
 body { margin: 0; background: #fff; color: #222;
   font: 16px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; }
-main { max-width: 1200px; margin: 0 auto; padding: 32px 24px 64px; }
+main { max-width: 1280px; margin: 0 auto; padding: 32px 24px 64px; }
 h1 { font-size: 1.9rem; line-height: 1.25; margin: 0 0 1rem; max-width: 46rem; }
 h2 { font-size: 1.35rem; margin: 2.5rem 0 .75rem; padding-bottom: .3rem; border-bottom: 1px solid #e5e5e5; }
 p, li { max-width: 46rem; }

@@ -7,7 +7,13 @@
 // Every file is written atomically (a temporary file in the same
 // directory, synced, then renamed), so a reader never sees half a figure and
 // a failed run leaves no partial file behind. The output depends only on
-// the Report, so two runs with the same results give the same bytes.
+// the Report, so two runs with the same results give the same bytes. A
+// report directory remembers the files it holds (ManifestFile), so the next
+// report written there removes the old report's files, and only those.
+//
+// Tables are for people: bytes humanised (Bytes), one number format per
+// column (CheckNumberFormats), each table in its own horizontally
+// scrolling box in index.html; the CSV and JSON files keep exact values.
 //
 // The package knows nothing about experiments or charts: a Figure renders
 // itself through a func(io.Writer) error, which a plot.Chart's LineSVG
