@@ -91,7 +91,7 @@ type compareFlags struct {
 // register declares kvpool compare's flags on fs.
 func (f *compareFlags) register(fs *flag.FlagSet) {
 	f.cluster.register(fs, compareClusterHelp())
-	f.report.register(fs, "report", "no progress lines")
+	f.report.register(fs, "report/compare", "no progress lines")
 	fs.BoolVar(&f.sim, "sim", false, "run the arms in the simulator (model time)")
 	fs.BoolVar(&f.live, "live", false, "--sim plus live arms on a subsample of each trace (a local cluster per arm), in a \"Live vs simulated\" section")
 	fs.BoolVar(&f.validate, "validate", false, "run --mode arms live and simulated on a subsample and fail unless they agree (hit ratio ±2 points, mean TTFT ±20%, 0 wrong blocks); INCONCLUSIVE (exit 3) when the machine did not keep up")

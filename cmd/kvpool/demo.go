@@ -50,7 +50,7 @@ func parseDemo(args []string, stderr io.Writer) (demo.Options, reportFlags, erro
 	var rep reportFlags
 	tf.registerPath(fs, demo.DefaultTrace, traceNameUsage)
 	cf.register(fs, demoClusterHelp())
-	rep.register(fs, "report", "no progress on stderr")
+	rep.register(fs, "report/demo", "no progress on stderr")
 	generated := fs.Bool("generated", false, "use a generated chat trace instead of searching for a published one")
 	window := fs.Duration("window", demo.DefaultWindow, "length of the trace window replayed")
 	from := fs.Duration("from", 0, "start of the window in trace time")

@@ -40,7 +40,7 @@ func parsePolicy(args []string, stderr io.Writer) (policylab.Options, string, er
 	var tf traceFlags
 	var rep reportFlags
 	tf.register(fs, "both", "conversation, synthetic, both, or a comma-separated list of trace names or files (the first two are tenants A and B)")
-	rep.register(fs, "policy-report", "no progress lines")
+	rep.register(fs, "report/policy", "no progress lines")
 	quick := fs.Bool("quick", false, "a fast look: shorter generated traces, goodput at p = 0, 0.4, 1 on the first trace only, 4 nodes only")
 	genRequests := fs.Int("gen-requests", -1, "requests per generated trace; 0 leaves generated traces out (default 12000, 3000 with --quick)")
 	noGoodput := fs.Bool("no-goodput", false, "skip every timed experiment (goodput bisection is the slowest part)")

@@ -458,10 +458,10 @@ func (r *JointResult) verdictTable() report.Table {
 		if c.Ratio >= JointTargetRatio && o.Ratio < JointTargetRatio {
 			reach = fmt.Sprintf("not ruled out by the ceiling (%s); not reached", times(c.Ratio))
 		}
-		verdict.Rows = append(verdict.Rows, []string{t, num(b.ReqPerSec), o.Arm.Name, num(o.ReqPerSec), times(o.Ratio),
+		verdict.Rows = append(verdict.Rows, []string{t, perSec(b.ReqPerSec), o.Arm.Name, perSec(o.ReqPerSec), times(o.Ratio),
 			secs(b.AtBaseline.TTFTMean) + " → " + secs(o.AtBaseline.TTFTMean),
 			secs(b.AtTraceRate.TTFTMean) + " → " + secs(o.AtTraceRate.TTFTMean),
-			num(c.ReqPerSec), times(c.Ratio), reach})
+			perSec(c.ReqPerSec), times(c.Ratio), reach})
 	}
 	return verdict
 }
@@ -473,8 +473,8 @@ func (r *JointResult) armsTable() report.Table {
 			"network", "replicas skipped", "redundant evictions", "late-bound blocks", "mean TTFT ×1 (s)", "token hit ratio ×1"}}
 	for _, row := range r.Rows {
 		s, s1 := row.AtBaseline, row.AtTraceRate
-		arms.Rows = append(arms.Rows, []string{row.Trace, row.Arm.Name, num(row.ReqPerSec), times(row.Ratio),
-			secs(s.TTFTMean), secs(s.TTFTP90), pct(s.TokenHitRatio), bytesDecimal(s.BytesNet),
+		arms.Rows = append(arms.Rows, []string{row.Trace, row.Arm.Name, perSec(row.ReqPerSec), times(row.Ratio),
+			secs(s.TTFTMean), secs(s.TTFTP90), pct(s.TokenHitRatio), report.Bytes(s.BytesNet),
 			strconv.FormatInt(s.ReplicasSkipped, 10), strconv.FormatInt(s.RedundantEvictions, 10), strconv.FormatInt(s.LateBoundBlocks, 10),
 			secs(s1.TTFTMean), pct(s1.TokenHitRatio)})
 	}
@@ -484,9 +484,9 @@ func (r *JointResult) armsTable() report.Table {
 			name = "pooled ceiling, FIFO with rejection (capacity ×" + num(c.CapacityMultiplier) + ")"
 		}
 		arms.Rows = append(arms.Rows,
-			[]string{c.Trace, name, num(c.ReqPerSec), times(c.Ratio), "–", "–", pct(c.TokenHitRatio), "–", "–", "–", "–", "–", "–"})
+			[]string{c.Trace, name, perSec(c.ReqPerSec), times(c.Ratio), "–", "–", pct(c.TokenHitRatio), "–", "–", "–", "–", "–", "–"})
 		if !r.Reject {
-			arms.Rows = append(arms.Rows, []string{c.Trace, "pooled ceiling, shortest first", num(c.ShortestFirstReqPerSec),
+			arms.Rows = append(arms.Rows, []string{c.Trace, "pooled ceiling, shortest first", perSec(c.ShortestFirstReqPerSec),
 				times(c.ShortestFirstRatio), "–", "–", pct(c.TokenHitRatio), "–", "–", "–", "–", "–", "–"})
 		}
 	}
@@ -495,11 +495,3 @@ func (r *JointResult) armsTable() report.Table {
 
 // times formats a ratio as "1.05×".
 func times(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) + "×" }
-
-// bytesDecimal formats a byte count in TB or GB (decimal units).
-func bytesDecimal(n int64) string {
-	if n >= 1e12 {
-		return strconv.FormatFloat(float64(n)/1e12, 'f', 2, 64) + " TB"
-	}
-	return strconv.FormatFloat(float64(n)/1e9, 'f', 1, 64) + " GB"
-}

@@ -71,6 +71,9 @@ func TestRunJoint(t *testing.T) {
 	if err := rep.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	if err := rep.CheckNumberFormats(); err != nil {
+		t.Error(err)
+	}
 	if len(sec.Tables) != 2 || len(sec.Tables[0].Rows) != 1 || len(sec.Tables[1].Rows) != 6 {
 		t.Fatalf("tables %d, verdict rows %d, arm rows %d; want 2, 1, 6 (4 arms + 2 ceilings)",
 			len(sec.Tables), len(sec.Tables[0].Rows), len(sec.Tables[1].Rows))

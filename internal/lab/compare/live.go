@@ -76,28 +76,86 @@ func runLive(ctx context.Context, o Options, res *Result) error {
 	return nil
 }
 
-// LiveSection lays out live-vs-simulated rows: a table (per arm: token hit
-// ratio, mean and p90 TTFT live and simulated, wrong blocks, bytes moved,
-// dispatch lag p99) and bar charts of the token hit ratio and the mean
-// TTFT, live next to simulated. filePrefix keeps its figure names unique
-// in a report.
+// LiveSection lays out live-vs-simulated rows: a table (LiveTable) and
+// bar charts of the token hit ratio and the mean TTFT, live next to
+// simulated. filePrefix keeps its figure names unique in a report.
 func LiveSection(rows []LiveRow, filePrefix string) report.Section {
 	sec := report.Section{Title: "Live vs simulated",
 		Text: "Each arm replayed live on a fresh local cluster (real processes, real TCP, real bytes, every block verified) " +
 			"under the scale model, and simulated on the same requests and configuration. Times are model seconds. " +
-			"Validation bounds: token hit ratio within 2 points, mean TTFT within 20%, 0 wrong blocks."}
-	tab := report.Table{Caption: "Live vs simulated, per arm (model seconds)",
-		Columns: []string{"trace", "arm", "requests", "sim token hit", "live token hit", "sim mean TTFT", "live mean TTFT",
-			"sim p90 TTFT", "live p90 TTFT", "wrong blocks", "live bytes fetched", "sim bytes net (model)", "lag p99 (ms)", "kept up"}}
-	hits := &plot.BarChart{Title: "Token hit ratio: live vs simulated", YLabel: "token hit ratio", YMin: new(0.0),
-		Format: func(v float64) string { return pct(v) }}
-	ttft := &plot.BarChart{Title: "Mean TTFT: live vs simulated", YLabel: "mean TTFT (model s)", YMin: new(0.0)}
+			"Validation bounds: token hit ratio within 2 points, mean TTFT within 20%, 0 wrong blocks. " +
+			"Live bytes read and written are the real payload bytes the replayer read from and wrote to the nodes; " +
+			"sim network bytes are the simulator's transfers between instances in model units (KV-cache bytes, not payload bytes)."}
+	hits := &plot.BarChart{Title: "Token hit ratio: live vs simulated", YLabel: "token hit ratio (%)", YMin: new(0.0),
+		Format: pctFormat}
+	ttft := &plot.BarChart{Title: "Mean TTFT: live vs simulated", YLabel: "mean TTFT (model s)", YMin: new(0.0), Format: secs}
 	hs, hl := plot.BarSeries{Name: "sim"}, plot.BarSeries{Name: "live"}
 	ts, tl := plot.BarSeries{Name: "sim"}, plot.BarSeries{Name: "live"}
-	multi := false
+	multi := !oneTrace(rows)
 	for _, r := range rows {
-		multi = multi || r.Trace != rows[0].Trace
+		s, l := r.Sim, r.Live
+		group := r.Arm.Name
+		if multi {
+			group = r.Trace + " " + group
+		}
+		hits.Groups = append(hits.Groups, group)
+		ttft.Groups = append(ttft.Groups, group)
+		hs.Values, hl.Values = append(hs.Values, 100*s.TokenHitRatio), append(hl.Values, 100*l.TokenHitRatio)
+		ts.Values, tl.Values = append(ts.Values, s.TTFTMean), append(tl.Values, l.TTFTMean)
 	}
+	hits.Series = []plot.BarSeries{hs, hl}
+	ttft.Series = []plot.BarSeries{ts, tl}
+	if len(rows) > 0 {
+		sec.Figures = []report.Figure{
+			{File: filePrefix + "live_hit_ratio.svg", Caption: "Token hit ratio per arm, live vs simulated", Render: hits.SVG},
+			{File: filePrefix + "live_ttft.svg", Caption: "Mean TTFT per arm (model seconds), live vs simulated", Render: ttft.SVG},
+		}
+	}
+	sec.Tables = []report.Table{LiveTable(rows)}
+	return sec
+}
+
+// oneTrace reports whether rows (at least one) all come from one trace.
+func oneTrace(rows []LiveRow) bool {
+	for _, r := range rows {
+		if r.Trace != rows[0].Trace {
+			return false
+		}
+	}
+	return len(rows) > 0
+}
+
+// Live table column names, shared by the report and the terminal table
+// so that each metric has one name everywhere.
+const (
+	colLiveBytesRead    = "live bytes read"
+	colLiveBytesWritten = "live bytes written"
+	colSimNetBytes      = "sim network bytes (model)"
+)
+
+// LiveTable is the live-vs-simulated table, one row per arm: token hit
+// ratio, mean and p90 TTFT simulated and live, wrong blocks, the live
+// payload bytes read and written, the simulator's network bytes, the
+// dispatch lag p99 and whether the machine kept up; the trace column is
+// left out when every row has the same trace. Byte counts are
+// humanised (report.Bytes); WriteLiveCSV keeps them exact.
+func LiveTable(rows []LiveRow) report.Table {
+	tab := liveTable(rows)
+	if oneTrace(rows) {
+		// One trace (the demo): name it in the caption, not in every row,
+		// so that the table fits a 1280 px window.
+		tab = tab.Select(tab.Columns[1:]...)
+		tab.Caption = "Live vs simulated on " + rows[0].Trace + ", per arm (model seconds)"
+	}
+	return tab
+}
+
+// liveTable is LiveTable with the trace column always present.
+func liveTable(rows []LiveRow) report.Table {
+	tab := report.Table{Caption: "Live vs simulated, per arm (model seconds)",
+		Columns: []string{"trace", "arm", "requests", "sim token hit", "live token hit", "sim mean TTFT (s)", "live mean TTFT (s)",
+			"sim p90 TTFT (s)", "live p90 TTFT (s)", "wrong blocks", colLiveBytesRead, colLiveBytesWritten, colSimNetBytes,
+			"lag p99 (ms)", "kept up"}}
 	for _, r := range rows {
 		s, l := r.Sim, r.Live
 		kept := "yes"
@@ -109,26 +167,9 @@ func LiveSection(rows []LiveRow, filePrefix string) report.Section {
 		}
 		tab.Rows = append(tab.Rows, []string{r.Trace, r.Arm.Name, strconv.Itoa(s.Requests), pct(s.TokenHitRatio), pct(l.TokenHitRatio),
 			secs(s.TTFTMean), secs(l.TTFTMean), secs(s.TTFTP90), secs(l.TTFTP90), strconv.FormatInt(l.WrongBlocks, 10),
-			strconv.FormatInt(l.LiveBytesFetched, 10), strconv.FormatInt(s.BytesNet, 10), num(1e3 * l.LagP99), kept})
-		group := r.Arm.Name
-		if multi {
-			group = r.Trace + " " + group
-		}
-		hits.Groups = append(hits.Groups, group)
-		ttft.Groups = append(ttft.Groups, group)
-		hs.Values, hl.Values = append(hs.Values, s.TokenHitRatio), append(hl.Values, l.TokenHitRatio)
-		ts.Values, tl.Values = append(ts.Values, s.TTFTMean), append(tl.Values, l.TTFTMean)
+			report.Bytes(l.LiveBytesFetched), report.Bytes(l.LiveBytesStored), report.Bytes(s.BytesNet), fixed(1e3*l.LagP99, 1), kept})
 	}
-	hits.Series = []plot.BarSeries{hs, hl}
-	ttft.Series = []plot.BarSeries{ts, tl}
-	if len(rows) > 0 {
-		sec.Figures = []report.Figure{
-			{File: filePrefix + "live_hit_ratio.svg", Caption: "Token hit ratio per arm, live vs simulated", Render: hits.SVG},
-			{File: filePrefix + "live_ttft.svg", Caption: "Mean TTFT per arm (model seconds), live vs simulated", Render: ttft.SVG},
-		}
-	}
-	sec.Tables = []report.Table{tab}
-	return sec
+	return tab
 }
 
 // LiveCDFSection draws one TTFT CDF per arm, live and simulated.
@@ -137,17 +178,24 @@ func LiveCDFSection(rows []LiveRow, filePrefix string) report.Section {
 	for _, r := range rows {
 		chart := &plot.Chart{Title: r.Trace + ", " + r.Arm.Name + ": TTFT CDF", XLabel: "TTFT (model s)",
 			YLabel: "share of requests", XLog: true, YMin: new(0.0), YMax: new(1.0)}
-		if len(r.SimTTFTs) > 0 {
-			chart.Series = append(chart.Series, cdfSeries("sim", r.SimTTFTs))
-		}
-		if len(r.LiveTTFTs) > 0 {
-			chart.Series = append(chart.Series, cdfSeries("live", r.LiveTTFTs))
+		var zeros []string
+		for _, side := range []struct {
+			name  string
+			ttfts []float64
+		}{{"sim", r.SimTTFTs}, {"live", r.LiveTTFTs}} {
+			if len(side.ttfts) == 0 {
+				continue
+			}
+			chart.Series = append(chart.Series, cdfSeries(side.name, side.ttfts))
+			if z := zeroTTFTs(side.ttfts); z > 0 {
+				zeros = append(zeros, fmt.Sprintf("%s %d of %d", side.name, z, len(side.ttfts)))
+			}
 		}
 		if len(chart.Series) == 0 {
 			continue
 		}
 		sec.Figures = append(sec.Figures, report.Figure{File: filePrefix + "live_cdf_" + fileSafe(r.Trace+"_"+r.Arm.Name) + ".svg",
-			Caption: r.Trace + ", " + r.Arm.Name + ": TTFT CDF, live vs simulated", Render: chart.StepSVG})
+			Caption: r.Trace + ", " + r.Arm.Name + ": TTFT CDF, live vs simulated" + zeroNote(zeros), Render: chart.StepSVG})
 	}
 	return sec
 }
@@ -170,34 +218,14 @@ func WriteLiveCSV(path string, rows []LiveRow) error {
 	return report.WriteCSV(path, hdr, out)
 }
 
-// LiveMarkdown writes the live-vs-simulated table as Markdown.
+// LiveMarkdown writes the live-vs-simulated table as Markdown for the
+// terminal: LiveTable's columns, with the same names, but the request
+// count and the simulator's network bytes.
 func LiveMarkdown(b *strings.Builder, rows []LiveRow) {
-	b.WriteString("| trace | arm | token hit sim | token hit live | mean TTFT sim (s) | mean TTFT live (s) | p90 TTFT sim (s) | p90 TTFT live (s) | wrong blocks | bytes moved live | lag p99 (ms) |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, r := range rows {
-		s, l := r.Sim, r.Live
-		name := r.Arm.Name
-		if l.Partial {
-			name += " (partial)"
-		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n", r.Trace, name,
-			pct(s.TokenHitRatio), pct(l.TokenHitRatio), secs(s.TTFTMean), secs(l.TTFTMean), secs(s.TTFTP90), secs(l.TTFTP90),
-			l.WrongBlocks, bytesIEC(l.LiveBytesFetched+l.LiveBytesStored), num(1e3*l.LagP99))
-	}
-}
-
-// bytesIEC formats n bytes with a binary unit.
-func bytesIEC(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	v, i := float64(n), -1
-	for v >= unit && i < 4 {
-		v /= unit
-		i++
-	}
-	return strconv.FormatFloat(v, 'f', 1, 64) + " " + string("KMGTP"[i]) + "iB"
+	t := liveTable(rows)
+	_ = report.WriteMarkdownTable(b, t.Select("trace", "arm", "sim token hit", "live token hit", "sim mean TTFT (s)",
+		"live mean TTFT (s)", "sim p90 TTFT (s)", "live p90 TTFT (s)", "wrong blocks", colLiveBytesRead, colLiveBytesWritten,
+		"lag p99 (ms)", "kept up")) // a strings.Builder does not fail
 }
 
 // RunReport is kvpool compare --sim and --live: it runs o (Run), writes

@@ -44,8 +44,20 @@ var fig5Paper = map[string]float64{
 // Fig5Arms names the arms of the scheduler comparison, in the paper's order.
 var fig5Arms = []string{"local rr", "local least-loaded", "local cache-aware", "global cache-aware"}
 
+// Number formats of the tables: one per kind of quantity, so a column
+// never mixes two (report.CheckNumberFormats).
 func pct(v float64) string  { return strconv.FormatFloat(100*v, 'f', 1, 64) + "%" }
 func secs(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+// perSec formats a rate (requests per second, rate multipliers) with two
+// decimals.
+func perSec(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+// fixed formats v with dec decimals.
+func fixed(v float64, dec int) string { return strconv.FormatFloat(v, 'f', dec, 64) }
+
+// pctFormat labels a bar chart's values given in percent.
+func pctFormat(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) + "%" }
 
 // num formats v with four significant digits, never in exponent form for
 // the magnitudes a report shows.
@@ -101,7 +113,19 @@ func ratioStr(a, b float64) string {
 	if b == 0 {
 		return "n/a"
 	}
-	return num(a/b) + "×"
+	return timesShort(a / b)
+}
+
+// timesShort formats a ratio as "2.22×".
+func timesShort(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) + "×" }
+
+// policyLabel names a policy in the Fig 9 figures and tables, marking
+// ours.
+func policyLabel(p string) string {
+	if p == Ours {
+		return p + " (ours)"
+	}
+	return p
 }
 
 // Report lays the result out as a report: one section per experiment.
@@ -129,8 +153,8 @@ func (r *Result) traceSection() report.Section {
 	t := report.Table{Caption: "The traces", Columns: []string{"trace", "requests", "span (s)", "rate (req/s)",
 		"avg in", "avg out", "unique blocks", "used once", "infinite-cache token hit ratio"}}
 	for i, s := range r.Traces {
-		t.Rows = append(t.Rows, []string{r.Names[i], strconv.Itoa(s.Requests), num(s.SpanSeconds), num(s.RatePerSecond),
-			num(s.Input.Mean), num(s.Output.Mean), strconv.FormatInt(s.UniqueBlocks, 10), pct(s.UsedOnceShare),
+		t.Rows = append(t.Rows, []string{r.Names[i], strconv.Itoa(s.Requests), fixed(s.SpanSeconds, 0), perSec(s.RatePerSecond),
+			fixed(s.Input.Mean, 0), fixed(s.Output.Mean, 0), strconv.FormatInt(s.UniqueBlocks, 10), pct(s.UsedOnceShare),
 			pct(s.InfiniteCache.TokenRatio)})
 	}
 	return report.Section{Title: "Traces", Tables: []report.Table{t}}
@@ -139,7 +163,8 @@ func (r *Result) traceSection() report.Section {
 func (r *Result) fig9Section() report.Section {
 	sec := report.Section{Title: "Hit ratio vs capacity (Fig 9 analogue)",
 		Text: "One global cache, request order only (`kvpool hitrate`). The dashed line is the infinite cache. " +
-			"Belady is the offline optimum with bypass: the ceiling for any online policy."}
+			"Belady is the offline optimum with bypass: the ceiling for any online policy. " +
+			"kvchain (ours) is this project's policy (docs/policy.md)."}
 	for ti, t := range r.Names {
 		var policies []string
 		var caps []int
@@ -155,16 +180,16 @@ func (r *Result) fig9Section() report.Section {
 			}
 		}
 		chart := &plot.Chart{Title: t + ": token hit ratio vs cache capacity", XLabel: "capacity (blocks of 512 tokens)",
-			YLabel: "token hit ratio", XLog: true, YMin: new(0.0)}
-		chart.HLines = []plot.HLine{{Y: r.Traces[ti].InfiniteCache.TokenRatio, Label: "infinite cache"}}
+			YLabel: "token hit ratio (%)", XLog: true, YMin: new(0.0)}
+		chart.HLines = []plot.HLine{{Y: 100 * r.Traces[ti].InfiniteCache.TokenRatio, Label: "infinite cache"}}
 		tab := report.Table{Caption: t + ": token hit ratio by policy and capacity (blocks)", Columns: append([]string{"policy"}, intStrings(caps)...)}
 		for _, p := range policies {
-			s := plot.Series{Name: p, Dashed: p == "belady"}
-			row := []string{p}
+			s := plot.Series{Name: policyLabel(p), Dashed: p == "belady"}
+			row := []string{policyLabel(p)}
 			for _, h := range r.HitRatio {
 				if h.Trace == t && h.Policy == p {
 					s.X = append(s.X, float64(h.Capacity))
-					s.Y = append(s.Y, h.TokenHitRatio)
+					s.Y = append(s.Y, 100*h.TokenHitRatio)
 					row = append(row, pct(h.TokenHitRatio))
 				}
 			}
@@ -212,8 +237,8 @@ func (r *Result) fig10Section() report.Section {
 	sec := report.Section{Title: "Local vs global cache (Fig 10 analogue)",
 		Text: fmt.Sprintf("%d instances × %d blocks of RAM each, LRU, timed simulator. Local: an instance reuses only its own cache. "+
 			"Global: one index over all caches; a remote hit is fetched over the network and stored locally.", r.Options.Instances, r.Options.RAMBlocks)}
-	bars := &plot.BarChart{Title: "Token hit ratio: local vs global", YLabel: "token hit ratio", YMin: new(0.0),
-		Format: func(v float64) string { return pct(v) }}
+	bars := &plot.BarChart{Title: "Token hit ratio: local vs global", YLabel: "token hit ratio (%)", YMin: new(0.0),
+		Format: pctFormat}
 	local := plot.BarSeries{Name: "local"}
 	global := plot.BarSeries{Name: "global"}
 	tab := report.Table{Caption: "Token hit ratio and prefill time per request, local vs global",
@@ -221,11 +246,11 @@ func (r *Result) fig10Section() report.Section {
 			"prefill global/local", "paper prefill ratio"}}
 	for _, row := range r.Fig10() {
 		bars.Groups = append(bars.Groups, row.Trace+" "+row.Routing)
-		local.Values = append(local.Values, row.Local)
-		global.Values = append(global.Values, row.Global)
+		local.Values = append(local.Values, 100*row.Local)
+		global.Values = append(global.Values, 100*row.Global)
 		pl, pr, pp := "–", "–", "–"
 		if a, ok := paper(row.Trace); ok {
-			pl, pr, pp = pct(a.fig10Local)+" → "+pct(a.fig10Global), ratioStr(a.fig10Global, a.fig10Local), num(a.fig10Prefill)+"×"
+			pl, pr, pp = pct(a.fig10Local)+" → "+pct(a.fig10Global), ratioStr(a.fig10Global, a.fig10Local), timesShort(a.fig10Prefill)
 		}
 		tab.Rows = append(tab.Rows, []string{row.Trace, row.Routing, pct(row.Local), pct(row.Global),
 			ratioStr(row.Global, row.Local), pl, pr, ratioStr(row.PrefillGlobal, row.PrefillLocal), pp})
@@ -270,14 +295,19 @@ func (r *Result) cdfSection() report.Section {
 	for _, t := range r.Names {
 		chart := &plot.Chart{Title: t + ": TTFT CDF", XLabel: "TTFT (model s)", YLabel: "share of requests", XLog: true,
 			YMin: new(0.0), YMax: new(1.0)}
+		var zeros []string
 		for _, arm := range []string{"recompute", "local cache-aware", "global cache-aware"} {
 			s := r.sim(t, arm)
 			if s == nil || len(s.TTFTs) == 0 {
 				continue
 			}
 			chart.Series = append(chart.Series, cdfSeries(arm, s.TTFTs))
+			if z := zeroTTFTs(s.TTFTs); z > 0 {
+				zeros = append(zeros, fmt.Sprintf("%s %d of %d", arm, z, len(s.TTFTs)))
+			}
 		}
-		sec.Figures = append(sec.Figures, report.Figure{File: "ttft_cdf_" + fileSafe(t) + ".svg", Caption: t + ": TTFT CDF per arm", Render: chart.StepSVG})
+		sec.Figures = append(sec.Figures, report.Figure{File: "ttft_cdf_" + fileSafe(t) + ".svg",
+			Caption: t + ": TTFT CDF per arm" + zeroNote(zeros), Render: chart.StepSVG})
 	}
 	return sec
 }
@@ -286,19 +316,43 @@ func (r *Result) cdfSection() report.Section {
 // evenly spaced quantiles (a 720-pixel-wide plot cannot show more).
 const cdfPoints = 400
 
+// cdfSeries is the empirical CDF of sorted (ascending) for a log x axis.
+// A TTFT of 0 (every prompt token was a hit) has no place on a log axis:
+// those requests are counted, so the curve starts at their share at the
+// smallest positive TTFT, but not drawn, so the axis starts at the decade
+// of the smallest positive TTFT instead of at an arbitrary floor.
 func cdfSeries(name string, sorted []float64) plot.Series {
 	s := plot.Series{Name: name}
 	n := len(sorted)
-	step := max(1, n/cdfPoints)
-	for i := 0; i < n; i += step {
-		s.X = append(s.X, max(sorted[i], 1e-3))
+	first := zeroTTFTs(sorted)
+	step := max(1, (n-first)/cdfPoints)
+	for i := first; i < n; i += step {
+		s.X = append(s.X, sorted[i])
 		s.Y = append(s.Y, float64(i+1)/float64(n))
 	}
-	if last := n - 1; last%step != 0 {
-		s.X = append(s.X, max(sorted[last], 1e-3))
+	if last := n - 1; last >= first && (last-first)%step != 0 {
+		s.X = append(s.X, sorted[last])
 		s.Y = append(s.Y, 1)
 	}
 	return s
+}
+
+// zeroTTFTs counts the leading non-positive values of sorted.
+func zeroTTFTs(sorted []float64) int {
+	n := 0
+	for n < len(sorted) && sorted[n] <= 0 {
+		n++
+	}
+	return n
+}
+
+// zeroNote is the caption note for CDFs with zero TTFTs.
+func zeroNote(zeros []string) string {
+	if len(zeros) == 0 {
+		return ""
+	}
+	return " (TTFT 0, the whole prompt cached, cannot be drawn on a log axis; those requests start the curve above 0: " +
+		strings.Join(zeros, ", ") + ")"
 }
 
 func (r *Result) fig13Section() report.Section {
@@ -360,7 +414,7 @@ func (r *Result) goodputSection() report.Section {
 					if a.Name == "recompute" {
 						base = v
 					}
-					tab.Rows = append(tab.Rows, []string{t, a.Name, num(g.Multiplier), num(g.ReqPerSec), ratioStr(g.ReqPerSec, base)})
+					tab.Rows = append(tab.Rows, []string{t, a.Name, perSec(g.Multiplier), perSec(g.ReqPerSec), ratioStr(g.ReqPerSec, base)})
 				}
 			}
 			series[i].Values = append(series[i].Values, v)

@@ -411,14 +411,14 @@ func TestBarValuesAndMissing(t *testing.T) {
 
 func TestColorPalette(t *testing.T) {
 	seen := map[string]bool{}
-	for i := range 8 {
+	for i := range 9 {
 		seen[Color(i)] = true
 	}
-	if len(seen) != 8 {
-		t.Errorf("palette has %d distinct colours, want 8", len(seen))
+	if len(seen) != 9 {
+		t.Errorf("palette has %d distinct colours, want 9", len(seen))
 	}
-	if Color(8) != Color(0) || Color(-1) != Color(1) {
-		t.Errorf("palette does not wrap: Color(8)=%s Color(-1)=%s", Color(8), Color(-1))
+	if Color(9) != Color(0) || Color(-1) != Color(1) {
+		t.Errorf("palette does not wrap: Color(9)=%s Color(-1)=%s", Color(9), Color(-1))
 	}
 }
 

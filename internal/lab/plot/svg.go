@@ -57,9 +57,10 @@ func textWidth(s string, size float64) float64 {
 
 // Color returns the colour of the i-th series: the Okabe–Ito palette
 // (Okabe & Ito, "Color Universal Design", 2008), which stays distinguishable
-// under the common colour-vision deficiencies. Yellow comes last because it
-// has little contrast on white. Indices wrap around after eight; negative
-// indices are treated as their absolute value.
+// under the common colour-vision deficiencies, then a mid grey, so that the
+// nine policies of a Fig 9 chart get nine colours. Yellow comes late
+// because it has little contrast on white. Indices wrap around after nine;
+// negative indices are treated as their absolute value.
 func Color(i int) string {
 	palette := [...]string{
 		"#0072B2", // blue
@@ -70,6 +71,7 @@ func Color(i int) string {
 		"#56B4E9", // sky blue
 		"#000000", // black
 		"#F0E442", // yellow
+		"#777777", // grey
 	}
 	if i < 0 {
 		i = -i

@@ -163,3 +163,32 @@ func TestScaleAxisDomain(t *testing.T) {
 		})
 	}
 }
+
+// TestAxisRangeHugsTheData pins where automatic axes start and end: a
+// log axis at the decade at or below the smallest value (never further
+// down) and at or above the largest; a linear axis at the nice tick at or
+// below and at or above.
+func TestAxisRangeHugsTheData(t *testing.T) {
+	for _, tt := range []struct {
+		log            bool
+		lo, hi         float64
+		wantLo, wantHi float64
+	}{
+		{true, 0.05, 20, 0.01, 100},
+		{true, 0.1, 20, 0.1, 100},
+		{true, 0.0017, 25, 0.001, 100},
+		{true, 24, 400, 10, 1000},
+		{true, 500, 97657, 100, 100000},
+		{false, 0.13, 0.87, 0, 1},
+		{false, 1.51, 3.49, 1.5, 3.5},
+		{false, 12, 58, 10, 60},
+	} {
+		var e extent
+		e.add(tt.lo)
+		e.add(tt.hi)
+		a := scaleAxis(tt.log, e, nil, nil, 6)
+		if a.lo != tt.wantLo || a.hi != tt.wantHi {
+			t.Errorf("log %v, data [%g, %g]: axis [%g, %g], want [%g, %g]", tt.log, tt.lo, tt.hi, a.lo, a.hi, tt.wantLo, tt.wantHi)
+		}
+	}
+}

@@ -493,6 +493,26 @@ func TestRunStructure(t *testing.T) {
 	if len(back.Gap) != len(res.Gap) || back.Setup.Subject != "kvchain" {
 		t.Fatalf("summary.json round trip: %d gap rows, subject %q", len(back.Gap), back.Setup.Subject)
 	}
+	// One number format per column, and the subject in every table and
+	// figure that compares policies.
+	rep := res.Report()
+	if err := rep.CheckNumberFormats(); err != nil {
+		t.Error(err)
+	}
+	for _, sec := range rep.Sections {
+		for _, tab := range sec.Tables {
+			if !slices.Contains(tab.Columns, "policy") && !slices.Contains(tab.Columns, "lru") {
+				continue
+			}
+			found := slices.Contains(tab.Columns, "kvchain")
+			for _, row := range tab.Rows {
+				found = found || slices.Contains(row, "kvchain")
+			}
+			if !found {
+				t.Errorf("%s: table %q compares policies without kvchain", sec.Title, tab.Caption)
+			}
+		}
+	}
 	var md strings.Builder
 	if err := res.Markdown(&md); err != nil {
 		t.Fatal(err)

@@ -45,13 +45,13 @@ func points(v float64) string {
 	}
 	return s
 }
-func num(v float64) string {
-	if math.Abs(v) >= 1000 {
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	}
-	return strconv.FormatFloat(v, 'g', 4, 64)
-}
-func f6(v float64) string { return strconv.FormatFloat(v, 'f', 6, 64) }
+
+// fixed2 formats rates, rate multipliers and seconds with two decimals;
+// ratio formats a ratio as "1.05×". One format per kind of quantity keeps
+// every column to one format (report.CheckNumberFormats).
+func fixed2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+func ratio(v float64) string  { return strconv.FormatFloat(v, 'f', 2, 64) + "×" }
+func f6(v float64) string     { return strconv.FormatFloat(v, 'f', 6, 64) }
 
 func (r GapRow) gapString() string {
 	if !r.GapDefined {
@@ -232,7 +232,7 @@ func (r *Result) traceTable() report.Table {
 		if ti.Tuned {
 			kind += " (tuned on its first half)"
 		}
-		t.Rows = append(t.Rows, []string{ti.Name, kind, strconv.Itoa(ti.Requests), num(float64(ti.HalfMs) / 1000),
+		t.Rows = append(t.Rows, []string{ti.Name, kind, strconv.Itoa(ti.Requests), strconv.FormatFloat(float64(ti.HalfMs)/1000, 'f', 0, 64),
 			strconv.Itoa(ti.FirstRequests), strconv.Itoa(ti.SecondRequests)})
 	}
 	return t
@@ -262,11 +262,11 @@ func (r *Result) gapSection() report.Section {
 // traces, tuned and unseen capacities alike.
 func (r *Result) gapFigures() []report.Figure {
 	gap := &plot.Chart{Title: r.Setup.Subject + ": share of the LRU→Belady gap closed (whole traces)",
-		XLabel: "capacity (blocks of 512 tokens)", YLabel: "gap closed", XLog: true}
+		XLabel: "capacity (blocks of 512 tokens)", YLabel: "gap closed (%)", XLog: true}
 	vs := &plot.Chart{Title: r.Setup.Subject + " minus the best baseline (whole traces)",
 		XLabel: "capacity (blocks of 512 tokens)", YLabel: "token hit ratio difference (points)", XLog: true,
 		HLines: []plot.HLine{{Y: 0, Label: "best baseline"}}}
-	gap.HLines = []plot.HLine{{Y: TargetGapMinimum, Label: "minimum target 30%"}, {Y: TargetGap, Label: "goal 50%"}}
+	gap.HLines = []plot.HLine{{Y: 100 * TargetGapMinimum, Label: "minimum target 30%"}, {Y: 100 * TargetGap, Label: "goal 50%"}}
 	for _, ti := range r.Traces {
 		sg := plot.Series{Name: ti.Name, Dashed: ti.Generated}
 		sv := plot.Series{Name: ti.Name, Dashed: ti.Generated}
@@ -276,7 +276,7 @@ func (r *Result) gapFigures() []report.Figure {
 			}
 			y := math.NaN()
 			if g.GapDefined {
-				y = g.GapClosed
+				y = 100 * g.GapClosed
 			}
 			sg.X, sg.Y = append(sg.X, float64(g.Capacity)), append(sg.Y, y)
 			sv.X, sv.Y = append(sv.X, float64(g.Capacity)), append(sv.Y, 100*g.VsBest)
@@ -345,7 +345,7 @@ func (r *Result) noiseSection() report.Section {
 		bestHit, bestGood := r.bestRef(t)
 		var p0 *NoiseRow
 		hit := &plot.Chart{Title: t + ": token hit ratio vs prediction error (" + strconv.Itoa(r.Setup.NoiseCapacity) + " blocks)",
-			XLabel: "injected prediction error p", YLabel: "token hit ratio", YMin: new(0.0)}
+			XLabel: "injected prediction error p", YLabel: "token hit ratio (%)", YMin: new(0.0)}
 		good := &plot.Chart{Title: t + ": goodput vs prediction error", XLabel: "injected prediction error p", YLabel: "goodput (req/s)", YMin: new(0.0)}
 		sHit := plot.Series{Name: r.Setup.Subject + "(perr=p)"}
 		sGood := plot.Series{Name: r.Setup.Subject + "(perr=p)"}
@@ -357,8 +357,8 @@ func (r *Result) noiseSection() report.Section {
 			if p0 == nil && n.P == 0 {
 				p0 = n
 			}
-			sHit.X, sHit.Y = append(sHit.X, n.P), append(sHit.Y, n.TokenHitRatio)
-			row := []string{t, num(n.P), pct2(n.TokenHitRatio), "–", "–", "–", "–", "–", "–", "–"}
+			sHit.X, sHit.Y = append(sHit.X, n.P), append(sHit.Y, 100*n.TokenHitRatio)
+			row := []string{t, fixed2(n.P), pct2(n.TokenHitRatio), "–", "–", "–", "–", "–", "–", "–"}
 			if p0 != nil {
 				row[3] = points(n.TokenHitRatio - p0.TokenHitRatio)
 			}
@@ -370,18 +370,18 @@ func (r *Result) noiseSection() report.Section {
 			}
 			if g := n.Goodput; g != nil {
 				sGood.X, sGood.Y = append(sGood.X, n.P), append(sGood.Y, g.ReqPerSec)
-				row[6], row[9] = num(g.ReqPerSec), pct2(g.TokenHitRatio)
+				row[6], row[9] = fixed2(g.ReqPerSec), pct2(g.TokenHitRatio)
 				if lru != nil && lru.Goodput != nil && lru.Goodput.ReqPerSec > 0 {
-					row[7] = num(g.ReqPerSec/lru.Goodput.ReqPerSec) + "×"
+					row[7] = ratio(g.ReqPerSec / lru.Goodput.ReqPerSec)
 				}
 				if bestGood != nil && bestGood.Goodput.ReqPerSec > 0 {
-					row[8] = num(g.ReqPerSec/bestGood.Goodput.ReqPerSec) + "×"
+					row[8] = ratio(g.ReqPerSec / bestGood.Goodput.ReqPerSec)
 				}
 			}
 			tab.Rows = append(tab.Rows, row)
 		}
 		hit.Series = []plot.Series{sHit}
-		hit.HLines = refLines(lru, bestHit, func(f *NoiseRef) float64 { return f.TokenHitRatio })
+		hit.HLines = refLines(lru, bestHit, func(f *NoiseRef) float64 { return 100 * f.TokenHitRatio })
 		sec.Figures = append(sec.Figures, report.Figure{File: "policy_noise_hit_" + fileSafe(t) + ".svg",
 			Caption: t + ": token hit ratio vs injected prediction error, with LRU and the best baseline", Render: hit.LineSVG})
 		if len(sGood.X) > 0 {
@@ -399,7 +399,7 @@ func (r *Result) noiseSection() report.Section {
 			}
 			row := []string{t, f.Policy, pct2(f.TokenHitRatio), "–", "–", "–", "–"}
 			if g := f.Goodput; g != nil {
-				row[3], row[4], row[5], row[6] = num(g.ReqPerSec), num(g.Multiplier), pct2(g.TokenHitRatio), num(g.TTFTMean)
+				row[3], row[4], row[5], row[6] = fixed2(g.ReqPerSec), fixed2(g.Multiplier), pct2(g.TokenHitRatio), fixed2(g.TTFTMean)
 			}
 			refs.Rows = append(refs.Rows, row)
 		}
@@ -438,7 +438,7 @@ func (r *Result) tenantSection() report.Section {
 			"Each tenant is also replayed alone with half the pool (%d blocks, a static partition) and with all of it. "+
 			"Fairness is Jain's index of the tenants' shared hit ratios divided by their alone-with-half hit ratios "+
 			"(1 = both get the same share of what a fair static split would give them).",
-			strings.Join(labels, ", "), tr.Capacity, num(float64(tr.WindowMs)/1000), tr.Capacity/2)}
+			strings.Join(labels, ", "), tr.Capacity, strconv.FormatFloat(float64(tr.WindowMs)/1000, 'f', 0, 64), tr.Capacity/2)}
 	tab := report.Table{Caption: "Token hit ratio per tenant: shared vs alone", Columns: []string{"policy", "tenant", "requests",
 		"shared (%)", "alone, half pool (%)", "alone, whole pool (%)", "shared / alone-half"}}
 	fair := report.Table{Caption: "Whole-pool hit ratio and fairness", Columns: []string{"policy", "pool token hit (%)", "Jain's index"}}
@@ -537,11 +537,11 @@ func (r *Result) unseenSection() report.Section {
 			vs := "–"
 			for _, m := range r.Nodes {
 				if m.Trace == t && m.Nodes == n.Nodes && m.Policy == Reference && m.Goodput.ReqPerSec > 0 {
-					vs = num(n.Goodput.ReqPerSec/m.Goodput.ReqPerSec) + "×"
+					vs = ratio(n.Goodput.ReqPerSec / m.Goodput.ReqPerSec)
 				}
 			}
-			tab.Rows = append(tab.Rows, []string{t, strconv.Itoa(n.Nodes), strconv.Itoa(n.RAMBlocks), n.Policy, num(n.Goodput.ReqPerSec),
-				num(n.Goodput.Multiplier), vs, pct2(n.Goodput.TokenHitRatio), num(n.Goodput.TTFTMean)})
+			tab.Rows = append(tab.Rows, []string{t, strconv.Itoa(n.Nodes), strconv.Itoa(n.RAMBlocks), n.Policy, fixed2(n.Goodput.ReqPerSec),
+				fixed2(n.Goodput.Multiplier), vs, pct2(n.Goodput.TokenHitRatio), fixed2(n.Goodput.TTFTMean)})
 		}
 	}
 	sec.Tables = append(sec.Tables, tab)
@@ -646,21 +646,6 @@ func (r *Result) Markdown(w io.Writer) error {
 
 // writeTableMD writes t as a GitHub pipe table with its caption in bold.
 func writeTableMD(b *strings.Builder, t report.Table) {
-	cell := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
-	fmt.Fprintf(b, "**%s**\n\n|", t.Caption)
-	for _, c := range t.Columns {
-		b.WriteString(" " + cell(c) + " |")
-	}
-	b.WriteString("\n|")
-	for range t.Columns {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
-	for _, row := range t.Rows {
-		b.WriteString("|")
-		for _, c := range row {
-			b.WriteString(" " + cell(c) + " |")
-		}
-		b.WriteString("\n")
-	}
+	fmt.Fprintf(b, "**%s**\n\n", t.Caption)
+	_ = report.WriteMarkdownTable(b, t) // a strings.Builder does not fail
 }

@@ -57,7 +57,8 @@ func writeAtomic(path string, fill func(io.Writer) error) (err error) {
 }
 
 // WriteCSV writes header and rows to path as RFC 4180 CSV, atomically,
-// creating the parent directory if needed. Every row must have as many
+// creating the parent directory if needed, and adds the file to the
+// directory's ManifestFile (see Write). Every row must have as many
 // fields as header.
 func WriteCSV(path string, header []string, rows [][]string) error {
 	if len(header) == 0 {
@@ -69,6 +70,9 @@ func WriteCSV(path string, header []string, rows [][]string) error {
 		}
 	}
 	if err := mkdirParent(path); err != nil {
+		return fmt.Errorf("report: write CSV %s: %w", path, err)
+	}
+	if err := own(path); err != nil {
 		return fmt.Errorf("report: write CSV %s: %w", path, err)
 	}
 	err := writeAtomic(path, func(w io.Writer) error {
@@ -88,8 +92,9 @@ func WriteCSV(path string, header []string, rows [][]string) error {
 }
 
 // WriteJSON writes v to path as indented JSON followed by a newline,
-// atomically, creating the parent directory if needed. Values JSON cannot
-// hold (NaN, channels, …) are an error and leave path untouched.
+// atomically, creating the parent directory if needed, and adds the file
+// to the directory's ManifestFile (see Write). Values JSON cannot hold
+// (NaN, channels, …) are an error and leave path untouched.
 func WriteJSON(path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
@@ -97,6 +102,9 @@ func WriteJSON(path string, v any) error {
 	}
 	data = append(data, '\n')
 	if err := mkdirParent(path); err != nil {
+		return fmt.Errorf("report: write JSON %s: %w", path, err)
+	}
+	if err := own(path); err != nil {
 		return fmt.Errorf("report: write JSON %s: %w", path, err)
 	}
 	err = writeAtomic(path, func(w io.Writer) error {

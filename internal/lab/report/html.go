@@ -43,7 +43,7 @@ type htmlTable struct {
 }
 
 type htmlCell struct {
-	Text string
+	Text template.HTML
 	Num  bool
 }
 
@@ -86,12 +86,12 @@ func (r *Report) page() htmlPage {
 			num := numericColumns(t)
 			ht := htmlTable{Num: tab, Caption: inlineHTML(oneLine(t.Caption))}
 			for c, col := range t.Columns {
-				ht.Columns = append(ht.Columns, htmlCell{Text: col, Num: num[c]})
+				ht.Columns = append(ht.Columns, htmlCell{Text: inlineHTML(oneLine(col)), Num: num[c]})
 			}
 			for _, row := range t.Rows {
 				cells := make([]htmlCell, len(row))
 				for c, v := range row {
-					cells[c] = htmlCell{Text: v, Num: num[c]}
+					cells[c] = htmlCell{Text: inlineHTML(oneLine(v)), Num: num[c]}
 				}
 				ht.Rows = append(ht.Rows, cells)
 			}
@@ -112,9 +112,13 @@ func (r *Report) html(w io.Writer) error {
 }
 
 // pageTemplate is the HTML page. Void elements are self-closed so the
-// page is also well-formed XML, which the tests check. Its CSS keeps to a readable measure,
-// system fonts, tabular figures in tables and images no wider than the
-// column; it prints cleanly too.
+// page is also well-formed XML, which the tests check. Its CSS keeps prose
+// to a readable measure while figures and tables get the whole width of a
+// 1280 px window; system fonts, tabular figures in tables, images no wider
+// than the column. Each table sits in its own horizontally scrolling box
+// (class "table") with its first column pinned, so a table wider than the
+// window scrolls instead of being cut; header cells wrap so most tables
+// fit without scrolling. It prints cleanly too.
 const pageTemplate = `<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -125,31 +129,39 @@ const pageTemplate = `<!DOCTYPE html>
 :root { color-scheme: light; }
 body { margin: 0; background: #fff; color: #222;
   font: 16px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; }
-main { max-width: 960px; margin: 0 auto; padding: 32px 24px 64px; }
-h1 { font-size: 1.9rem; line-height: 1.25; margin: 0 0 1rem; }
+main { max-width: 1280px; margin: 0 auto; padding: 32px 24px 64px; }
+h1 { font-size: 1.9rem; line-height: 1.25; margin: 0 0 1rem; max-width: 46rem; }
 h2 { font-size: 1.35rem; margin: 2.5rem 0 .75rem; padding-bottom: .3rem; border-bottom: 1px solid #e5e5e5; }
 p, li { max-width: 46rem; }
 p { margin: .6rem 0; }
 ul { padding-left: 1.4rem; }
 code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .88em;
   background: #f3f3f3; padding: .1em .3em; border-radius: 3px; }
-nav { margin: 1.25rem 0 0; padding: .75rem 1rem; background: #f7f7f7; border-radius: 6px; }
+nav { margin: 1.25rem 0 0; padding: .75rem 1rem; background: #f7f7f7; border-radius: 6px; max-width: 46rem; }
 nav h2 { font-size: 1rem; margin: 0 0 .3rem; padding: 0; border: 0; }
 nav ol { margin: 0; padding-left: 1.4rem; }
 a { color: #0a58a5; text-decoration: none; }
 a:hover { text-decoration: underline; }
 figure { margin: 1.75rem 0; text-align: center; }
 figure img { max-width: 100%; height: auto; }
-figcaption { font-size: .9rem; color: #555; margin-top: .4rem; }
-.table { overflow-x: auto; margin: 1.75rem 0; }
-table { border-collapse: collapse; margin: 0 auto; font-size: .92rem; font-variant-numeric: tabular-nums; }
-caption { caption-side: top; text-align: left; font-size: .9rem; color: #555; padding-bottom: .5rem; }
-th, td { padding: .35rem .8rem; text-align: left; border-bottom: 1px solid #e5e5e5; white-space: nowrap; }
-th { font-weight: 600; border-bottom: 2px solid #333; }
+figcaption { font-size: .9rem; color: #555; margin: .4rem auto 0; max-width: 46rem; }
+.table { overflow-x: auto; margin: 1.75rem 0; max-width: 100%; }
+table { border-collapse: collapse; margin: 0 auto; font-size: .85rem; font-variant-numeric: tabular-nums; }
+caption { caption-side: top; text-align: left; font-size: .9rem; color: #555; padding-bottom: .5rem; max-width: 46rem; }
+th, td { padding: .3rem .45rem; text-align: left; border-bottom: 1px solid #e5e5e5; }
+td { white-space: nowrap; }
+th { font-weight: 600; border-bottom: 2px solid #333; vertical-align: bottom; min-width: 4.5em; }
+th:first-child, td:first-child { position: sticky; left: 0; background: #fff; }
+tbody tr:nth-child(even) td { background: #fafafa; }
 .num { text-align: right; }
-tbody tr:nth-child(even) { background: #fafafa; }
 .label { font-weight: 600; color: #333; }
-@media print { main { max-width: none; padding: 0; } figure, .table { break-inside: avoid; } }
+@media print {
+  main { max-width: none; padding: 0; }
+  figure, .table { break-inside: avoid; }
+  .table { overflow: visible; }
+  table { font-size: .75rem; }
+  td { white-space: normal; }
+}
 </style>
 </head>
 <body>

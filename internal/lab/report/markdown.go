@@ -49,6 +49,42 @@ func writeBlocksMD(w io.Writer, text string) {
 	}
 }
 
+// WriteMarkdownTable writes t as a GitHub pipe table, as report.md shows
+// it (without its caption): for the terminal and for README tables, so
+// they carry the same column names and number formats as the report.
+func WriteMarkdownTable(w io.Writer, t Table) error {
+	bw := bufio.NewWriter(w)
+	writeTableMD(bw, t)
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("report: write table %q: %w", t.Caption, err)
+	}
+	return nil
+}
+
+// Select returns t with only the named columns, in the order given;
+// names t does not have are skipped.
+func (t Table) Select(columns ...string) Table {
+	var idx []int
+	out := Table{Caption: t.Caption}
+	for _, name := range columns {
+		for i, c := range t.Columns {
+			if c == name {
+				idx = append(idx, i)
+				out.Columns = append(out.Columns, c)
+				break
+			}
+		}
+	}
+	for _, row := range t.Rows {
+		r := make([]string, len(idx))
+		for j, i := range idx {
+			r[j] = row[i]
+		}
+		out.Rows = append(out.Rows, r)
+	}
+	return out
+}
+
 // writeTableMD writes a pipe table: one header row, the alignment row
 // (numeric columns right-aligned) and one row per table row, each with
 // exactly len(Columns)+1 unescaped pipes.

@@ -7,7 +7,13 @@
 // Every file is written atomically (a temporary file in the same
 // directory, synced, then renamed), so a reader never sees half a figure and
 // a failed run leaves no partial file behind. The output depends only on
-// the Report, so two runs with the same results give the same bytes.
+// the Report, so two runs with the same results give the same bytes. A
+// report directory remembers the files it holds (ManifestFile), so the next
+// report written there removes the old report's files, and only those.
+//
+// Tables are for people: bytes humanised (Bytes), one number format per
+// column (CheckNumberFormats), each table in its own horizontally
+// scrolling box in index.html; the CSV and JSON files keep exact values.
 //
 // The package knows nothing about experiments or charts: a Figure renders
 // itself through a func(io.Writer) error, which a plot.Chart's LineSVG
@@ -137,18 +143,32 @@ func checkFileName(name string) error {
 	return nil
 }
 
-// Write creates dir (and its parents) if needed, renders every figure into
-// it, then writes index.html and report.md. Each file is written
-// atomically. A figure whose Render fails stops the write with an error
-// naming the figure's file; figures rendered before it stay in place,
-// complete, and no partial file is left. Other files in dir are left
-// alone.
+// Write creates dir (and its parents) if needed, removes the files the
+// previous report written there owned (those its ManifestFile lists: an
+// old figure the new report lacks, an old CSV), records the files it is
+// about to write in a new manifest, renders every figure, then writes
+// index.html and report.md. Each file is written atomically. A figure
+// whose Render fails stops the write with an error naming the figure's
+// file; figures rendered before it stay in place, complete, and no
+// partial file is left. Files in dir the manifest does not list, such as
+// a user's own notes, are left alone.
+//
+// Write then WriteCSV and WriteJSON into the same directory make one
+// report: the CSV and JSON files join the manifest, so the next Write
+// clears them too. A directory is not safe for concurrent writes.
 func Write(dir string, r *Report) error {
 	if err := r.Validate(); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("report: create directory %s: %w", dir, err)
+	}
+	files := r.files()
+	if err := clearOwned(dir, files); err != nil {
+		return fmt.Errorf("report: clear the previous report in %s: %w", dir, err)
+	}
+	if err := writeManifest(dir, files); err != nil {
+		return fmt.Errorf("report: %w", err)
 	}
 	for _, s := range r.Sections {
 		for _, f := range s.Figures {
@@ -164,4 +184,16 @@ func Write(dir string, r *Report) error {
 		return fmt.Errorf("report: write %s: %w", HTMLFile, err)
 	}
 	return nil
+}
+
+// files are the names Write produces: the figures, report.md and
+// index.html.
+func (r *Report) files() []string {
+	var out []string
+	for _, s := range r.Sections {
+		for _, f := range s.Figures {
+			out = append(out, f.File)
+		}
+	}
+	return append(out, MarkdownFile, HTMLFile)
 }

@@ -273,7 +273,7 @@ func assertNoTempFiles(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
+		if strings.HasPrefix(e.Name(), ".") && e.Name() != ManifestFile {
 			t.Errorf("temporary file %s left in %s", e.Name(), dir)
 		}
 	}
@@ -505,4 +505,43 @@ func TestWriteJSON(t *testing.T) {
 		t.Errorf("failed WriteJSON changed the file to %q", again)
 	}
 	assertNoTempFiles(t, dir)
+}
+
+// TestTablesScrollInTheirOwnBox checks the page layout that keeps wide
+// tables readable: every table is wrapped in its own horizontally
+// scrolling box, the body is not held to a narrow fixed width, and a
+// cell's **bold** renders as in the text.
+func TestTablesScrollInTheirOwnBox(t *testing.T) {
+	cols := make([]string, 14)
+	row := make([]string, 14)
+	for i := range cols {
+		cols[i] = fmt.Sprintf("a long column header %d", i)
+		row[i] = Bytes(int64(829297786880 + i))
+	}
+	row[0] = "**met** (3 of 4)"
+	r := &Report{Sections: []Section{{Title: "S", Tables: []Table{
+		{Caption: "wide", Columns: cols, Rows: [][]string{row}},
+		{Caption: "narrow", Columns: []string{"a"}, Rows: [][]string{{"1"}}},
+	}}}}
+	var b bytes.Buffer
+	if err := r.html(&b); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if n := strings.Count(page, "<div class=\"table\">\n<table>"); n != 2 {
+		t.Errorf("%d tables in their own box, want 2", n)
+	}
+	if !strings.Contains(page, ".table { overflow-x: auto;") {
+		t.Errorf("the table box does not scroll horizontally")
+	}
+	if strings.Contains(page, "max-width: 960px") {
+		t.Errorf("the body is still held to 960 px")
+	}
+	if !strings.Contains(page, "<td><strong>met</strong> (3 of 4)</td>") {
+		t.Errorf("bold in a cell not rendered")
+	}
+	if !strings.Contains(page, ">772.3 GiB</td>") || strings.Contains(page, "829297786880") {
+		t.Errorf("byte counts not humanised in the page")
+	}
+	parsePage(t, b.Bytes())
 }
