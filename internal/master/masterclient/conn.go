@@ -84,7 +84,7 @@ func (cl *Client) dial(ctx context.Context) (*conn, error) {
 }
 
 func (cl *Client) handshake(nc net.Conn) (*conn, error) {
-	b, err := masterproto.AppendHello(nil, 0, &masterproto.Hello{Token: cl.opts.Token})
+	b, err := masterproto.AppendHello(nil, 0, &masterproto.Hello{Token: cl.opts.Token, ClusterID: cl.opts.ClusterID})
 	if err != nil {
 		return nil, fmt.Errorf("masterclient: hello to %s: %w", cl.addr, err)
 	}
@@ -105,6 +105,13 @@ func (cl *Client) handshake(nc net.Conn) (*conn, error) {
 	}
 	if err := reply.Err(); err != nil {
 		return nil, fmt.Errorf("masterclient: hello to %s: %w", cl.addr, err)
+	}
+	if want := cl.opts.ClusterID; want != "" && reply.ClusterID != want {
+		got := "has no cluster ID"
+		if reply.ClusterID != "" {
+			got = "is cluster " + reply.ClusterID
+		}
+		return nil, fmt.Errorf("masterclient: hello to %s: this peer is for cluster %s, the master there %s: %w", cl.addr, want, got, ErrUnauthorized)
 	}
 	maxBatch := cl.opts.Limits.MaxBatch
 	if reply.MaxBatch > 0 && int(reply.MaxBatch) < maxBatch {
