@@ -52,7 +52,7 @@ type Cluster struct {
 	// ID is the cluster ID every process is started with (Options.ClusterID
 	// or a random one): the nodes join only a master of this ID, and the
 	// waits count only a master reporting it.
-	ID string
+	ID    string
 	spawn *spawner
 
 	mu      sync.Mutex // guards the procs, nodeEnv and stopped
