@@ -144,7 +144,10 @@ type slot struct {
 }
 
 // Dial connects to the master at addr (host:port) and runs the handshake
-// on the first pooled connection, so a wrong address or token fails here.
+// on the first pooled connection, so a wrong address or token fails here:
+// an address that is not a master's fails with an error wrapping
+// ErrUnavailable that says what answered (a node's data port, an HTTP or
+// Redis server; see identify.go).
 // The other connections are dialled on first use.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	o, err := opts.resolve()
