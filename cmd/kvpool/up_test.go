@@ -287,3 +287,50 @@ func TestUpKill9NoOrphans(t *testing.T) {
 		t.Fatalf("directories left after a clean stop: %v", left)
 	}
 }
+
+// TestClusterIDProcesses: `kvpool master --cluster-id` and `kvpool node`
+// with its cluster ID from the flag or $KVPOOL_CLUSTER_ID: a node of
+// another cluster, or of none, is refused and says so on both sides; a
+// node of the master's cluster joins.
+func TestClusterIDProcesses(t *testing.T) {
+	multiProcess(t)
+	base := freePorts(t, 2)
+	addr, admin := "127.0.0.1:"+strconv.Itoa(base), "127.0.0.1:"+strconv.Itoa(base+1)
+	m := startUp(t, t.TempDir(), "master", "--listen", addr, "--admin-listen", admin, "--cluster-id", "c-a", "--heartbeat", "200ms")
+	eventually(t, "the master answers", time.Minute, func() (bool, string) {
+		resp, err := http.Get("http://" + admin + "/health")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.Header.Get("Kvpool-Cluster-Id") == "c-a", "no cluster ID header"
+	})
+	nodeArgs := func(name string) []string {
+		return []string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--node-name", name,
+			"--master", addr, "--heartbeat-interval", "200ms"}
+	}
+	other := startNode(t, []string{"KVPOOL_CLUSTER_ID=c-b"}, nodeArgs("other")...)
+	none := startNode(t, nil, nodeArgs("none")...)
+	for _, w := range []struct {
+		what string
+		log  func() string
+		text string
+	}{
+		{"the node of cluster c-b", other.log, "the peer is for cluster c-b, this master is cluster c-a"},
+		{"the master, of the c-b node", m.errOut, "the peer is for cluster c-b, this master is cluster c-a"},
+		{"the node without an ID", none.log, "node none has no cluster ID, this master is cluster c-a"},
+		{"the master, of the node without an ID", m.errOut, "node none has no cluster ID, this master is cluster c-a"},
+	} {
+		eventually(t, w.what+" says why it was refused", time.Minute, func() (bool, string) {
+			return strings.Contains(w.log(), w.text), "no " + strconv.Quote(w.text)
+		})
+	}
+	good := startNode(t, nil, append(nodeArgs("good"), "--cluster-id", "c-a")...)
+	eventually(t, "the node of cluster c-a is listed", time.Minute, func() (bool, string) {
+		ids := adminNodes(t, admin)
+		return len(ids) == 1 && ids[0] == "good", strings.Join(ids, ",")
+	})
+	good.stop(t)
+	other.stop(t)
+	none.stop(t)
+}
