@@ -50,6 +50,9 @@ func (cl *Client) readFirst(ctx context.Context, nc net.Conn, buf []byte) ([]byt
 		if cl.probeHTTP(ctx) {
 			return nil, cl.notMaster("it looks like an HTTP server (an admin port?)")
 		}
+		if err := ctx.Err(); err != nil {
+			return nil, err // cancelled meanwhile: do not lift dial's cancellation deadline
+		}
 	}
 	if hasDL {
 		nc.SetReadDeadline(dl)
