@@ -76,7 +76,8 @@ func parseMaster(args []string, env func(string) (string, bool), stderr io.Write
 			Placement:         strategy,
 			Promotion:         master.PromotionOptions{MaxPerHeartbeat: m.MaxPerHeartbeat},
 		},
-		Server: masterserver.Options{Token: []byte(m.AuthToken.Reveal()), TenantTokens: ao.TenantTokens, Shared: ao.Shared},
+		Server: masterserver.Options{Token: []byte(m.AuthToken.Reveal()), TenantTokens: ao.TenantTokens, Shared: ao.Shared,
+			ClusterID: m.ClusterID},
 	}
 	if err := cfg.Validate(); err != nil {
 		return masterserver.Config{}, usageErrorf("%v", err)
@@ -96,6 +97,7 @@ func registerMasterFlags(fs *flag.FlagSet, d config.Master) {
 	fs.String("placement", d.Placement, "default placement strategy: local-first, least-used or hash")
 	fs.Int("max-per-heartbeat", d.MaxPerHeartbeat, "most SSD-to-RAM promotions handed to a node per heartbeat")
 	fs.String("auth-token", "", "cluster token: nodes, operators and trusted clients present it, and may act for any tenant (prefer $"+envAuthToken+": flags are visible in the process list)")
+	fs.String("cluster-id", "", "cluster ID: accept only nodes started with the same --cluster-id (also $"+config.EnvClusterID+"; empty: only nodes without one)")
 	fs.String("tenant-tokens-file", "", "file of \"tenant token\" lines, mode 600: a connection with a tenant's token acts for that tenant only (also $"+config.EnvTenantTokensFile+")")
 	fs.String("shared-namespaces", "", "namespaces every tenant may read, ';'-separated, each with optional writers: \"public:alice,bob; docs\" (also $"+config.EnvSharedNamespaces+")")
 	fs.Usage = func() {

@@ -64,7 +64,7 @@ func runNodeWith(ctx context.Context, args []string, stdout, stderr io.Writer, h
 	}
 	opts := node.Options{Logger: log, StartupLine: loaded.StartupLine(), WrapSSDFS: h.nodeFS}
 	if addr := loaded.Node.Master; addr != "" {
-		mc := newMasterClient(addr, []byte(loaded.Node.AuthToken.Reveal()))
+		mc := newMasterClient(addr, masterclient.Options{Token: []byte(loaded.Node.AuthToken.Reveal()), ClusterID: loaded.Node.ClusterID})
 		defer mc.Close()
 		opts.Master = mc
 	}
@@ -77,9 +77,9 @@ func runNodeWith(ctx context.Context, args []string, stdout, stderr io.Writer, h
 
 // newMasterClient returns the node's connection to its master, dialled
 // on first use so that the node starts even while the master is down.
-func newMasterClient(addr string, token []byte) *node.LazyMaster {
+func newMasterClient(addr string, opts masterclient.Options) *node.LazyMaster {
 	return node.NewLazyMaster(func(ctx context.Context) (node.ClosableMaster, error) {
-		return masterclient.Dial(ctx, addr, masterclient.Options{Token: token})
+		return masterclient.Dial(ctx, addr, opts)
 	})
 }
 

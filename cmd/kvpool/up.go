@@ -55,6 +55,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(stdout, "cluster  %s (its nodes join only its master)\n", c.ID)
 	fmt.Fprintf(stdout, "master   data %s  admin http://%s\n", c.Master.Addr, c.Master.AdminAddr)
 	for _, n := range c.Nodes {
 		fmt.Fprintf(stdout, "%-8s data %s  admin http://%s  dir %s\n", n.Name, n.Addr, n.AdminAddr, n.DataDir)

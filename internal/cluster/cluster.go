@@ -2,12 +2,15 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"sync"
@@ -46,6 +49,11 @@ type Cluster struct {
 	// across restarts.
 	Master Endpoint
 	Nodes  []Endpoint
+	// ID is the cluster ID every process is started with (Options.ClusterID
+	// or a random one): the nodes join only a master of this ID, and the
+	// waits count only a master reporting it.
+	ID    string
+	spawn *spawner
 
 	mu      sync.Mutex // guards the procs, nodeEnv and stopped
 	master  *proc
@@ -56,15 +64,31 @@ type Cluster struct {
 
 // Start starts a master and opts.Nodes nodes and waits, within
 // opts.StartTimeout and ctx, until the master lists every node as live.
+//
+// Every process gets the cluster ID (Cluster.ID). The nodes start only
+// once the master's admin endpoint answers with that ID, so no node of
+// this cluster dials a master that is not its own, and every wait counts
+// only nodes listed by a master reporting it. With Options.BasePort,
+// Start first checks that every address is free. An address taken, by a
+// plain listener or another kvpool, fails Start with an error naming it.
 // On failure everything started is stopped.
+//
+// Without Options.DataDir, Start first removes the stale temporary
+// directories of clusters whose owner died without Stop (CleanStale), and
+// records itself as the owner of the one it makes.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	o, err := opts.resolve()
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: o, binary: o.Binary, http: &http.Client{Timeout: time.Second}, nodeEnv: map[int][]string{}}
+	c := &Cluster{opts: o, binary: o.Binary, http: &http.Client{Timeout: time.Second}, nodeEnv: map[int][]string{}, ID: o.ClusterID}
 	for i, env := range o.NodeEnv {
 		c.nodeEnv[i] = slices.Clone(env)
+	}
+	if c.ID == "" {
+		if c.ID, err = randomID(); err != nil {
+			return nil, err
+		}
 	}
 	if c.binary == "" {
 		if c.binary, err = os.Executable(); err != nil {
@@ -73,10 +97,21 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	dir := o.DataDir
 	if dir == "" {
-		if dir, err = os.MkdirTemp("", "kvpool-cluster-"); err != nil {
+		removed, err := CleanStale(os.TempDir())
+		for _, d := range removed {
+			fmt.Fprintf(o.Stderr, "[cluster] removed the stale cluster directory %s (its owner is gone)\n", d)
+		}
+		if err != nil {
+			fmt.Fprintf(o.Stderr, "[cluster] %v\n", err) // not this cluster's problem: start anyway
+		}
+		if dir, err = os.MkdirTemp("", tempPattern); err != nil {
 			return nil, fmt.Errorf("cluster: make a data directory: %w", err)
 		}
 		c.tempDir = dir
+		if err := c.writeOwner(); err != nil {
+			c.removeTemp()
+			return nil, err
+		}
 	}
 	ports, err := c.ports(2 + 2*o.Nodes)
 	if err != nil {
@@ -94,9 +129,20 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		c.Nodes = append(c.Nodes, Endpoint{Name: fmt.Sprintf("node-%d", i), Addr: addr(2 + 2*i), AdminAddr: addr(3 + 2*i), DataDir: nd})
 	}
 	c.nodes = make([]*proc, o.Nodes)
+	if o.BasePort != 0 {
+		if err := c.checkFree(); err != nil {
+			c.removeTemp()
+			return nil, err
+		}
+	}
+	c.spawn = newSpawner()
 	if err := c.startMaster(); err != nil {
-		c.removeTemp()
+		c.Stop()
 		return nil, err
+	}
+	if _, err := c.waitNodes(ctx, func([]NodeState) bool { return true }); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("cluster: wait for the master: %w", err)
 	}
 	for i := range c.nodes {
 		if err := c.startNode(i); err != nil {
@@ -140,8 +186,42 @@ func (c *Cluster) ports(n int) ([]int, error) {
 	return out, nil
 }
 
+// randomID returns a new cluster ID: "kvpool-" and 16 random hex digits.
+func randomID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("cluster: make a cluster ID: %w", err)
+	}
+	return "kvpool-" + hex.EncodeToString(b[:]), nil
+}
+
+// checkFree reports the first of the cluster's addresses that another
+// process holds, by binding each for a moment. A process may still lose
+// its address to another program between this check and its own bind;
+// Start then reports its exit (exitedEarly).
+func (c *Cluster) checkFree() error {
+	for _, e := range append([]Endpoint{c.Master}, c.Nodes...) {
+		for _, a := range []string{e.Addr, e.AdminAddr} {
+			ln, err := net.Listen("tcp", a)
+			if err != nil {
+				return listenError(e.Name, a, err)
+			}
+			ln.Close()
+		}
+	}
+	return nil
+}
+
+// listenError is the error of process name unable to listen on addr.
+func listenError(name, addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("cluster: %s cannot listen on %s: address already in use (another process holds it): %w", name, addr, err)
+	}
+	return fmt.Errorf("cluster: %s cannot listen on %s: %w", name, addr, err)
+}
+
 func (c *Cluster) masterArgs() []string {
-	args := []string{"master", "--listen", c.Master.Addr, "--admin-listen", c.Master.AdminAddr}
+	args := []string{"master", "--listen", c.Master.Addr, "--admin-listen", c.Master.AdminAddr, "--cluster-id", c.ID}
 	if c.opts.NodeTTL > 0 {
 		args = append(args, "--node-ttl", c.opts.NodeTTL.String())
 	}
@@ -157,7 +237,7 @@ func (c *Cluster) masterArgs() []string {
 func (c *Cluster) nodeArgs(i int) []string {
 	e := c.Nodes[i]
 	args := []string{"node", "--listen", e.Addr, "--admin-listen", e.AdminAddr, "--node-name", e.Name,
-		"--master", c.Master.Addr,
+		"--master", c.Master.Addr, "--cluster-id", c.ID,
 		"--ram-bytes", strconv.FormatInt(c.opts.RAMBytes, 10),
 		"--block-size", strconv.FormatInt(c.opts.BlockSize, 10)}
 	if c.opts.SSD {
@@ -172,28 +252,28 @@ func (c *Cluster) nodeArgs(i int) []string {
 }
 
 func (c *Cluster) startMaster() error {
-	p, err := startProc("master", c.binary, c.masterArgs(), nil, c.opts.Stdout, c.opts.Stderr, &c.outMu)
+	p, err := c.spawn.start("master", c.binary, c.masterArgs(), nil, c.opts.Stdout, c.opts.Stderr, &c.outMu)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	c.master = p
 	c.mu.Unlock()
-	return nil
+	return c.writeOwner()
 }
 
 func (c *Cluster) startNode(i int) error {
 	c.mu.Lock()
 	env := c.nodeEnv[i]
 	c.mu.Unlock()
-	p, err := startProc(c.Nodes[i].Name, c.binary, c.nodeArgs(i), env, c.opts.Stdout, c.opts.Stderr, &c.outMu)
+	p, err := c.spawn.start(c.Nodes[i].Name, c.binary, c.nodeArgs(i), env, c.opts.Stdout, c.opts.Stderr, &c.outMu)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	c.nodes[i] = p
 	c.mu.Unlock()
-	return nil
+	return c.writeOwner()
 }
 
 // exitedEarly returns an error naming a process that has exited although
@@ -204,10 +284,29 @@ func (c *Cluster) exitedEarly() error {
 	all := append([]*proc{c.master}, c.nodes...)
 	for _, p := range all {
 		if p != nil && !p.ended.Load() && p.exited() {
-			return fmt.Errorf("cluster: %s exited: %v (see its output)", p.name, p.err)
+			return p.exitError()
 		}
 	}
 	return nil
+}
+
+// inUse finds "listen tcp ADDR: bind: address already in use" (Go's
+// error for a taken address) in a process's output.
+var inUse = regexp.MustCompile(`listen tcp (\S+): bind: address already in use`)
+
+// exitError describes the early exit of p: the address it could not
+// listen on when its output says so, else its status and last output.
+func (p *proc) exitError() error {
+	lines := p.tail.last()
+	for i := len(lines) - 1; i >= 0; i-- {
+		if m := inUse.FindStringSubmatch(lines[i]); m != nil {
+			return fmt.Errorf("cluster: %s cannot listen on %s: address already in use (another process holds it); it exited: %v", p.name, m[1], p.err)
+		}
+	}
+	if len(lines) == 0 {
+		return fmt.Errorf("cluster: %s exited: %v (no output)", p.name, p.err)
+	}
+	return fmt.Errorf("cluster: %s exited: %v; its last output: %s", p.name, p.err, lines[len(lines)-1])
 }
 
 // WaitLive waits, within StartTimeout and ctx, until the master lists at
@@ -220,7 +319,9 @@ func (c *Cluster) WaitLive(ctx context.Context, n int) error {
 	return nil
 }
 
-// waitNodes polls /nodes until ok accepts the list.
+// waitNodes polls /nodes until ok accepts the list of a master reporting
+// the cluster's ID. A process that exited, or an admin address answered
+// by a master of another cluster, ends the wait at once.
 func (c *Cluster) waitNodes(ctx context.Context, ok func([]NodeState) bool) ([]NodeState, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
 	defer cancel()
@@ -231,7 +332,10 @@ func (c *Cluster) waitNodes(ctx context.Context, ok func([]NodeState) bool) ([]N
 		if err := c.exitedEarly(); err != nil {
 			return nil, err
 		}
-		ns, err := FetchNodes(ctx, c.http, c.Master.AdminAddr)
+		ns, id, err := fetchNodes(ctx, c.http, c.Master.AdminAddr)
+		if err == nil && id != c.ID {
+			return nil, c.foreign(id)
+		}
 		if err == nil && ok(ns) {
 			return ns, nil
 		}
@@ -248,6 +352,21 @@ func (c *Cluster) waitNodes(ctx context.Context, ok func([]NodeState) bool) ([]N
 	}
 }
 
+// foreign is the error of the master's admin address answered by a
+// master of cluster id, not this cluster's.
+func (c *Cluster) foreign(id string) error {
+	// Our master cannot hold the address while another process does; if
+	// it has exited, its own error names what it could not bind.
+	if err := c.exitedEarly(); err != nil {
+		return err
+	}
+	what := "a master without a cluster ID"
+	if id != "" {
+		what = "a master of cluster " + id
+	}
+	return fmt.Errorf("cluster: master cannot listen on %s: address already in use (%s holds it; this cluster is %s)", c.Master.AdminAddr, what, c.ID)
+}
+
 func countLive(ns []NodeState) int {
 	n := 0
 	for _, s := range ns {
@@ -258,9 +377,17 @@ func countLive(ns []NodeState) int {
 	return n
 }
 
-// NodeList returns the master's node list.
+// NodeList returns the master's node list; an answer from a master of
+// another cluster is an error.
 func (c *Cluster) NodeList(ctx context.Context) ([]NodeState, error) {
-	return FetchNodes(ctx, c.http, c.Master.AdminAddr)
+	ns, id, err := fetchNodes(ctx, c.http, c.Master.AdminAddr)
+	if err != nil {
+		return nil, err
+	}
+	if id != c.ID {
+		return nil, c.foreign(id)
+	}
+	return ns, nil
 }
 
 // KillNode kills node i with SIGKILL and waits for it to exit.
@@ -301,8 +428,8 @@ func (c *Cluster) RestartNode(ctx context.Context, i int) error {
 // session returns node name's session as the master lists it now, or 0
 // when it is not listed, the list has no sessions or cannot be read.
 func (c *Cluster) session(ctx context.Context, name string) uint64 {
-	ns, err := FetchNodes(ctx, c.http, c.Master.AdminAddr)
-	if err != nil {
+	ns, id, err := fetchNodes(ctx, c.http, c.Master.AdminAddr)
+	if err != nil || id != c.ID {
 		return 0
 	}
 	for _, s := range ns {
@@ -357,7 +484,7 @@ func (c *Cluster) KillMaster() error {
 // answer still be in flight.
 func (c *Cluster) RestartMaster(ctx context.Context) error {
 	old := map[string]uint64{}
-	if ns, err := FetchNodes(ctx, c.http, c.Master.AdminAddr); err == nil {
+	if ns, id, err := fetchNodes(ctx, c.http, c.Master.AdminAddr); err == nil && id == c.ID {
 		for _, s := range ns {
 			old[s.ID] = s.Session
 		}
@@ -412,6 +539,9 @@ func (c *Cluster) Stop() error {
 	wg.Wait()
 	if master != nil {
 		errs = append(errs, master.stop(c.opts.StopTimeout))
+	}
+	if c.spawn != nil {
+		c.spawn.close()
 	}
 	c.http.CloseIdleConnections()
 	errs = append(errs, c.removeTemp())

@@ -50,6 +50,7 @@ func fakeMain(args []string) int {
 	admin := fs.String("admin-listen", "", "")
 	name := fs.String("node-name", "", "")
 	master := fs.String("master", "", "")
+	clusterID := fs.String("cluster-id", "", "")
 	fs.String("node-ttl", "", "")
 	fs.String("heartbeat", "", "")
 	fs.String("heartbeat-interval", "", "")
@@ -77,6 +78,7 @@ func fakeMain(args []string) int {
 			mu.Unlock()
 		})
 		mux.HandleFunc("/nodes", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set(clusterIDHeader, *clusterID)
 			mu.Lock()
 			defer mu.Unlock()
 			var parts []string

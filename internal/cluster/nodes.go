@@ -36,29 +36,41 @@ type NodeState struct {
 // session from session (also inside a nested "info" object),
 // case-insensitively. A node without a liveness field counts as live.
 func FetchNodes(ctx context.Context, hc *http.Client, adminAddr string) ([]NodeState, error) {
+	ns, _, err := fetchNodes(ctx, hc, adminAddr)
+	return ns, err
+}
+
+// clusterIDHeader is the master's admin header naming its cluster ID
+// (masterserver.ClusterIDHeader; not imported, so that this package does
+// not link the master).
+const clusterIDHeader = "Kvpool-Cluster-Id"
+
+// fetchNodes is FetchNodes, also returning the cluster ID the master
+// reported with the list ("" for none).
+func fetchNodes(ctx context.Context, hc *http.Client, adminAddr string) ([]NodeState, string, error) {
 	url := "http://" + adminAddr + "/nodes"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: GET %s: %w", url, err)
+		return nil, "", fmt.Errorf("cluster: GET %s: %w", url, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: GET %s: %w", url, err)
+		return nil, "", fmt.Errorf("cluster: GET %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxNodesBody))
 	if err != nil {
-		return nil, fmt.Errorf("cluster: read %s: %w", url, err)
+		return nil, "", fmt.Errorf("cluster: read %s: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("cluster: GET %s: %s: %.200s", url, resp.Status, body)
+		return nil, "", fmt.Errorf("cluster: GET %s: %s: %.200s", url, resp.Status, body)
 	}
 	ns, err := ParseNodes(body)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: %s: %w", url, err)
+		return nil, "", fmt.Errorf("cluster: %s: %w", url, err)
 	}
-	return ns, nil
+	return ns, resp.Header.Get(clusterIDHeader), nil
 }
 
 // ParseNodes decodes a /nodes body (see FetchNodes for the accepted

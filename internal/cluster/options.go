@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // Defaults of Options (kvpool up's defaults too).
@@ -79,6 +81,9 @@ type Options struct {
 	// StopTimeout is how long to wait after SIGTERM before SIGKILL
 	// (DefaultStopTimeout).
 	StopTimeout time.Duration
+	// ClusterID is the cluster ID given to the master and every node
+	// (--cluster-id); "" means a random one, new for each Start.
+	ClusterID string
 }
 
 // Validate reports the first bad field.
@@ -144,6 +149,9 @@ func (o Options) resolve() (Options, error) {
 		if err := checkEnv(env); err != nil {
 			return o, fmt.Errorf("cluster: Options.NodeEnv[%d]: %w", i, err)
 		}
+	}
+	if err := meta.CheckClusterID(o.ClusterID); err != nil {
+		return o, fmt.Errorf("cluster: Options.ClusterID: %w", err)
 	}
 	if o.Host == "" {
 		o.Host = "127.0.0.1"

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,28 +26,162 @@ type proc struct {
 	// ended is set when the cluster ended the process on purpose, so its
 	// exit is not a failure.
 	ended atomic.Bool
+	// tail holds the last lines of its output.
+	tail lineTail
 }
 
 // startProc starts binary args as a process named name in its own process
 // group, with this process's environment plus env, and its output
-// line-prefixed into stdout and stderr (writes serialised by outMu).
+// line-prefixed into stdout and stderr (writes serialised by outMu). The
+// last lines of its output are kept for the error of an early exit. The
+// process gets SIGKILL when the thread that starts it exits
+// (sysProcAttr), so call it through the cluster's spawner.
 func startProc(name, binary string, args, env []string, stdout, stderr io.Writer, outMu *sync.Mutex) (*proc, error) {
 	cmd := exec.Command(binary, args...)
 	if len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)
 	}
-	cmd.Stdout = newPrefixWriter(stdout, name, outMu)
-	cmd.Stderr = newPrefixWriter(stderr, name, outMu)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout = &tailWriter{w: newPrefixWriter(stdout, name, outMu), t: &p.tail}
+	cmd.Stderr = &tailWriter{w: newPrefixWriter(stderr, name, outMu), t: &p.tail}
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("cluster: start %s (%s %v): %w", name, binary, args, err)
 	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// spawner starts the cluster's processes, all from one goroutine locked
+// to its OS thread for the cluster's life.
+//
+// Every process is started with Linux's parent-death signal (SIGKILL,
+// sysProcAttr), so that `kvpool up` killed with SIGKILL takes its master
+// and nodes with it. The kernel sends that signal when the *thread* that
+// forked the child exits, not the process. The Go runtime keeps its
+// threads for the life of the process, with one exception: a goroutine
+// that ends while locked to its thread (runtime.LockOSThread) takes the
+// thread down with it, and any goroutine, ours or a library's, may run
+// on the thread that happened to fork a child. Forking from a goroutine
+// that holds its thread locked closes that hole: no other goroutine runs
+// on the thread while it is locked, and it is unlocked (returned to the
+// runtime, never ended) only after Stop, when every process it started
+// has been stopped. Processes still running when this process dies, for
+// whatever reason, then get the signal: the thread dies with the process.
+//
+// A spawner's methods may be called from several goroutines; one start
+// runs at a time.
+type spawner struct {
+	mu     sync.Mutex // held while a request is served; guards closed
+	closed bool
+	reqs   chan func()
+	done   chan struct{} // closed when the goroutine has ended
+}
+
+// newSpawner starts the spawner's goroutine; close stops it.
+func newSpawner() *spawner {
+	s := &spawner{reqs: make(chan func()), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for f := range s.reqs {
+			f()
+		}
+	}()
+	return s
+}
+
+// start runs startProc on the spawner's thread.
+func (s *spawner) start(name, binary string, args, env []string, stdout, stderr io.Writer, outMu *sync.Mutex) (*proc, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("cluster: start %s: the cluster is stopped", name)
+	}
+	var (
+		p   *proc
+		err error
+	)
+	ran := make(chan struct{})
+	s.reqs <- func() {
+		p, err = startProc(name, binary, args, env, stdout, stderr, outMu)
+		close(ran)
+	}
+	<-ran
+	return p, err
+}
+
+// close stops the goroutine and waits for it; later starts fail. Call it
+// only once the processes it started have ended.
+func (s *spawner) close() {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.reqs)
+	}
+	s.mu.Unlock()
+	<-s.done
+}
+
+// tailLines is how many lines of a process's output are kept for the
+// error of an early exit: 8, enough for a failing process's last log
+// lines and its error.
+const tailLines = 8
+
+// lineTail keeps the last tailLines complete lines written through its
+// tailWriters (a process's stdout and stderr), under its lock.
+type lineTail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// add records line, dropping the oldest beyond tailLines.
+func (t *lineTail) add(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == tailLines {
+		t.lines = append(t.lines[:0], t.lines[1:]...)
+	}
+	t.lines = append(t.lines, line)
+}
+
+// last returns the lines kept, oldest first.
+func (t *lineTail) last() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.lines)
+}
+
+// maxTailLine bounds a kept line: 1 KiB, a log line with its error.
+const maxTailLine = 1 << 10
+
+// tailWriter writes through to w and records complete lines in t. One
+// stream (stdout or stderr) writes through it, from one goroutine.
+type tailWriter struct {
+	w   io.Writer
+	t   *lineTail
+	buf []byte
+}
+
+// Write passes p on and records the lines it completes.
+func (tw *tailWriter) Write(p []byte) (int, error) {
+	tw.buf = append(tw.buf, p...)
+	for {
+		i := bytes.IndexByte(tw.buf, '\n')
+		if i < 0 {
+			break
+		}
+		tw.t.add(string(tw.buf[:min(i, maxTailLine)]))
+		tw.buf = tw.buf[i+1:]
+	}
+	if len(tw.buf) > maxTailLine {
+		tw.buf = tw.buf[:0] // a line this long is not a short error
+	}
+	return tw.w.Write(p)
 }
 
 // exited reports whether the process has exited.

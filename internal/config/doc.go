@@ -25,6 +25,7 @@
 //	admin_listen: 127.0.0.1:7481
 //	node_name: node-1
 //	master: 10.0.0.1:7470
+//	cluster_id: prod-eu-1        # join only a master of this cluster
 //	heartbeat_interval: 1s
 //	block_size: 256KiB
 //	auth_token: "…"            # never printed
@@ -99,7 +100,7 @@
 // LoadMaster builds the master's settings (Master) the same way, without a
 // file: the defaults cmd/ passes, then KVPOOL_MASTER_<FLAG> with dashes as
 // underscores (KVPOOL_MASTER_NODE_TTL), then the flags set. The token, the
-// tenant tokens file and the shared namespaces, when still empty, are
+// cluster ID, the tenant tokens file and the shared namespaces, when still empty, are
 // taken from the node's variables (KVPOOL_AUTH_TOKEN and its siblings), so
 // that one environment configures both processes.
 package config

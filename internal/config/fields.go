@@ -95,6 +95,7 @@ func fields() []field {
 		strField("admin_listen", "HTTP address of /metrics and /health", func(n *Node) *string { return &n.AdminListen }),
 		strField("node_name", "node name for the master and metrics (default: from the listen address)", func(n *Node) *string { return &n.NodeName }),
 		strField("master", "master address host:port (empty: standalone)", func(n *Node) *string { return &n.Master }),
+		strField("cluster_id", "cluster ID: join only a master of this cluster (empty: a master without one)", func(n *Node) *string { return &n.ClusterID }),
 		durationField("heartbeat_interval", "interval between heartbeats to the master", func(n *Node) *time.Duration { return &n.HeartbeatInterval }),
 		sizeField("block_size", "largest block payload (e.g. 256KiB)", func(n *Node) *Size { return &n.BlockSize }),
 		{

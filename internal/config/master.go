@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/internal/auth"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // The master's environment. Like the node's settings, every master setting
@@ -29,6 +30,10 @@ const (
 	// fallbacks after its own KVPOOL_MASTER_* forms, as EnvAuthToken is.
 	EnvTenantTokensFile = "KVPOOL_TENANT_TOKENS_FILE"
 	EnvSharedNamespaces = "KVPOOL_SHARED_NAMESPACES"
+	// EnvClusterID is the node's variable for its cluster ID (cluster_id),
+	// the master's fallback after KVPOOL_MASTER_CLUSTER_ID, as EnvAuthToken
+	// is.
+	EnvClusterID = "KVPOOL_CLUSTER_ID"
 )
 
 // Master is the effective configuration of the master process. Unlike
@@ -53,6 +58,9 @@ type Master struct {
 	MaxPerHeartbeat int
 	// AuthToken is the cluster token (flag auth-token); it never prints.
 	AuthToken Secret
+	// ClusterID names the cluster this master serves (flag cluster-id,
+	// see meta.CheckClusterID); "" for none.
+	ClusterID string
 	// TenantTokensFile is the tenant tokens file (flag
 	// tenant-tokens-file); LoadMaster reads it into TenantTokens.
 	TenantTokensFile string
@@ -129,6 +137,12 @@ func masterFields() []masterField {
 			set:   func(m *Master, v string) error { m.AuthToken = Secret(v); return nil },
 			empty: func(m *Master) bool { return m.AuthToken == "" }},
 		str("tenant-tokens-file", EnvTenantTokensFile, func(m *Master) *string { return &m.TenantTokensFile }),
+		{flag: "cluster-id", fallback: EnvClusterID,
+			set: func(m *Master, v string) error {
+				m.ClusterID = v
+				return meta.CheckClusterID(v)
+			},
+			empty: func(m *Master) bool { return m.ClusterID == "" }},
 		{flag: "shared-namespaces", fallback: EnvSharedNamespaces,
 			set: func(m *Master, v string) error {
 				ns, err := ParseSharedNamespaces(v)

@@ -87,3 +87,28 @@ func TestLoadMasterErrors(t *testing.T) {
 		t.Errorf("tenant tokens %v", m.TenantTokens)
 	}
 }
+
+// TestLoadMasterClusterID: the flag, then KVPOOL_MASTER_CLUSTER_ID, then
+// the node's KVPOOL_CLUSTER_ID; a bad ID is refused with its source.
+func TestLoadMasterClusterID(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		flags map[string]string
+		want  string
+	}{
+		{"none", nil, nil, ""},
+		{"node variable", map[string]string{EnvClusterID: "c-node"}, nil, "c-node"},
+		{"master variable", map[string]string{EnvClusterID: "c-node", "KVPOOL_MASTER_CLUSTER_ID": "c-master"}, nil, "c-master"},
+		{"flag", map[string]string{EnvClusterID: "c-node"}, map[string]string{"cluster-id": "c-flag"}, "c-flag"},
+	} {
+		m, err := LoadMaster(MasterSources{Defaults: masterDefaults(), Env: envOf(tc.env), Flags: tc.flags})
+		if err != nil || m.ClusterID != tc.want {
+			t.Errorf("%s: cluster ID %q, %v; want %q", tc.name, m.ClusterID, err, tc.want)
+		}
+	}
+	_, err := LoadMaster(MasterSources{Defaults: masterDefaults(), Env: envOf(map[string]string{EnvClusterID: "a/b"})})
+	if err == nil || !strings.Contains(err.Error(), "cluster-id") || !strings.Contains(err.Error(), EnvClusterID) {
+		t.Errorf("bad cluster ID: %v; want an error naming cluster-id and %s", err, EnvClusterID)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/auth"
+	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/internal/tier/ssd"
 	"github.com/kvpool/kvpool/internal/vfs"
@@ -105,6 +106,11 @@ type Node struct {
 	// Master is the master's address; empty runs the node standalone
 	// (key master).
 	Master string
+	// ClusterID names the cluster the node is for (key cluster_id): when
+	// set, the node joins only a master of that cluster ID, and such a
+	// master only nodes carrying it (see package masterproto). Empty
+	// joins a master without an ID.
+	ClusterID string
 	// HeartbeatInterval is how often the node reports to the master (key
 	// heartbeat_interval).
 	HeartbeatInterval time.Duration
@@ -347,6 +353,9 @@ func (n Node) validateServing(bad func(key string, value any, format string, a .
 		if err := checkAddr(n.Master, false); err != nil {
 			bad("master", n.Master, "%v", err)
 		}
+	}
+	if err := meta.CheckClusterID(n.ClusterID); err != nil {
+		bad("cluster_id", n.ClusterID, "%v", err)
 	}
 	if n.HeartbeatInterval < minHeartbeat {
 		bad("heartbeat_interval", n.HeartbeatInterval, "want at least %v", minHeartbeat)

@@ -54,6 +54,9 @@ func (l *Loaded) StartupLine() string {
 	fmt.Fprintf(&b, "; listen %s", n.Listen)
 	if n.Master != "" {
 		fmt.Fprintf(&b, "; master %s", n.Master)
+		if n.ClusterID != "" {
+			fmt.Fprintf(&b, " (cluster %s)", n.ClusterID)
+		}
 	}
 	return b.String()
 }

@@ -38,6 +38,26 @@ type NodeID string
 // MaxNodeIDLen is the longest NodeID accepted (bytes).
 const MaxNodeIDLen = 128
 
+// MaxClusterIDLen is the longest cluster ID accepted (bytes).
+const MaxClusterIDLen = 64
+
+// CheckClusterID reports whether id can name a cluster: empty (no cluster
+// ID) or at most MaxClusterIDLen bytes of letters, digits, '.', '_' and
+// '-'. A cluster ID ties a node to the master it was started for: the
+// master protocol's HELLO carries it both ways (package masterproto).
+func CheckClusterID(id string) error {
+	if len(id) > MaxClusterIDLen {
+		return fmt.Errorf("cluster ID of %d bytes, limit %d", len(id), MaxClusterIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("cluster ID %q: byte %q at %d (allowed: letters, digits, . _ -)", id, c, i)
+		}
+	}
+	return nil
+}
+
 // Session identifies one registration of a node. The master's Register
 // hands out a new session every time; a heartbeat carrying any other
 // session is refused with ErrUnknownNode.

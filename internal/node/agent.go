@@ -493,7 +493,14 @@ func (a *agent) run(ctx context.Context) {
 			failures++
 			backoff = min(max(2*backoff, minBackoff), maxBackoff)
 			wait = backoff/2 + rand.N(backoff/2+1) // equal jitter: nodes spread out
-			if failures == 1 || failures%10 == 0 {
+			switch {
+			case failures != 1 && failures%10 != 0:
+			case errors.Is(err, kvpool.ErrUnauthorized):
+				// A wrong token or cluster ID: this node is not the
+				// master's; the operator must fix the configuration.
+				a.log.Error("node agent: the master refused this node (token or cluster ID); not registered", "node", string(a.info.ID),
+					"attempt", failures, "retry_in", wait.String(), "err", err)
+			default:
 				a.log.Warn("node agent: master unreachable; the data plane keeps serving", "attempt", failures, "retry_in", wait.String(), "err", err)
 			}
 		} else if failures > 0 {

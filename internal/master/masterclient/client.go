@@ -62,6 +62,12 @@ const (
 type Options struct {
 	// Token is the auth token sent in every HELLO (never logged).
 	Token []byte
+	// ClusterID, when not empty, is the cluster this client is for (a
+	// node's --cluster-id): every HELLO carries it, and Dial fails with
+	// an error wrapping ErrUnauthorized when the master answers with
+	// another ID or none (or refuses it), so a node never registers with
+	// a master of another cluster.
+	ClusterID string
 	// Timeout bounds connecting and the handshake, and each call whose
 	// context has no deadline (DefaultTimeout).
 	Timeout time.Duration
@@ -91,6 +97,9 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("masterclient: Options.Conns is %d; want 0 (the default, %d) to 1024", o.Conns, DefaultConns)
 	case len(o.Token) > masterproto.MaxTokenLen:
 		return o, fmt.Errorf("masterclient: Options.Token is %d bytes; the HELLO carries at most %d", len(o.Token), masterproto.MaxTokenLen)
+	}
+	if err := meta.CheckClusterID(o.ClusterID); err != nil {
+		return o, fmt.Errorf("masterclient: Options.ClusterID: %w", err)
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
@@ -135,7 +144,10 @@ type slot struct {
 }
 
 // Dial connects to the master at addr (host:port) and runs the handshake
-// on the first pooled connection, so a wrong address or token fails here.
+// on the first pooled connection, so a wrong address or token fails here:
+// an address that is not a master's fails with an error wrapping
+// ErrUnavailable that says what answered (a node's data port, an HTTP or
+// Redis server; see identify.go).
 // The other connections are dialled on first use.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	o, err := opts.resolve()

@@ -1,9 +1,11 @@
 package masterclient
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -71,7 +73,7 @@ func (cl *Client) dial(ctx context.Context) (*conn, error) {
 		nc.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) }) // unblock on cancel
-	c, err := cl.handshake(nc)
+	c, err := cl.handshake(ctx, nc)
 	stop()
 	if err != nil {
 		nc.Close()
@@ -83,15 +85,28 @@ func (cl *Client) dial(ctx context.Context) (*conn, error) {
 	return c, nil
 }
 
-func (cl *Client) handshake(nc net.Conn) (*conn, error) {
-	b, err := masterproto.AppendHello(nil, 0, &masterproto.Hello{Token: cl.opts.Token})
+func (cl *Client) handshake(ctx context.Context, nc net.Conn) (*conn, error) {
+	b, err := masterproto.AppendHello(nil, 0, &masterproto.Hello{Token: cl.opts.Token, ClusterID: cl.opts.ClusterID})
 	if err != nil {
 		return nil, fmt.Errorf("masterclient: hello to %s: %w", cl.addr, err)
 	}
 	if _, err := nc.Write(b); err != nil {
 		return nil, fmt.Errorf("masterclient: hello to %s: %w: %w", cl.addr, ErrUnavailable, err)
 	}
-	r, err := masterproto.NewReader(nc, cl.opts.Limits)
+	first, err := cl.readFirst(ctx, nc, make([]byte, masterproto.HeaderLen))
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		if errors.Is(err, ErrUnavailable) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("masterclient: hello to %s: %w: %w", cl.addr, ErrUnavailable, err)
+	}
+	if err := cl.identify(first); err != nil {
+		return nil, err
+	}
+	r, err := masterproto.NewReader(io.MultiReader(bytes.NewReader(first), nc), cl.opts.Limits)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +120,13 @@ func (cl *Client) handshake(nc net.Conn) (*conn, error) {
 	}
 	if err := reply.Err(); err != nil {
 		return nil, fmt.Errorf("masterclient: hello to %s: %w", cl.addr, err)
+	}
+	if want := cl.opts.ClusterID; want != "" && reply.ClusterID != want {
+		got := "has no cluster ID"
+		if reply.ClusterID != "" {
+			got = "is cluster " + reply.ClusterID
+		}
+		return nil, fmt.Errorf("masterclient: hello to %s: this peer is for cluster %s, the master there %s: %w", cl.addr, want, got, ErrUnauthorized)
 	}
 	maxBatch := cl.opts.Limits.MaxBatch
 	if reply.MaxBatch > 0 && int(reply.MaxBatch) < maxBatch {

@@ -33,12 +33,25 @@
 // and, unless its code is OK, closes the connection. Then the client may
 // pipeline requests; the server answers them in order, each with the
 // response op (request op | 0x80) or ERROR, carrying the request's id. The
-// header and the HELLO bodies never change between versions.
+// header and the fixed part of the HELLO bodies never change between
+// versions.
+//
+// Both HELLO bodies may end with an optional cluster ID trailer, str8 id
+// (1 to 64 bytes of [A-Za-z0-9._-], meta.CheckClusterID), absent when the
+// ID is empty: a HELLO without it is byte for byte the original encoding.
+// A node started for a cluster sends its ID; the master refuses (code
+// unauthorized) a HELLO whose ID is not its own, and answers an accepted
+// HELLO that carried one with its own ID in the response's trailer, which
+// the node checks in turn. A master with an ID refuses REGISTER and
+// HEARTBEAT (code unauthorized) on a connection whose HELLO carried none,
+// so a node joins only the master it was started for, checked on both
+// sides; clients (no REGISTER) need not send one. A peer of an older
+// build rejects a trailer as malformed, so a mismatch is never silent.
 //
 //	op    name        request body                          response body
 //	0x01  HELLO       magic "KVPM", version u16,             magic, version u16, code u16, max frame u32,
-//	                  token len u16, reserved u32, token     max batch u32, max items u32, msg len u16,
-//	                                                         reserved u16, message
+//	                  token len u16, reserved u32, token,    max batch u32, max items u32, msg len u16,
+//	                  [str8 cluster id]                      reserved u16, message, [str8 cluster id]
 //	0x02  REGISTER    str8 node, str8 addr, ram u64, ssd     session u64, heartbeat u64, node TTL u64
 //	                  u64, block size u64, usage (ram u64,
 //	                  ssd u64), tenants, inventory
@@ -85,7 +98,7 @@
 //	2     unknown node      meta.ErrUnknownNode: re-register with the full inventory
 //	3     no nodes          meta.ErrNoNodes
 //	4     unsupported op    frame.ErrUnknownOp
-//	5     unauthorized      kvpool.ErrUnauthorized (HELLO only)
+//	5     unauthorized      kvpool.ErrUnauthorized (HELLO; REGISTER and HEARTBEAT of a peer of another cluster)
 //	6     internal          frame.ErrInternal
 //	7     version mismatch  frame.ErrVersion (HELLO only)
 //	8     unavailable       kvpool.ErrUnavailable: the master is shutting down or at its connection limit

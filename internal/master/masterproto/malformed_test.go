@@ -49,6 +49,13 @@ func malformedFrames(t *testing.T) []malformed {
 	}
 	trailing := append(bytes.Clone(lookup), 0)
 	le.PutUint32(trailing, uint32(len(trailing)))
+	// grow returns a copy of b with v appended and the length fixed.
+	grow := func(b []byte, v ...byte) []byte {
+		c := append(bytes.Clone(b), v...)
+		le.PutUint32(c, uint32(len(c)))
+		return c
+	}
+	helloID := body + helloLen + len("secret") // the cluster ID trailer of "hello_cluster"
 	return []malformed{
 		{"header_flags", set(lookup, 5, 1), frame.ErrMalformed},
 		{"header_reserved", set(lookup, 6, 1), frame.ErrMalformed},
@@ -67,6 +74,11 @@ func malformedFrames(t *testing.T) []malformed {
 		{"hello_magic", set(enc("hello"), body, 'X'), frame.ErrBadMagic},
 		{"hello_version_0", set(enc("hello"), body+4, 0, 0), frame.ErrMalformed},
 		{"hello_token_over_limit", set(enc("hello"), body+6, 17), frame.ErrTooLong},
+		{"hello_cluster_empty", grow(enc("hello"), 0), frame.ErrMalformed},
+		{"hello_cluster_bad_byte", set(enc("hello_cluster"), helloID+1, '/'), frame.ErrMalformed},
+		{"hello_cluster_truncated", set(enc("hello_cluster"), helloID, 60), frame.ErrMalformed},
+		{"hello_reply_cluster_empty", grow(enc("hello_reply"), 0), frame.ErrMalformed},
+		{"hello_reply_cluster_trailing", grow(enc("hello_reply_cluster"), 'x'), frame.ErrMalformed},
 		{"error_code_ok", set(enc("error"), body, 0, 0), frame.ErrMalformed},
 		{"replica_count_0", set(lres, lresBlock, 0, 0), frame.ErrMalformed},
 		{"replica_node_out_of_order", set(lres, lresBlock+2, 1), frame.ErrMalformed},

@@ -50,6 +50,12 @@ type Hello struct {
 	Version uint16
 	// Token is the auth token (may be empty).
 	Token []byte
+	// ClusterID is the cluster the client is for ("" for none; see
+	// meta.CheckClusterID). A node started for a cluster sends it, and
+	// the master refuses a HELLO whose ID is not its own. It travels in
+	// an optional trailer after the token, absent when empty, so a HELLO
+	// without one is the version 1 encoding unchanged.
+	ClusterID string
 }
 
 // AppendHello appends a HELLO frame.
@@ -66,6 +72,10 @@ func AppendHello(dst []byte, reqID uint64, h *Hello) ([]byte, error) {
 	dst = le.AppendUint16(dst, uint16(len(h.Token)))
 	dst = le.AppendUint32(dst, 0)
 	dst = append(dst, h.Token...)
+	dst, err := appendClusterID(dst, h.ClusterID)
+	if err != nil {
+		return encodeError(dst, start, OpHello, err)
+	}
 	return finish(dst, start, OpHello)
 }
 
@@ -99,6 +109,7 @@ func DecodeHello(h Header, body []byte, lim Limits, dst *Hello) error {
 		dst.Token = body[d.off : d.off+n]
 		d.off += n
 	}
+	dst.ClusterID = d.clusterID()
 	return d.end()
 }
 
@@ -113,6 +124,12 @@ type HelloReply struct {
 	Message string
 	// MaxFrame, MaxBatch and MaxItems are the server's Limits.
 	MaxFrame, MaxBatch, MaxItems uint32
+	// ClusterID is the master's cluster ID, in the same optional trailer
+	// as Hello's. A master sends it when it accepts a HELLO that carried
+	// one (so a client that sends none gets the version 1 reply
+	// unchanged); a client that sent one refuses a reply without it or
+	// with another.
+	ClusterID string
 }
 
 // Err returns nil for an accepted connection in this Version, a
@@ -152,6 +169,10 @@ func AppendHelloReply(dst []byte, reqID uint64, r *HelloReply) ([]byte, error) {
 	dst = le.AppendUint16(dst, uint16(len(msg)))
 	dst = le.AppendUint16(dst, 0)
 	dst = append(dst, msg...)
+	dst, err := appendClusterID(dst, r.ClusterID)
+	if err != nil {
+		return encodeError(dst, start, OpHelloResponse, err)
+	}
 	return finish(dst, start, OpHelloResponse)
 }
 
@@ -184,7 +205,41 @@ func DecodeHelloReply(h Header, body []byte, lim Limits, dst *HelloReply) error 
 		dst.Message = string(body[d.off : d.off+n])
 		d.off += n
 	}
+	dst.ClusterID = d.clusterID()
 	return d.end()
+}
+
+// appendClusterID appends the cluster ID trailer of a HELLO or HELLO
+// response: nothing for an empty ID, else str8 id.
+func appendClusterID(dst []byte, id string) ([]byte, error) {
+	if err := meta.CheckClusterID(id); err != nil {
+		return dst, fmt.Errorf("%v: %w", err, meta.ErrBadRequest)
+	}
+	if id == "" {
+		return dst, nil
+	}
+	return appendStr8(dst, id), nil
+}
+
+// clusterID reads the optional cluster ID trailer: "" when the body ends
+// here. A present trailer holds a non-empty valid ID (an empty one is
+// never encoded, so every HELLO keeps a single encoding).
+func (d *dec) clusterID() string {
+	if d.err != nil || d.off == len(d.b) {
+		return ""
+	}
+	id := d.str8("cluster ID", meta.MaxClusterIDLen)
+	switch {
+	case d.err != nil:
+	case id == "":
+		d.fail(frame.ErrMalformed, "empty cluster ID trailer (an empty ID is sent as none)")
+	default:
+		if err := meta.CheckClusterID(id); err != nil {
+			d.fail(frame.ErrMalformed, "%v", err)
+			return ""
+		}
+	}
+	return id
 }
 
 // ---- ERROR ----

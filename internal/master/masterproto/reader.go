@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/kvpool/kvpool/internal/frame"
+	"github.com/kvpool/kvpool/internal/meta"
 )
 
 // Reader reads whole frames from a stream into a buffer it reuses.
@@ -53,11 +54,11 @@ func (r *Reader) SetLimits(lim Limits) error {
 
 // HelloLimits returns lim with MaxFrame cut to the largest HELLO a server
 // accepts under lim (header, fixed part and a MaxToken token, at least the
-// 1 KiB minimum), so an unauthenticated peer cannot make the server buffer
+// 1 KiB minimum), plus the cluster ID trailer, so an unauthenticated peer cannot make the server buffer
 // a full-size frame.
 func HelloLimits(lim Limits) Limits {
 	lim = lim.withDefaults()
-	lim.MaxFrame = max(HeaderLen+helloLen+lim.MaxToken, 1<<10)
+	lim.MaxFrame = max(HeaderLen+helloLen+lim.MaxToken+1+meta.MaxClusterIDLen, 1<<10)
 	return lim
 }
 

@@ -41,6 +41,8 @@ func samples() []sample {
 		{"hello_empty_token", OpHello, 2, &Hello{Version: Version}},
 		{"hello_reply", OpHelloResponse, 1, &HelloReply{Version: Version, MaxFrame: 1 << 20, MaxBatch: 64, MaxItems: 1024}},
 		{"hello_refused", OpHelloResponse, 1, &HelloReply{Version: Version, Code: CodeUnauthorized, Message: "bad token"}},
+		{"hello_cluster", OpHello, 3, &Hello{Version: Version, Token: []byte("secret"), ClusterID: "up-0123456789abcdef"}},
+		{"hello_reply_cluster", OpHelloResponse, 3, &HelloReply{Version: Version, MaxFrame: 1 << 20, MaxBatch: 64, MaxItems: 1024, ClusterID: "up-0123456789abcdef"}},
 		{"register", OpRegister, 3, &Register{
 			Info:      meta.NodeInfo{ID: "node-1", Addr: "127.0.0.1:7480", RAMBytes: 1 << 30, SSDBytes: 1 << 34, BlockSize: 65536},
 			Usage:     meta.NodeUsage{RAMUsed: 4096, SSDUsed: 1<<40 + 0},

@@ -29,14 +29,28 @@ const adminReadHeaderTimeout = 10 * time.Second
 //	/health     200 {"status":"ok",...} while the server is open, 503 after Close
 //	/nodes      JSON list of the nodes (master.Nodes) with their addresses
 //	/query_key  ?tenant=&key= (decimal or 0x-hex id): JSON replicas of the key
+//
+// With a cluster ID (Options.ClusterID) every response carries it in the
+// ClusterIDHeader header, so a reader of /nodes knows whose nodes it sees
+// in the same response.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	mux.HandleFunc("GET /health", s.handleHealth)
 	mux.HandleFunc("GET /nodes", s.handleNodes)
 	mux.HandleFunc("GET /query_key", s.handleQueryKey)
-	return mux
+	if s.opts.ClusterID == "" {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(ClusterIDHeader, s.opts.ClusterID)
+		mux.ServeHTTP(w, r)
+	})
 }
+
+// ClusterIDHeader is the admin responses' header naming the master's
+// cluster ID (absent when it has none).
+const ClusterIDHeader = "Kvpool-Cluster-Id"
 
 // ServeAdmin serves the admin handler on ln until ctx is done or Close is
 // called, then shuts the HTTP server down (waiting up to
@@ -96,14 +110,15 @@ type errorJSON struct {
 type healthJSON struct {
 	Status        string  `json:"status"`
 	UptimeSeconds float64 `json:"uptime_seconds"`
+	ClusterID     string  `json:"cluster_id,omitempty"`
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	if s.isClosed() {
-		writeJSON(w, http.StatusServiceUnavailable, healthJSON{Status: "closing"})
+		writeJSON(w, http.StatusServiceUnavailable, healthJSON{Status: "closing", ClusterID: s.opts.ClusterID})
 		return
 	}
-	writeJSON(w, http.StatusOK, healthJSON{Status: "ok", UptimeSeconds: time.Since(s.started).Seconds()})
+	writeJSON(w, http.StatusOK, healthJSON{Status: "ok", UptimeSeconds: time.Since(s.started).Seconds(), ClusterID: s.opts.ClusterID})
 }
 
 // NodeJSON is a node as /nodes shows it.

@@ -25,6 +25,8 @@ type conn struct {
 	r     *masterproto.Reader
 	out   []byte
 	grant auth.Grant // what the HELLO's token allows
+	// cluster is the cluster ID the HELLO carried ("" for none).
+	cluster string
 	// remote is the peer's address, for logs ("" when unknown).
 	remote string
 
@@ -92,9 +94,16 @@ func (c *conn) handshake() error {
 			} else {
 				err = fmt.Errorf("masterserver: auth token refused: %w", kvpool.ErrUnauthorized)
 			}
+		} else if hello.ClusterID != "" && hello.ClusterID != s.opts.ClusterID {
+			err = fmt.Errorf("masterserver: the peer is for cluster %s, %s: %w", hello.ClusterID, s.clusterText(), kvpool.ErrUnauthorized)
+			s.log.Warn("masterserver: refused a peer of another cluster", "remote", c.remote, "peer_cluster", hello.ClusterID, "cluster", s.opts.ClusterID, "err", err)
 		}
+		c.cluster = hello.ClusterID
 	}
 	reply := masterproto.HelloReplyFor(err, s.opts.Limits)
+	if err == nil && hello.ClusterID != "" {
+		reply.ClusterID = s.opts.ClusterID
+	}
 	c.out, _ = masterproto.AppendHelloReply(c.out[:0], h.ReqID, &reply)
 	if werr := c.flush(); werr != nil {
 		return werr
@@ -225,6 +234,25 @@ func (c *conn) checkNode(op masterproto.Op) error {
 	return fmt.Errorf("masterserver: %v needs the cluster token; this connection has a %s token: %w", op, c.grant, kvpool.ErrUnauthorized)
 }
 
+// checkCluster returns nil when node may act as a node of this master's
+// cluster: its HELLO carried the master's cluster ID, or neither has one
+// (a HELLO with another ID was refused already). The refusal is logged as
+// a warning: a node started for another cluster is a configuration error
+// the operator must see.
+func (c *conn) checkCluster(op masterproto.Op, node meta.NodeID) error {
+	if c.cluster == c.s.opts.ClusterID {
+		return nil
+	}
+	c.s.metrics.forbidden(op)
+	peer := "has no cluster ID"
+	if c.cluster != "" {
+		peer = "is for cluster " + c.cluster
+	}
+	err := fmt.Errorf("masterserver: node %s %s, %s: %w", node, peer, c.s.clusterText(), kvpool.ErrUnauthorized)
+	c.s.log.Warn("masterserver: refused a node of another cluster", "node", string(node), "remote", c.remote, "op", op.String(), "err", err)
+	return err
+}
+
 func (c *conn) handleLookup(h masterproto.Header, body []byte) error {
 	if err := masterproto.DecodeLookup(h, body, c.s.opts.Limits, &c.lookup); err != nil {
 		return err
@@ -256,6 +284,9 @@ func (c *conn) handleRegister(h masterproto.Header, body []byte) error {
 		return err
 	}
 	defer func() { *rg = masterproto.Register{} }() // do not pin a large inventory
+	if err := c.checkCluster(h.Op, rg.Info.ID); err != nil {
+		return err
+	}
 	reply, err := c.s.m.Register(rg.Info, rg.Inventory, rg.Usage)
 	if err != nil {
 		return err
@@ -272,6 +303,10 @@ func (c *conn) handleHeartbeat(h masterproto.Header, body []byte) error {
 		return err
 	}
 	if err := masterproto.DecodeHeartbeat(h, body, c.s.opts.Limits, hb); err != nil {
+		return err
+	}
+	if err := c.checkCluster(h.Op, hb.Node); err != nil {
+		*hb = masterproto.Heartbeat{}
 		return err
 	}
 	reply, err := c.s.m.Heartbeat(hb.Node, hb.Session, hb.Delta, hb.Usage, hb.SSDHits, hb.Done)

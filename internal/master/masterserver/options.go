@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
+	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/server"
 )
 
@@ -57,6 +58,13 @@ type Options struct {
 	// may read them; only the cluster token and each namespace's writers
 	// may PLACE in them.
 	Shared []auth.Namespace
+	// ClusterID, when not empty, names the cluster this master serves
+	// (meta.CheckClusterID): a HELLO carrying another ID is refused, a
+	// node whose HELLO carried none may not REGISTER or HEARTBEAT, and an
+	// accepted HELLO that carried one is answered with it. The admin
+	// endpoints report it (header Kvpool-Cluster-Id, /health). A HELLO
+	// carrying an ID is refused by a master without one.
+	ClusterID string
 	// Limits bound what the server accepts; they are advertised in the
 	// HELLO response. Zero fields mean masterproto.DefaultLimits.
 	Limits masterproto.Limits
@@ -89,6 +97,9 @@ func (o Options) Validate() error {
 // the master).
 func (o Options) resolve() (Options, error) {
 	var err error
+	if err := meta.CheckClusterID(o.ClusterID); err != nil {
+		return o, fmt.Errorf("masterserver: Options.ClusterID: %w", err)
+	}
 	if o.Limits, err = o.Limits.Resolve(); err != nil {
 		return o, fmt.Errorf("masterserver: Options.Limits: %w", err)
 	}

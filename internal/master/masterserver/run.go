@@ -100,8 +100,12 @@ func StartupLine(listen, admin net.Addr, o master.Options, s *Server) string {
 		}
 		auth += ", shared namespaces " + strings.Join(names, "; ")
 	}
-	return fmt.Sprintf("kvpool master: listening on %v, admin %s; node TTL %v, heartbeat %v, lease %v, eviction %s, placement %v, max promotions per heartbeat %d, maintenance every %v, auth %s",
-		listen, adminS, o.NodeTTL, o.HeartbeatInterval, o.LeaseTTL, o.Eviction, o.Placement, o.Promotion.MaxPerHeartbeat, s.interval, auth)
+	cluster := ""
+	if id := s.opts.ClusterID; id != "" {
+		cluster = ", cluster " + id
+	}
+	return fmt.Sprintf("kvpool master: listening on %v, admin %s%s; node TTL %v, heartbeat %v, lease %v, eviction %s, placement %v, max promotions per heartbeat %d, maintenance every %v, auth %s",
+		listen, adminS, cluster, o.NodeTTL, o.HeartbeatInterval, o.LeaseTTL, o.Eviction, o.Placement, o.Promotion.MaxPerHeartbeat, s.interval, auth)
 }
 
 // Run builds a master and its server from cfg, listens, writes the startup

@@ -177,6 +177,18 @@ func (s *Server) maintain(ctx context.Context, stop <-chan struct{}) {
 	}
 }
 
+// ClusterID returns the cluster ID the server serves ("" for none).
+func (s *Server) ClusterID() string { return s.opts.ClusterID }
+
+// clusterText describes the server's cluster for an error: "this master
+// is cluster ID" or "this master has no cluster ID".
+func (s *Server) clusterText() string {
+	if s.opts.ClusterID == "" {
+		return "this master has no cluster ID"
+	}
+	return "this master is cluster " + s.opts.ClusterID
+}
+
 func (s *Server) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

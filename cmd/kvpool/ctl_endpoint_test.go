@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvpool/kvpool"
+	"github.com/kvpool/kvpool/client"
+)
+
+// respServer is a listener that answers every line, and every chunk that
+// is not a line, with a RESP error, as a Redis server answers an unknown
+// command. It stops at cleanup.
+func respServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				r := bufio.NewReader(nc)
+				buf := make([]byte, 512)
+				for {
+					if _, err := r.Read(buf); err != nil {
+						return
+					}
+					if _, err := nc.Write([]byte("-ERR unknown command\r\n")); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+	})
+	return ln.Addr().String()
+}
+
+// httpServer is a real net/http server on loopback, stopped at cleanup.
+func httpServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hs.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		hs.Close()
+		<-done
+	})
+	return ln.Addr().String()
+}
+
+// TestCtlWrongEndpoint: ctl and client.New pointed at something that is
+// not a master say what it looks like, without waiting for a timeout.
+func TestCtlWrongEndpoint(t *testing.T) {
+	multiProcess(t)
+	node := startNode(t, nil, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0")
+	defer node.stop(t)
+	for _, tc := range []struct {
+		name, addr, want string
+	}{
+		{"node data port", node.addr, "it looks like a kvpool node's data port"},
+		{"node admin port", node.admin, "it looks like an HTTP server"},
+		{"http.Server", httpServer(t), "it looks like an HTTP server"},
+		{"RESP server", respServer(t), "it looks like a Redis server"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := tc.addr + " is not a kvpool master: " + tc.want
+			var out, errb bytes.Buffer
+			code := runWith(context.Background(), []string{"ctl", "--master", tc.addr, "nodes"}, &out, &errb, hooks{})
+			if code == 0 || !strings.Contains(errb.String(), want) {
+				t.Fatalf("ctl nodes: exit %d, stderr %q; want a failure saying %q", code, errb.String(), want)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := client.New(ctx, client.Options{Master: tc.addr})
+			if err == nil {
+				c.Close()
+				t.Fatal("client.New succeeded")
+			}
+			if !errors.Is(err, kvpool.ErrUnavailable) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("client.New: %v; want ErrUnavailable saying %q", err, want)
+			}
+			if ctx.Err() != nil {
+				t.Fatal("client.New waited for its deadline")
+			}
+		})
+	}
+}
