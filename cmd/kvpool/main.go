@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/kvpool/kvpool/internal/vfs"
@@ -134,20 +135,35 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args into fs, turning flag errors into usage errors.
-func parseFlags(fs *flag.FlagSet, args []string) error {
+// parseFlags parses args into fs, turning flag errors into usage errors;
+// it refuses negative numbers (checkNumbers) and 0 for the positive flags
+// (refuseZero).
+func parseFlags(fs *flag.FlagSet, args []string, positive ...string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return usageErrorf("%v", err)
+		return usageErrorf("%s", dashDash(err.Error()))
 	}
-	return nil
+	if err := checkNumbers(fs); err != nil {
+		return err
+	}
+	return refuseZero(fs, positive...)
 }
 
-// parseNoArgs parses args into fs and refuses positional arguments.
-func parseNoArgs(fs *flag.FlagSet, args []string) error {
-	if err := parseFlags(fs, args); err != nil {
+// dashDash writes the flag package's "-name" in its parse errors as
+// "--name", the form this command's help and messages use.
+func dashDash(msg string) string {
+	for _, p := range []string{"defined: -", "for flag -", "for -", "argument: -"} {
+		msg = strings.Replace(msg, p, p+"-", 1)
+	}
+	return msg
+}
+
+// parseNoArgs parses args into fs (see parseFlags) and refuses positional
+// arguments.
+func parseNoArgs(fs *flag.FlagSet, args []string, positive ...string) error {
+	if err := parseFlags(fs, args, positive...); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -480,9 +480,9 @@ func TestBadInput(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{"negative capacity", nil, Options{Capacity: -1}, "Options.Capacity is -1"},
-		{"negative nodes", nil, Options{Nodes: -2}, "Options.Nodes is -2"},
-		{"routing", nil, Options{Routing: "random"}, `Options.Routing is "random", want one of rr, affinity`},
+		{"negative capacity", nil, Options{Capacity: -1}, "capacity: -1: want >= 0"},
+		{"negative nodes", nil, Options{Nodes: -2}, "nodes: -2"},
+		{"routing", nil, Options{Routing: "random"}, `routing: unknown routing "random" (known: rr, affinity)`},
 		{"policy", nil, Options{Policy: policy.Spec{Eviction: "clock"}}, `unknown eviction policy "clock"`},
 		{"admission", nil, Options{Policy: policy.Spec{Eviction: "lru", Admission: "tinylfu"}}, `unknown admission policy "tinylfu"`},
 		{"negative input", []trace.Request{req(0, 1), {Timestamp: 5, InputLength: -3}}, Options{}, "request 1 (timestamp 5): input_length -3 is negative"},

@@ -101,7 +101,7 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("masterserver: Options.ClusterID: %w", err)
 	}
 	if o.Limits, err = o.Limits.Resolve(); err != nil {
-		return o, fmt.Errorf("masterserver: Options.Limits: %w", err)
+		return o, fmt.Errorf("masterserver: limits: %w", err)
 	}
 	if err := server.Durations("masterserver",
 		server.Duration{Name: "WriteTimeout", V: &o.WriteTimeout, Default: DefaultWriteTimeout},
