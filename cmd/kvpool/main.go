@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/vfs"
 )
 
@@ -55,6 +56,9 @@ func commandsWith(h hooks) []command {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	for _, w := range config.EnvWarnings(os.Environ()) {
+		fmt.Fprintln(os.Stderr, "kvpool: warning: "+w)
+	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

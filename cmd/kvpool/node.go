@@ -15,7 +15,7 @@ import (
 
 // envConfigFile names the node's configuration file when --config is not
 // given.
-const envConfigFile = "KVPOOL_CONFIG"
+const envConfigFile = config.EnvConfigFile
 
 // runNode implements `kvpool node`: one node process (RAM and SSD tiers,
 // data plane, admin HTTP, master agent) until SIGINT or SIGTERM.
