@@ -44,6 +44,12 @@ func runHitrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return err
 		}
+		for _, r := range results {
+			if w := r.Warning(); w != "" {
+				fmt.Fprintf(stderr, "kvpool hitrate: warning: %s (policy %s, capacity %d, and maybe others)\n", w, r.Policy, r.Capacity)
+				break
+			}
+		}
 		return writeOutput(f.out, stdout, func(w io.Writer) error {
 			if f.asJSON {
 				return encodeJSON(w, results)
@@ -54,6 +60,9 @@ func runHitrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	res, err := hitrate.Run(reqs, f.opts)
 	if err != nil {
 		return err
+	}
+	if w := res.Warning(); w != "" {
+		fmt.Fprintf(stderr, "kvpool hitrate: warning: %s\n", w)
 	}
 	if f.asJSON {
 		return encodeJSON(stdout, struct {
