@@ -161,6 +161,7 @@ func TestBadFlags(t *testing.T) {
 		{"trace fetch", []string{"--name", "nosuch"}, "--name"},
 		{"trace fetch", []string{"--base-url", "ftp://x"}, "--base-url"},
 		{"trace validate", []string{"--nosuch", "x.jsonl"}, "--nosuch"},
+		{"version", []string{"--nosuch"}, "--nosuch"},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {
@@ -199,9 +200,6 @@ func helpFlags(t *testing.T, path string) []helpFlag {
 		} else if strings.HasPrefix(line, "    \t") && len(flags) > 0 {
 			flags[len(flags)-1].help += strings.TrimPrefix(line, "    \t") + " "
 		}
-	}
-	if len(flags) == 0 {
-		t.Fatalf("kvpool %s -h shows no flags:\n%s", path, stderr)
 	}
 	return flags
 }

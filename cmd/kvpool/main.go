@@ -51,6 +51,7 @@ func commandsWith(h hooks) []command {
 		{"ctl", "admin commands against a running cluster (nodes, stat, get, put, query)", runCtl},
 		{"bench", "benchmark a target (ram, ssd, node, master, sim, tcp, disk, redis) or compare (--vs redis,tcp,disk)", runBench},
 		{"replay", "replay a trace live against a cluster (scale model), in the simulator's formats", runReplay},
+		{"version", "print the module version, VCS revision and Go version of this binary", runVersion},
 	}
 }
 
