@@ -123,6 +123,8 @@ func TestBadFlags(t *testing.T) {
 		{"node", []string{"--listen", "bogus"}, "--listen"},
 		{"node", []string{"--listen", "127.0.0.1:99999"}, "--listen"},
 		{"node", []string{"--ram-policy", "nosuch"}, "--ram-policy"},
+		{"node", []string{"--listen", "192.0.2.1:7480"}, "--listen"},
+		{"master", []string{"--listen", "192.0.2.1:7470"}, "--listen"},
 		{"up", []string{"--nodes", "0"}, "--nodes"},
 		{"up", []string{"--nodes", "100"}, "--nodes"},
 		{"up", []string{"--ram", "0"}, "--ram"},
