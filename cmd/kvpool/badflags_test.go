@@ -82,6 +82,7 @@ func TestBadFlags(t *testing.T) {
 		{"demo", []string{"--speed", "fast"}, "--speed"},
 		{"demo", []string{"--payload", "lots"}, "--payload"},
 		{"demo", []string{"--payload", "4"}, "--payload"},
+		{"demo", []string{"--payload", "0"}, "--payload"},
 		{"demo", []string{"--rate", "5000"}, "--rate"},
 		{"demo", []string{"--window", "1us"}, "--window"},
 		{"hitrate", []string{"--capacity", "-5"}, "--capacity"},
@@ -150,6 +151,8 @@ func TestBadFlags(t *testing.T) {
 		{"replay", []string{"--local", "2", "--verify", "nosuch"}, "--verify"},
 		{"replay", []string{"--local", "2", "--policy", "nosuch"}, "--policy"},
 		{"replay", []string{"--local", "2", "--payload", "4"}, "--payload"},
+		{"replay", []string{"--local", "2", "--payload", "0"}, "--payload"},
+		{"replay", []string{"--local", "2", "--ssd-blocks", "-1"}, "--ssd-blocks"},
 		{"trace stats", []string{"--nosuch", "x.jsonl"}, "--nosuch"},
 		{"trace sample", []string{"--from", "100", "--to", "50", "x.jsonl"}, "--to"},
 		{"trace sample", []string{"--from", "-1", "x.jsonl"}, "--from"},
@@ -175,6 +178,7 @@ func TestBadFlags(t *testing.T) {
 				return
 			}
 			checkFlagMessage(t, lastLine(stderr), c.flag)
+			t.Log(lastLine(stderr))
 		})
 	}
 	for _, p := range subcommandPaths() {

@@ -144,6 +144,9 @@ func parsePayload(s string) (int, error) {
 	if err != nil {
 		return 0, usageErrorf("--payload %q: %v", s, err)
 	}
+	if size == 0 {
+		return 0, usageErrorf("--payload %q: want a size > 0", s)
+	}
 	if int64(size) > maxPayload {
 		return 0, usageErrorf("--payload %q: more than 1 GiB per block", s)
 	}
