@@ -191,12 +191,17 @@ func TestBadFlags(t *testing.T) {
 // helpFlag is a flag as -h shows it: name, type and help text.
 type helpFlag struct{ name, typ, help string }
 
-// helpFlags parses the flags out of "kvpool path -h".
+// helpFlags parses the flags out of "kvpool path -h", checking that the
+// help starts with the subcommand's own usage line, not Go's bare
+// "Usage of".
 func helpFlags(t *testing.T, path string) []helpFlag {
 	t.Helper()
 	code, stderr := runCancelled(path, "-h")
 	if code != 0 {
 		t.Fatalf("kvpool %s -h: exit %d\n%s", path, code, stderr)
+	}
+	if !strings.HasPrefix(stderr, "usage: kvpool "+path) || strings.Contains(stderr, "Usage of") {
+		t.Errorf("kvpool %s -h does not start with its own usage line and description:\n%s", path, stderr)
 	}
 	head := regexp.MustCompile(`^  -(\S+)(?: (\S+))?$`)
 	var flags []helpFlag

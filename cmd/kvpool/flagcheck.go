@@ -94,7 +94,6 @@ func optionFlags() map[string]string {
 		"Instances":                 "nodes", // demo, compare: a node per simulated instance
 		"PayloadBytes":              "payload",
 		"RateMultiplier":            "rate",
-		"SSDGBps":                   "ssd-gbps",
 		"SLOSeconds":                "slo",
 		"HeartbeatInterval":         "heartbeat",
 		"Eviction":                  "eviction-policy",

@@ -56,7 +56,8 @@ func Innermost(err error, name func(field string) (string, bool)) (*Error, strin
 
 // Words spells a field name in words: "RAMBlocks" is "RAM blocks",
 // "HotAccesses" "hot accesses", "Promotion.MaxPerHeartbeat" "promotion
-// max per heartbeat". An acronym keeps its capitals.
+// max per heartbeat", "SSDGBps" "SSD GBps". An acronym keeps its
+// capitals.
 func Words(field string) string {
 	var words []string
 	for _, part := range strings.Split(field, ".") {
@@ -65,9 +66,18 @@ func Words(field string) string {
 	return strings.Join(words, " ")
 }
 
+// units are the unit suffixes of field names, kept as they are written
+// ("SSDGBps" is "SSD GBps", not "SSDG bps").
+func units() []string { return []string{"GBps", "Gbps"} }
+
 // splitCamel splits a Go identifier at its word boundaries, lowering
-// each word but an acronym.
+// each word but an acronym or a unit.
 func splitCamel(s string) []string {
+	for _, u := range units() {
+		if rest, ok := strings.CutSuffix(s, u); ok && rest != "" {
+			return append(splitCamel(rest), u)
+		}
+	}
 	r := []rune(s)
 	var words []string
 	start := 0

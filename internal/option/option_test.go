@@ -10,7 +10,8 @@ func TestWords(t *testing.T) {
 	for _, c := range []struct{ field, want string }{
 		{"RAMBlocks", "RAM blocks"},
 		{"HotAccesses", "hot accesses"},
-		{"NICGbps", "NIC gbps"},
+		{"NICGbps", "NIC Gbps"},
+		{"SSDGBps", "SSD GBps"},
 		{"SLOSeconds", "SLO seconds"},
 		{"Capacity", "capacity"},
 		{"Promotion.MaxPerHeartbeat", "promotion max per heartbeat"},
