@@ -255,3 +255,19 @@ func TestNumericFlagBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestOptionFlagsExist checks that every flag optionFlags names is a flag
+// of some subcommand, so that the table cannot point at a renamed flag.
+func TestOptionFlagsExist(t *testing.T) {
+	all := map[string]bool{}
+	for _, path := range subcommandPaths() {
+		for _, f := range helpFlags(t, path) {
+			all[f.name] = true
+		}
+	}
+	for field, flag := range optionFlags() {
+		if !all[flag] {
+			t.Errorf("optionFlags: %s → --%s, which no subcommand has", field, flag)
+		}
+	}
+}
