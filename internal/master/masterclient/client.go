@@ -99,7 +99,7 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("masterclient: token is %d bytes; the HELLO carries at most %d", len(o.Token), masterproto.MaxTokenLen)
 	}
 	if err := meta.CheckClusterID(o.ClusterID); err != nil {
-		return o, fmt.Errorf("masterclient: Options.ClusterID: %w", err)
+		return o, fmt.Errorf("masterclient: cluster ID: %w", err)
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
