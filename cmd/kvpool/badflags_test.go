@@ -119,6 +119,8 @@ func TestBadFlags(t *testing.T) {
 		{"master", []string{"--node-ttl", "0s"}, "--node-ttl"},
 		{"master", []string{"--heartbeat", "5s", "--node-ttl", "2s"}, "--heartbeat"},
 		{"master", []string{"--max-per-heartbeat", "0"}, "--max-per-heartbeat"},
+		{"master", []string{"--cluster-id", "bad id!"}, "--cluster-id"},
+		{"node", []string{"--cluster-id", "bad id!"}, "--cluster-id"},
 		{"node", []string{"--ram-bytes", "0"}, "--ram-bytes"},
 		{"node", []string{"--ram-bytes", "-5"}, "--ram-bytes"},
 		{"node", []string{"--listen", "bogus"}, "--listen"},
