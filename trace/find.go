@@ -65,6 +65,9 @@ func (f Finder) Find(name, dir string) (string, error) {
 		return p, nil
 	}
 	if strings.ContainsRune(name, '/') || strings.ContainsRune(name, filepath.Separator) {
+		if st, err := os.Stat(f.resolve(name)); err == nil && st.IsDir() {
+			return "", fmt.Errorf("trace: find %s: is a directory, not a trace file", name)
+		}
 		return "", fmt.Errorf("trace: find %s: no such file: %w", name, ErrNotFound)
 	}
 	file := FileName(name)
@@ -101,7 +104,9 @@ func (f Finder) resolve(p string) string {
 	return filepath.Join(f.WorkDir, p)
 }
 
+// isFile reports whether p is a file to read: anything but a directory,
+// so that a device or a pipe (/dev/stdin, a shell's <(…)) reads too.
 func isFile(p string) bool {
 	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular()
+	return err == nil && !st.IsDir()
 }

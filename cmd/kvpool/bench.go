@@ -46,9 +46,6 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, sz := range f.sizes {
 		spec := f.spec
 		spec.BlockSize = sz
-		if err := spec.Validate(); err != nil {
-			return usageErrorf("%v", err)
-		}
 		res, err := bench.Run(ctx, spec)
 		if err != nil {
 			return err
@@ -82,13 +79,13 @@ func parseBench(args []string, stderr io.Writer) (benchFlags, error) {
 	fs.StringVar(&s.Target, "target", "", "target: "+strings.Join(bench.Targets(), ", "))
 	fs.StringVar(&s.Tier, "tier", "ram", "node target's tier under test: ram or ssd")
 	blocks := fs.String("block", "256KiB", "block (value) size, or a comma-separated list")
-	fs.IntVar(&s.Conns, "conns", 0, "connections (0: 8; sim: 1)")
-	fs.IntVar(&s.Batch, "batch", 0, "keys per master lookup (0: 32) / blocks per client.Get for cluster (0: 8)")
-	fs.IntVar(&s.Nodes, "nodes", 0, "nodes of the cluster target (0: 3)")
-	fs.IntVar(&s.Depth, "depth", 0, "requests in flight per connection (redis pipelining; master goroutines per connection)")
-	fs.Float64Var(&s.WriteFraction, "write-fraction", 0, "share of requests that write, 0..1")
-	fs.DurationVar(&s.Duration, "duration", 0, "length of each run (0: 5s unless --count)")
-	fs.Int64Var(&s.Count, "count", 0, "number of requests per run instead of a duration")
+	fs.IntVar(&s.Conns, "conns", 0, fmt.Sprintf("connections (0 = the target's default: %d; sim: 1)", bench.DefaultConns))
+	fs.IntVar(&s.Batch, "batch", 0, fmt.Sprintf("keys per master lookup / blocks per client.Get for cluster (0 = the target's default: master %d, cluster %d)", bench.DefaultMasterBatch, bench.DefaultClusterBatch))
+	fs.IntVar(&s.Nodes, "nodes", bench.DefaultClusterNodes, "nodes of the cluster target")
+	fs.IntVar(&s.Depth, "depth", 0, fmt.Sprintf("requests in flight per connection: redis pipelining, master goroutines per connection (0 = the target's default: master %d, others 1)", bench.DefaultMasterDepth))
+	fs.Float64Var(&s.WriteFraction, "write-fraction", 0, "share of requests that write, 0..1 (0 = reads only)")
+	fs.DurationVar(&s.Duration, "duration", 0, fmt.Sprintf("length of each run (0 = %v, or until --count requests)", bench.DefaultDuration))
+	fs.Int64Var(&s.Count, "count", 0, "number of requests per run instead of a duration (0 = run for --duration)")
 	data := fs.String("data", "", "data set size (default: 64 blocks in memory, 256MiB on disk)")
 	fs.StringVar(&s.Dir, "dir", "", "directory for the ssd/disk files (default: a temporary directory)")
 	fs.BoolVar(&s.BufferedIO, "buffered-io", false, "do not use O_DIRECT for ssd, disk and node --tier ssd")
@@ -98,7 +95,15 @@ func parseBench(args []string, stderr io.Writer) (benchFlags, error) {
 	vs := fs.String("vs", "", "comparison points, comma-separated: redis,tcp,disk")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile (pprof) of the runs to this file")
-	if err := parseNoArgs(fs, args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: kvpool bench --target T [flags] | --vs redis,tcp,disk [flags]\n\n"+
+			"Measures one target (a tier, a node, the master, a local cluster, the simulator,\n"+
+			"plain TCP or disk, or a redis-server) with a closed-loop load of --conns\n"+
+			"connections and prints throughput and latency percentiles; --vs runs kvpool's\n"+
+			"node beside each comparison point at the same block sizes.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := parseNoArgs(fs, args, "nodes"); err != nil {
 		return f, err
 	}
 	if (s.Target == "") == (*vs == "") {
@@ -125,7 +130,15 @@ func parseBench(args []string, stderr io.Writer) (benchFlags, error) {
 			f.vs.Against = append(f.vs.Against, strings.TrimSpace(a))
 		}
 		if err := f.vs.Validate(); err != nil {
-			return f, usageErrorf("%v", err)
+			return f, flagError(fs, err, nil)
+		}
+	} else {
+		for _, sz := range f.sizes {
+			spec := *s
+			spec.BlockSize = sz
+			if err := spec.Validate(); err != nil {
+				return f, flagError(fs, err, nil)
+			}
 		}
 	}
 	return f, nil

@@ -22,8 +22,8 @@ func TestBenchCommand(t *testing.T) {
 		{name: "neither", args: nil, code: 2, stderr: "--target"},
 		{name: "both", args: []string{"--target", "ram", "--vs", "tcp"}, code: 2, stderr: "exactly one"},
 		{name: "bad block", args: []string{"--target", "ram", "--block", "huge"}, code: 2, stderr: "--block"},
-		{name: "bad target", args: []string{"--target", "tape"}, code: 2, stderr: "Target"},
-		{name: "bad vs", args: []string{"--vs", "nfs"}, code: 2, stderr: "Against"},
+		{name: "bad target", args: []string{"--target", "tape"}, code: 2, stderr: "--target"},
+		{name: "bad vs", args: []string{"--vs", "nfs"}, code: 2, stderr: "--vs"},
 		{name: "bad data", args: []string{"--target", "ram", "--data", "-1"}, code: 2, stderr: "--data"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

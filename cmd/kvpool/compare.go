@@ -99,15 +99,15 @@ func (f *compareFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.traceDir, "trace-dir", "", "directory searched first for traces (then $KVPOOL_TRACE_DIR, ./traces)")
 	fs.BoolVar(&f.noGoodput, "no-goodput", false, "skip the goodput bisection (the slowest part)")
 	fs.Float64Var(&f.rate, "rate", 1, "arrival-rate multiplier for every timed arm")
-	fs.Float64Var(&f.nic, "nic-gbps", 0, "NIC bandwidth per instance in Gbps (default 100)")
-	fs.IntVar(&f.workers, "workers", 0, "experiments run at once (default: number of CPUs)")
+	fs.Float64Var(&f.nic, "nic-gbps", sim.DefaultNICGbps, "NIC bandwidth per instance in Gbps")
+	fs.IntVar(&f.workers, "workers", 0, "experiments run at once (0 = one per CPU)")
 	fs.BoolVar(&f.lenient, "lenient", false, "skip malformed trace lines instead of failing")
 	// Live subsample and cluster (--live, --validate).
 	fs.StringVar(&f.trace, "trace", demo.DefaultTrace, "--validate: trace name or file")
 	fs.BoolVar(&f.generated, "generated", false, "--validate: use a generated chat trace")
 	fs.StringVar(&f.modes, "mode", "local,global", "--validate: comma-separated cache modes to validate")
 	fs.StringVar(&f.routing, "routing", string(sim.RoutingCacheAware), "--validate: routing of the validated arms")
-	fs.DurationVar(&f.from, "from", 0, "--live/--validate: start of the subsample window in trace time")
+	fs.DurationVar(&f.from, "from", 0, "--live/--validate: start of the subsample window in trace time (0 = the trace's start)")
 	fs.DurationVar(&f.window, "window", demo.DefaultWindow, "--live/--validate: length of the subsample window")
 	fs.IntVar(&f.first, "first", 0, "--live/--validate: keep only the first N requests of the window (0 = all)")
 	fs.Float64Var(&f.liveRate, "live-rate", demo.DefaultRate, "--live/--validate: arrival-rate multiplier of the subsample (0.5: 4 nodes stand in for ~10)")
@@ -135,7 +135,7 @@ func parseCompare(args []string, stderr io.Writer) (*compareRun, error) {
 	var f compareFlags
 	f.register(fs)
 	fs.Usage = compareUsage(fs, stderr)
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := parseNoArgs(fs, args, append(clusterPositive(), "rate", "nic-gbps", "window", "live-rate")...); err != nil {
 		return nil, err
 	}
 	n := 0
@@ -156,7 +156,7 @@ func parseCompare(args []string, stderr io.Writer) (*compareRun, error) {
 	}
 	if f.live || f.validate {
 		if err := f.liveRun(r, stderr); err != nil {
-			return nil, err
+			return nil, flagError(fs, err, map[string]string{"Rate": "live-rate"})
 		}
 	}
 	r.opts = compare.Options{RateMultiplier: f.rate, NICGbps: f.nic, Workers: f.workers, SkipGoodput: f.noGoodput,
@@ -178,13 +178,22 @@ func (f *compareFlags) liveRun(r *compareRun, stderr io.Writer) error {
 	cluster.NICGbps, cluster.SkipTTFT, cluster.Policy = f.nic, f.skipTTFT, f.policy
 	cluster.Progress = f.report.progress(stderr)
 	if err := cluster.Validate(); err != nil {
-		return usageErrorf("%v", err)
+		return err
+	}
+	if f.validate {
+		for _, m := range strings.Split(f.modes, ",") {
+			c := cluster
+			c.Mode, c.Routing = sim.Mode(strings.TrimSpace(m)), sim.Routing(f.routing)
+			if err := c.Validate(); err != nil {
+				return err
+			}
+		}
 	}
 	r.cluster = cluster
 	r.sample = demo.TraceOptions{Name: f.trace, Dir: f.traceDir, Generated: f.generated, From: f.from, Window: f.window,
 		First: f.first, Rate: f.liveRate, Finder: trace.Finder{Getenv: os.Getenv}}
 	if err := r.sample.Validate(); err != nil {
-		return usageErrorf("%v", err)
+		return err
 	}
 	return nil
 }

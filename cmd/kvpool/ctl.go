@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/client"
+	"github.com/kvpool/kvpool/internal/listen"
 )
 
 // ctlTimeout bounds one `kvpool ctl` command: 10 s, ample for one admin
@@ -74,14 +75,20 @@ func parseCtl(args []string, stderr io.Writer) (ctlOptions, error) {
 	fs.StringVar(&o.client.Token, "token", os.Getenv(envAuthToken), "auth token (default: $KVPOOL_AUTH_TOKEN)")
 	fs.DurationVar(&o.timeout, "timeout", ctlTimeout, "bound on the whole command")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: kvpool ctl --master ADDR [--tenant T] nodes | stat | get ID | put ID FILE|- | query ID")
+		fmt.Fprintln(stderr, "usage: kvpool ctl --master ADDR [--tenant T] nodes | stat | get ID | put ID FILE|- | query ID\n\n"+
+			"Admin commands against a running cluster, through the public client: list the\n"+
+			"nodes, print every node's per-tier counters, read or store one block, or list\n"+
+			"the replicas of a block.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlags(fs, args, "timeout"); err != nil {
 		return o, err
 	}
 	if o.client.Master == "" {
 		return o, usageErrorf("--master is required")
+	}
+	if host, port, err := listen.SplitAddr(o.client.Master); err != nil || host == "" || port == 0 {
+		return o, usageErrorf("--master %q: want the master's host:port, such as 127.0.0.1:7470", o.client.Master)
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {

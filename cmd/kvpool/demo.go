@@ -53,13 +53,13 @@ func parseDemo(args []string, stderr io.Writer) (demo.Options, reportFlags, erro
 	rep.register(fs, "report/demo", "no progress on stderr")
 	generated := fs.Bool("generated", false, "use a generated chat trace instead of searching for a published one")
 	window := fs.Duration("window", demo.DefaultWindow, "length of the trace window replayed")
-	from := fs.Duration("from", 0, "start of the window in trace time")
+	from := fs.Duration("from", 0, "start of the window in trace time (0 = the trace's start)")
 	rate := fs.Float64("rate", demo.DefaultRate, "arrival-rate multiplier (0.5 spreads arrivals ×2: 4 nodes stand in for the paper's ~10)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: kvpool demo [flags]\n\nReplays a window of the conversation trace live on a local cluster (a master and\nN node processes) for four arms — recompute, local LRU (rr), local cache-aware,\nglobal cache-aware — simulates the same, prints the comparison and writes a report.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := parseNoArgs(fs, args, append(clusterPositive(), "window", "rate")...); err != nil {
 		return demo.Options{}, rep, err
 	}
 	cluster, err := cf.config()
@@ -74,7 +74,7 @@ func parseDemo(args []string, stderr io.Writer) (demo.Options, reportFlags, erro
 	opts.Progress = rep.progress(stderr)
 	opts.LiveProgress = opts.Progress
 	if err := opts.Validate(); err != nil {
-		return demo.Options{}, rep, usageErrorf("%v", err)
+		return demo.Options{}, rep, flagError(fs, err, nil)
 	}
 	return opts, rep, nil
 }

@@ -81,9 +81,9 @@ func TestDemoUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"bad payload", []string{"--payload", "huge"}, "--payload"},
-		{"bad rate", []string{"--rate", "-1"}, "Rate"},
-		{"bad nodes", []string{"--nodes", "-2"}, "Nodes"},
-		{"bad speed", []string{"--speed", "-5"}, "Speed"},
+		{"bad rate", []string{"--rate", "-1"}, "--rate"},
+		{"bad nodes", []string{"--nodes", "-2"}, "--nodes"},
+		{"bad speed", []string{"--speed", "-5"}, "--speed"},
 		{"extra args", []string{"now"}, "unexpected"},
 	}
 	for _, tt := range tests {

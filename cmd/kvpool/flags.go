@@ -73,15 +73,14 @@ func (c *costFlags) register(fs *flag.FlagSet, live bool) {
 	fs.Float64Var(&c.nicGbps, "nic-gbps", sim.DefaultNICGbps, nic)
 	fs.Float64Var(&c.ssdGBps, "ssd-gbps", sim.DefaultSSDGBps, ssd)
 	fs.Float64Var(&c.slo, "slo", sim.DefaultSLOSeconds, slo)
-	fs.StringVar(&c.profile, "profile", "", "cost profile (default "+costmodel.Default().Name+")")
+	fs.StringVar(&c.profile, "profile", costmodel.Default().Name, "cost profile")
 }
 
-// costProfile returns the profile --profile names; the zero Profile (the
-// default) when it is not given.
+// costPositive are the cost flags that refuse 0 (see refuseZero).
+func costPositive() []string { return []string{"nic-gbps", "ssd-gbps", "slo"} }
+
+// costProfile returns the profile --profile names.
 func (c *costFlags) costProfile() (costmodel.Profile, error) {
-	if c.profile == "" {
-		return costmodel.Profile{}, nil
-	}
 	p, err := costmodel.Lookup(c.profile)
 	if err != nil {
 		return p, usageErrorf("--profile: %v", err)
@@ -101,7 +100,7 @@ func demoClusterHelp() clusterHelp {
 		nodes:     "nodes (and prefill workers) of each arm's cluster",
 		speed:     "time compression S of the live runs",
 		payload:   "live bytes per block",
-		ramBlocks: "RAM cache per node, in blocks (default: the paper's 3M tokens)",
+		ramBlocks: fmt.Sprintf("RAM cache per node, in blocks (%d is the paper's 3M tokens)", sim.DefaultRAMBlocks),
 	}
 }
 
@@ -122,6 +121,9 @@ func (c *clusterFlags) register(fs *flag.FlagSet, h clusterHelp) {
 	fs.IntVar(&c.ramBlocks, "ram-blocks", sim.DefaultRAMBlocks, h.ramBlocks)
 }
 
+// clusterPositive are the cluster flags that refuse 0 (see refuseZero).
+func clusterPositive() []string { return []string{"nodes", "speed", "ram-blocks"} }
+
 // config returns the cluster as validate's Config (the rest of its fields
 // zero, for the caller to fill).
 func (c *clusterFlags) config() (validate.Config, error) {
@@ -141,6 +143,9 @@ func parsePayload(s string) (int, error) {
 	size, err := config.ParseSize(s)
 	if err != nil {
 		return 0, usageErrorf("--payload %q: %v", s, err)
+	}
+	if size == 0 {
+		return 0, usageErrorf("--payload %q: want a size > 0", s)
 	}
 	if int64(size) > maxPayload {
 		return 0, usageErrorf("--payload %q: more than 1 GiB per block", s)

@@ -44,6 +44,12 @@ func runHitrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return err
 		}
+		for _, r := range results {
+			if w := r.Warning(); w != "" {
+				fmt.Fprintf(stderr, "kvpool hitrate: warning: %s (policy %s, capacity %d, and maybe others)\n", w, r.Policy, r.Capacity)
+				break
+			}
+		}
 		return writeOutput(f.out, stdout, func(w io.Writer) error {
 			if f.asJSON {
 				return encodeJSON(w, results)
@@ -54,6 +60,9 @@ func runHitrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	res, err := hitrate.Run(reqs, f.opts)
 	if err != nil {
 		return err
+	}
+	if w := res.Warning(); w != "" {
+		fmt.Fprintf(stderr, "kvpool hitrate: warning: %s\n", w)
 	}
 	if f.asJSON {
 		return encodeJSON(stdout, struct {
@@ -71,7 +80,7 @@ func parseHitrate(args []string, stderr io.Writer) (hitrateFlags, error) {
 	var f hitrateFlags
 	f.trace.register(fs, "conversation", traceNameUsage)
 	pol := fs.String("policy", "lru", "cache policy, eviction[+admission]; with --sweep a comma list (see --list-policies)")
-	capacity := fs.Int("capacity", 5000, "blocks per cache (512 tokens each); 0 caches nothing")
+	capacity := fs.Int("capacity", 5000, "blocks per cache (512 tokens each); 0 = cache nothing (the recompute baseline)")
 	nodes := fs.Int("nodes", 1, "number of separate caches (1 = one global cache)")
 	routing := fs.String("routing", hitrate.RoundRobin, "request routing across caches: "+strings.Join(hitrate.Routings(), " or "))
 	fs.BoolVar(&f.asJSON, "json", false, "print the result as JSON (with --sweep: a JSON array instead of CSV)")
@@ -82,7 +91,7 @@ func parseHitrate(args []string, stderr io.Writer) (hitrateFlags, error) {
 		fmt.Fprintln(stderr, "usage: kvpool hitrate [flags]\n\nReplays a trace in timestamp order through block caches, with no timing,\nand reports the token and block hit ratios (Mooncake FAST'25 Fig 9).\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseNoArgs(fs, args); err != nil || f.list {
+	if err := parseNoArgs(fs, args, "nodes"); err != nil || f.list {
 		return f, err
 	}
 	specs, err := parsePolicySpecs(*pol)
@@ -102,14 +111,11 @@ func parseHitrate(args []string, stderr io.Writer) (hitrateFlags, error) {
 	f.opts = hitrate.Options{Policy: specs[0], Capacity: *capacity, Nodes: *nodes, Routing: *routing}
 	f.sweep = hitrate.SweepOptions{Policies: specs, Capacities: caps, Nodes: *nodes, Routing: *routing}
 	if err := f.opts.Validate(); err != nil {
-		return f, usageErrorf("%v", err)
-	}
-	if *nodes < 1 {
-		return f, usageErrorf("--nodes is %d, want >= 1", *nodes)
+		return f, flagError(fs, err, nil)
 	}
 	if caps != nil {
 		if err := f.sweep.Validate(); err != nil {
-			return f, usageErrorf("%v", err)
+			return f, flagError(fs, err, nil)
 		}
 	}
 	return f, nil

@@ -118,9 +118,9 @@ func TestHitrateBadArgs(t *testing.T) {
 		want string
 	}{
 		{[]string{"--trace", path, "--policy", "lruu"}, 2, `unknown eviction policy "lruu"`},
-		{[]string{"--trace", path, "--capacity", "-1"}, 2, "Capacity is -1"},
-		{[]string{"--trace", path, "--nodes", "0"}, 2, "--nodes is 0"},
-		{[]string{"--trace", path, "--routing", "random"}, 2, `Routing is "random"`},
+		{[]string{"--trace", path, "--capacity", "-1"}, 2, "--capacity -1"},
+		{[]string{"--trace", path, "--nodes", "0"}, 2, "--nodes 0"},
+		{[]string{"--trace", path, "--routing", "random"}, 2, `--routing: unknown routing "random"`},
 		{[]string{"--trace", path, "--policy", "lru,arc"}, 2, "use --sweep"},
 		{[]string{"--trace", path, "--out", "x.csv"}, 2, "--out needs --sweep"},
 		{[]string{"--trace", path, "--sweep", "10,ten"}, 2, `capacity "ten"`},

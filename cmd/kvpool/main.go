@@ -13,8 +13,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
+	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/vfs"
 )
 
@@ -49,11 +51,15 @@ func commandsWith(h hooks) []command {
 		{"ctl", "admin commands against a running cluster (nodes, stat, get, put, query)", runCtl},
 		{"bench", "benchmark a target (ram, ssd, node, master, sim, tcp, disk, redis) or compare (--vs redis,tcp,disk)", runBench},
 		{"replay", "replay a trace live against a cluster (scale model), in the simulator's formats", runReplay},
+		{"version", "print the module version, VCS revision and Go version of this binary", runVersion},
 	}
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	for _, w := range config.EnvWarnings(os.Environ()) {
+		fmt.Fprintln(os.Stderr, "kvpool: warning: "+w)
+	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -134,20 +140,35 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args into fs, turning flag errors into usage errors.
-func parseFlags(fs *flag.FlagSet, args []string) error {
+// parseFlags parses args into fs, turning flag errors into usage errors;
+// it refuses negative numbers (checkNumbers) and 0 for the positive flags
+// (refuseZero).
+func parseFlags(fs *flag.FlagSet, args []string, positive ...string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return usageErrorf("%v", err)
+		return usageErrorf("%s", dashDash(err.Error()))
 	}
-	return nil
+	if err := checkNumbers(fs); err != nil {
+		return err
+	}
+	return refuseZero(fs, positive...)
 }
 
-// parseNoArgs parses args into fs and refuses positional arguments.
-func parseNoArgs(fs *flag.FlagSet, args []string) error {
-	if err := parseFlags(fs, args); err != nil {
+// dashDash writes the flag package's "-name" in its parse errors as
+// "--name", the form this command's help and messages use.
+func dashDash(msg string) string {
+	for _, p := range []string{"defined: -", "for flag -", "for -", "argument: -"} {
+		msg = strings.Replace(msg, p, p+"-", 1)
+	}
+	return msg
+}
+
+// parseNoArgs parses args into fs (see parseFlags) and refuses positional
+// arguments.
+func parseNoArgs(fs *flag.FlagSet, args []string, positive ...string) error {
+	if err := parseFlags(fs, args, positive...); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

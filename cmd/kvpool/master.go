@@ -48,7 +48,7 @@ func masterDefaults() config.Master {
 func parseMaster(args []string, env func(string) (string, bool), stderr io.Writer) (masterserver.Config, error) {
 	fs := newFlagSet("master", stderr)
 	registerMasterFlags(fs, masterDefaults())
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlags(fs, args, "node-ttl", "heartbeat", "lease-ttl", "max-per-heartbeat"); err != nil {
 		return masterserver.Config{}, err
 	}
 	if fs.NArg() > 0 {
@@ -80,7 +80,7 @@ func parseMaster(args []string, env func(string) (string, bool), stderr io.Write
 			ClusterID: m.ClusterID},
 	}
 	if err := cfg.Validate(); err != nil {
-		return masterserver.Config{}, usageErrorf("%v", err)
+		return masterserver.Config{}, flagError(fs, err, nil)
 	}
 	return cfg, nil
 }
@@ -94,7 +94,7 @@ func registerMasterFlags(fs *flag.FlagSet, d config.Master) {
 	fs.Duration("heartbeat", d.HeartbeatInterval, "heartbeat interval told to nodes (shorter than --node-ttl)")
 	fs.Duration("lease-ttl", d.LeaseTTL, "read lease of a leased lookup: leased replicas are not evicted")
 	fs.String("eviction-policy", d.Eviction, "global eviction policy (an online policy: lru, fifo, lfu-da, s3fifo, arc, mooncake ...)")
-	fs.String("placement", d.Placement, "default placement strategy: local-first, least-used or hash")
+	fs.String("placement", d.Placement, "placement strategy of a put that asks for none: local-first, least-used or hash")
 	fs.Int("max-per-heartbeat", d.MaxPerHeartbeat, "most SSD-to-RAM promotions handed to a node per heartbeat")
 	fs.String("auth-token", "", "cluster token: nodes, operators and trusted clients present it, and may act for any tenant (prefer $"+envAuthToken+": flags are visible in the process list)")
 	fs.String("cluster-id", "", "cluster ID: accept only nodes started with the same --cluster-id (also $"+config.EnvClusterID+"; empty: only nodes without one)")

@@ -108,11 +108,11 @@ func TestMasterCommandBadInput(t *testing.T) {
 	}{
 		{"bad duration flag", []string{"--node-ttl", "soon"}, nil, "node-ttl"},
 		{"bad env", nil, map[string]string{"KVPOOL_MASTER_NODE_TTL": "x"}, "KVPOOL_MASTER_NODE_TTL"},
-		{"heartbeat not below ttl", []string{"--node-ttl", "1s", "--heartbeat", "2s"}, nil, "HeartbeatInterval"},
-		{"unknown policy", []string{"--eviction-policy", "nope"}, nil, "Eviction"},
+		{"heartbeat not below ttl", []string{"--node-ttl", "1s", "--heartbeat", "2s"}, nil, "--heartbeat"},
+		{"unknown policy", []string{"--eviction-policy", "nope"}, nil, "--eviction-policy"},
 		{"offline policy", []string{"--eviction-policy", "belady"}, nil, "offline"},
 		{"bad placement", []string{"--placement", "random"}, nil, "placement"},
-		{"bad listen", []string{"--listen", "nonsense"}, nil, "Listen"},
+		{"bad listen", []string{"--listen", "nonsense"}, nil, "--listen"},
 		{"stray argument", []string{"extra"}, nil, "unexpected"},
 	}
 	for _, c := range cases {

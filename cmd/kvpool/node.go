@@ -9,13 +9,14 @@ import (
 	"os"
 
 	"github.com/kvpool/kvpool/internal/config"
+	"github.com/kvpool/kvpool/internal/listen"
 	"github.com/kvpool/kvpool/internal/master/masterclient"
 	"github.com/kvpool/kvpool/internal/node"
 )
 
 // envConfigFile names the node's configuration file when --config is not
 // given.
-const envConfigFile = "KVPOOL_CONFIG"
+const envConfigFile = config.EnvConfigFile
 
 // runNode implements `kvpool node`: one node process (RAM and SSD tiers,
 // data plane, admin HTTP, master agent) until SIGINT or SIGTERM.
@@ -57,6 +58,14 @@ func runNodeWith(ctx context.Context, args []string, stdout, stderr io.Writer, h
 	loaded, err := config.Load(config.Sources{File: *file, Env: os.LookupEnv, Flags: set})
 	if err != nil {
 		return usageErrorf("configuration: %v", err)
+	}
+	// An address reachable beyond loopback without the cluster token is
+	// refused by node.New too; here it is a bad setting (exit status 2),
+	// as it is for the master, and named with where it came from.
+	for _, a := range []struct{ key, addr string }{{"listen", loaded.Node.Listen}, {"admin_listen", loaded.Node.AdminListen}} {
+		if err := listen.Check(a.addr, loaded.Node.AuthToken != ""); err != nil {
+			return usageErrorf("configuration: %s %q (from %s): %v", a.key, a.addr, loaded.Origin(a.key), err)
+		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	for _, w := range loaded.Warnings {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -42,10 +43,10 @@ func parsePolicy(args []string, stderr io.Writer) (policylab.Options, string, er
 	tf.register(fs, "both", "conversation, synthetic, both, or a comma-separated list of trace names or files (the first two are tenants A and B)")
 	rep.register(fs, "report/policy", "no progress lines")
 	quick := fs.Bool("quick", false, "a fast look: shorter generated traces, goodput at p = 0, 0.4, 1 on the first trace only, 4 nodes only")
-	genRequests := fs.Int("gen-requests", -1, "requests per generated trace; 0 leaves generated traces out (default 12000, 3000 with --quick)")
+	genRequests := fs.Int("gen-requests", policylab.DefaultGenRequests, fmt.Sprintf("requests per generated trace, %d with --quick unless given; 0 = leave generated traces out", policylab.QuickGenRequests))
 	noGoodput := fs.Bool("no-goodput", false, "skip every timed experiment (goodput bisection is the slowest part)")
 	noJoint := fs.Bool("no-joint", false, "leave out the joint routing and placement goodput comparison (kvpool compare's Fig 10 arms)")
-	workers := fs.Int("workers", 0, "experiments run at once (default: number of CPUs)")
+	workers := fs.Int("workers", 0, "experiments run at once (0 = one per CPU)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: kvpool policy [--out DIR] [--trace conversation|synthetic|both] [--quick] [flags]\n\n"+
 			"Writes the policy report: the LRU→Belady gap closed by kvchain on the tuning half, the\n"+
@@ -57,17 +58,16 @@ func parsePolicy(args []string, stderr io.Writer) (policylab.Options, string, er
 	if err := parseNoArgs(fs, args); err != nil {
 		return policylab.Options{}, "", err
 	}
-	if *genRequests < -1 {
-		return policylab.Options{}, "", usageErrorf("--gen-requests %d: want a request count >= 0", *genRequests)
-	}
 	opts := policylab.DefaultOptions()
 	if *quick {
 		opts = policylab.QuickOptions()
 	}
+	genSet := false
+	fs.Visit(func(f *flag.Flag) { genSet = genSet || f.Name == "gen-requests" })
 	switch {
 	case *genRequests == 0:
 		opts.SkipGenerated = true
-	case *genRequests > 0:
+	case genSet:
 		opts.Generated = policylab.DefaultGenerated(*genRequests)
 	}
 	opts.SkipGoodput, opts.Workers = *noGoodput, *workers
@@ -86,7 +86,7 @@ func parsePolicy(args []string, stderr io.Writer) (policylab.Options, string, er
 		opts.Joint = compare.PolicyJoint(opts.GoodputTraces, *workers, opts.Progress)
 	}
 	if err := opts.Validate(); err != nil {
-		return policylab.Options{}, "", usageErrorf("%v", err)
+		return policylab.Options{}, "", flagError(fs, err, nil)
 	}
 	return opts, rep.out, nil
 }

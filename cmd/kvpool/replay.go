@@ -78,7 +78,7 @@ func parseReplay(args []string, stderr io.Writer) (replayFlags, error) {
 	var f replayFlags
 	var cost costFlags
 	o := &f.opts
-	fs.IntVar(&f.local, "local", 0, "start a local cluster of N nodes for the run (and stop it at the end)")
+	fs.IntVar(&f.local, "local", 0, "start a local cluster of N nodes for the run (and stop it at the end); 0 = none, use --master")
 	fs.StringVar(&o.Master, "master", "", "address of a running cluster's master (instead of --local)")
 	fs.StringVar(&o.Token, "token", "", "the cluster's auth token")
 	f.trace.register(fs, "conversation", traceNameUsage)
@@ -99,14 +99,11 @@ func parseReplay(args []string, stderr io.Writer) (replayFlags, error) {
 		fmt.Fprintln(stderr, "usage: kvpool replay [--local N | --master ADDR] [flags]\n\nReplays a trace live against a kvpool cluster under the scale model\n(docs/design.md) and reports the simulator's statistics, in model seconds.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := parseNoArgs(fs, args, append(costPositive(), "speed", "ram-blocks")...); err != nil {
 		return f, err
 	}
 	if (f.local > 0) == (o.Master != "") {
 		return f, usageErrorf("give exactly one of --local N (N > 0) and --master ADDR")
-	}
-	if f.local < 0 {
-		return f, usageErrorf("--local must be positive, got %d", f.local)
 	}
 	size, err := parsePayload(*payload)
 	if err != nil {
@@ -132,7 +129,7 @@ func parseReplay(args []string, stderr io.Writer) (replayFlags, error) {
 		o.Master = "pending" // validated here, set to the real address once the cluster is up
 	}
 	if err := o.Validate(); err != nil {
-		return f, usageErrorf("%v", err)
+		return f, flagError(fs, err, nil)
 	}
 	return f, nil
 }

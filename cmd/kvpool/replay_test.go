@@ -26,8 +26,8 @@ func TestReplayUsageErrors(t *testing.T) {
 		{"both", []string{"--local", "2", "--master", "m:1"}, "exactly one of"},
 		{"bad payload", []string{"--local", "2", "--payload", "big"}, "--payload"},
 		{"bad prefetch", []string{"--local", "2", "--prefetch", "maybe"}, "--prefetch"},
-		{"bad mode", []string{"--master", "m:1", "--mode", "cloud"}, "Mode"},
-		{"bad speed", []string{"--master", "m:1", "--speed", "-1"}, "Speed"},
+		{"bad mode", []string{"--master", "m:1", "--mode", "cloud"}, "--mode"},
+		{"bad speed", []string{"--master", "m:1", "--speed", "-1"}, "--speed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -98,43 +98,18 @@ func parseSim(args []string, stderr io.Writer) (simFlags, error) {
 		fmt.Fprintln(stderr, "usage: kvpool sim [flags]\n\nReplays a trace on a simulated cluster of prefill instances in model time\nand reports hit ratios, bytes moved, TTFT and SLO attainment.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseNoArgs(fs, args); err != nil {
+	if err := parseNoArgs(fs, args, append(costPositive(), "instances", "ram-blocks", "rate", "hot-accesses")...); err != nil {
 		return f, err
 	}
 	o.Mode, o.Routing, o.Replication, o.NoPrefetch = sim.Mode(*mode), sim.Routing(*routing), sim.Replication(*replication), !*prefetch
 	o.NICGbps, o.SSDGBps, o.SLOSeconds = cost.nicGbps, cost.ssdGBps, cost.slo
-	if err := checkSimPositive(*o); err != nil {
-		return f, err
-	}
 	p, err := cost.costProfile()
 	if err != nil {
 		return f, err
 	}
 	o.Profile = p
 	if err := o.Validate(); err != nil {
-		return f, usageErrorf("%v", err)
+		return f, flagError(fs, err, nil)
 	}
 	return f, nil
-}
-
-// checkSimPositive names the first of kvpool sim's numeric flags that is
-// out of range.
-func checkSimPositive(o sim.Options) error {
-	for _, c := range []struct {
-		name string
-		ok   bool
-	}{
-		{"--instances", o.Instances > 0},
-		{"--ram-blocks", o.RAMBlocks > 0},
-		{"--ssd-blocks", o.SSDBlocks >= 0},
-		{"--nic-gbps", o.NICGbps > 0},
-		{"--ssd-gbps", o.SSDGBps > 0},
-		{"--rate", o.RateMultiplier > 0},
-		{"--slo", o.SLOSeconds > 0},
-	} {
-		if !c.ok {
-			return usageErrorf("%s must be positive", c.name)
-		}
-	}
-	return nil
 }

@@ -59,10 +59,10 @@ func runTrace(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // parseInterspersed parses flags that may come before or after positional
 // arguments ("stats FILE --json" and "stats --json FILE") and returns the
 // positional arguments.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+func parseInterspersed(fs *flag.FlagSet, args []string, positive ...string) ([]string, error) {
 	var pos []string
 	for {
-		if err := parseFlags(fs, args); err != nil {
+		if err := parseFlags(fs, args, positive...); err != nil {
 			return nil, err
 		}
 		rest := fs.Args()
@@ -172,10 +172,10 @@ func runTraceStats(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 func runTraceSample(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("trace sample", stderr)
-	from := fs.Float64("from", 0, "window start in trace seconds (inclusive); the window is shifted to start at 0")
+	from := fs.Float64("from", 0, "window start in trace seconds (inclusive; 0 = the trace's start); the window is shifted to start at 0")
 	to := fs.Float64("to", 0, "window end in trace seconds (exclusive); 0 = end of trace")
 	families := fs.Float64("families", 0, "fraction in (0,1] of prefix families (requests sharing their first hash id) kept whole; 0 = all")
-	seed := fs.Uint64("seed", 0, "seed choosing the kept families")
+	seed := fs.Uint64("seed", 0, "seed choosing the kept families (0 is a seed like any other)")
 	first := fs.Int("first", 0, "keep only the first N requests (after window and families); 0 = all")
 	scale := fs.Float64("scale", 1, "multiply timestamps by X (0.5 = twice as fast)")
 	out := fs.String("o", "-", "output file; - = stdout")
@@ -184,11 +184,11 @@ func runTraceSample(ctx context.Context, args []string, stdout, stderr io.Writer
 	setUsage(fs, stderr, "sample [--from S --to S] [--families F --seed N] [--first N] [--scale X] -o OUT FILE|NAME",
 		"Writes a deterministic subsample that is itself a valid trace. Applied in this\n"+
 			"order: time window, prefix families, first N, time scaling.")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := parseInterspersed(fs, args, "scale")
 	if err != nil {
 		return err
 	}
-	opts, err := sampleOptions(*from, *to, *families, *seed, *first, *scale)
+	opts, err := sampleOptions(fs, *from, *to, *families, *seed, *first, *scale)
 	if err != nil {
 		return err
 	}
@@ -215,13 +215,17 @@ func runTraceSample(ctx context.Context, args []string, stdout, stderr io.Writer
 	return nil
 }
 
-// sampleOptions converts the sample flags (seconds) into Options (ms).
-func sampleOptions(from, to, families float64, seed uint64, first int, scale float64) (tracesample.Options, error) {
+// sampleOptions converts the sample flags of fs (seconds) into Options
+// (ms), checking the window in seconds.
+func sampleOptions(fs *flag.FlagSet, from, to, families float64, seed uint64, first int, scale float64) (tracesample.Options, error) {
 	ms := func(name string, s float64) (int64, error) {
 		if math.IsNaN(s) || s < 0 || s > math.MaxInt64/1000 {
 			return 0, usageErrorf("--%s %v: want seconds >= 0", name, s)
 		}
 		return int64(math.Round(s * 1000)), nil
+	}
+	if to != 0 && to <= from {
+		return tracesample.Options{}, usageErrorf("--to %v must be after --from %v (seconds; --to 0 = the trace's end)", to, from)
 	}
 	f, err := ms("from", from)
 	if err != nil {
@@ -231,12 +235,9 @@ func sampleOptions(from, to, families float64, seed uint64, first int, scale flo
 	if err != nil {
 		return tracesample.Options{}, err
 	}
-	if scale <= 0 {
-		return tracesample.Options{}, usageErrorf("--scale %v: want a factor > 0", scale)
-	}
 	o := tracesample.Options{FromMs: f, ToMs: t, Families: families, Seed: seed, First: first, Scale: scale}
 	if err := o.Validate(); err != nil {
-		return o, usageErrorf("%v", err)
+		return o, flagError(fs, err, nil)
 	}
 	return o, nil
 }
@@ -244,7 +245,7 @@ func sampleOptions(from, to, families float64, seed uint64, first int, scale flo
 func runTraceGen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	def := tracegen.ChatOptions().WithDefaults()
 	fs := newFlagSet("trace gen", stderr)
-	seed := fs.Uint64("seed", 0, "random seed (same flags and seed = same trace)")
+	seed := fs.Uint64("seed", 0, "random seed (same flags and seed = same trace; 0 is a seed like any other)")
 	requests := fs.Int("requests", 0, fmt.Sprintf("number of requests; 0 = %d unless --duration is set", tracegen.DefaultRequests))
 	duration := fs.Duration("duration", 0, "stop at this trace time (e.g. 1h); 0 = no limit")
 	rate := fs.Float64("rate", def.Rate, "mean request arrival rate, requests/s (Poisson sessions)")
@@ -263,7 +264,7 @@ func runTraceGen(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			"shared system prompts, multi-turn sessions whose prompts extend the previous\n"+
 			"turn's prompt and output. Defaults are tracegen.ChatOptions, a preset that\n"+
 			"resembles the published conversation trace.")
-	pos, err := parseInterspersed(fs, args)
+	pos, err := parseInterspersed(fs, args, "rate", "system-prompt-blocks", "turns", "think-time", "input-mean", "output-mean", "max-input")
 	if err != nil {
 		return err
 	}
@@ -278,7 +279,7 @@ func runTraceGen(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		MaxInputTokens: *maxIn,
 	}
 	if err := opts.Validate(); err != nil {
-		return usageErrorf("%v", err)
+		return flagError(fs, err, nil)
 	}
 	n := 0
 	err = writeOutput(*out, stdout, func(w io.Writer) error {
@@ -320,7 +321,7 @@ func runTraceFetch(ctx context.Context, args []string, stdout, stderr io.Writer)
 		}
 	}
 	if err := opts.Validate(); err != nil {
-		return usageErrorf("%v", err)
+		return flagError(fs, err, nil)
 	}
 	res, err := tracefetch.Fetch(ctx, opts)
 	for _, r := range res {
@@ -365,6 +366,9 @@ func runTraceValidate(ctx context.Context, args []string, stdout, stderr io.Writ
 			fmt.Fprintf(stdout, "  %s:%d: %s\n", path, k.FirstLine, k.FirstReason)
 		}
 		return fmt.Errorf("%s: %d bad lines", path, sk.Total)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: empty trace (no requests)", path)
 	}
 	fmt.Fprintf(stdout, "OK %s: %d requests\n", path, n)
 	return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvpool/kvpool/internal/cluster"
 	"github.com/kvpool/kvpool/internal/config"
+	"github.com/kvpool/kvpool/internal/master"
 )
 
 // runUp implements `kvpool up`: a local cluster of one master and N nodes
@@ -16,14 +17,21 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("up", stderr)
 	nodes := fs.Int("nodes", cluster.DefaultNodes, "number of nodes")
 	ram := fs.String("ram", config.Size(cluster.DefaultRAMBytes).String(), "RAM tier budget per node")
-	ssd := fs.String("ssd", "", "SSD tier capacity per node (e.g. 1GiB; empty: no SSD tier)")
+	ssd := fs.String("ssd", "", "SSD tier capacity per node (e.g. 1GiB; empty or 0 = no SSD tier)")
 	blockSize := fs.String("block-size", config.Size(cluster.DefaultBlockSize).String(), "largest block payload")
 	dataDir := fs.String("data-dir", "", "directory for the nodes' data (default: a temporary directory removed on exit)")
-	heartbeat := fs.Duration("heartbeat", 0, "node heartbeat interval (0: the processes' default)")
-	nodeTTL := fs.Duration("node-ttl", 0, "master's node TTL (0: its default)")
+	md := master.DefaultOptions()
+	heartbeat := fs.Duration("heartbeat", 0, fmt.Sprintf("node heartbeat interval (0 = the master's default, %v)", md.HeartbeatInterval))
+	nodeTTL := fs.Duration("node-ttl", 0, fmt.Sprintf("master's node TTL (0 = its default, %v)", md.NodeTTL))
 	basePort := fs.Int("base-port", 0, "first port (master data, master admin, then two per node); 0 picks free ports")
 	quiet := fs.Bool("quiet", false, "do not show the processes' logs")
-	if err := parseFlags(fs, args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: kvpool up [flags]\n\nStarts a local cluster: one master and --nodes node processes of this binary,\n"+
+			"on loopback ports, and prints their addresses. Runs until SIGINT or SIGTERM,\n"+
+			"then stops them.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args, "nodes"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -45,11 +53,14 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return usageErrorf("%s %q: %v", f.flag, f.val, err)
 		}
+		if n == 0 && f.flag != "--ssd" {
+			return usageErrorf("%s %q: want a size > 0", f.flag, f.val)
+		}
 		*f.dst = int64(n)
 	}
 	opts.SSD = opts.SSDBytes > 0
 	if err := opts.Validate(); err != nil {
-		return usageErrorf("%v", err)
+		return flagError(fs, err, nil)
 	}
 	c, err := cluster.Start(ctx, opts)
 	if err != nil {

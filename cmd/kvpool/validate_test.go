@@ -157,8 +157,8 @@ func TestCompareModeFlags(t *testing.T) {
 	}{
 		{"no mode flag", nil, "exactly one of"},
 		{"two mode flags", []string{"--sim", "--validate"}, "exactly one of"},
-		{"bad validate mode", []string{"--validate", "--mode", "cloud", "--generated"}, "Mode"},
-		{"bad window", []string{"--validate", "--window", "-1s"}, "Window"},
+		{"bad validate mode", []string{"--validate", "--mode", "cloud", "--generated"}, "--mode"},
+		{"bad window", []string{"--validate", "--window", "-1s"}, "--window"},
 		{"bad payload", []string{"--live", "--payload", "x"}, "--payload"},
 		{"bad policy", []string{"--validate", "--generated", "--policy", "no-such-policy"}, "no-such-policy"},
 	}

@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/trace/tracetest"
 )
 
@@ -202,7 +203,7 @@ func TestSpecValidate(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tc.field) {
+			if option.Field(err) != tc.field {
 				t.Fatalf("Validate = %v, want an error naming %s", err, tc.field)
 			}
 			if _, rerr := Run(context.Background(), tc.spec); rerr == nil {
@@ -470,7 +471,7 @@ func TestCompare(t *testing.T) {
 	if err := WriteComparisons(&out, cs); err != nil || !strings.Contains(out.String(), "skipped: not installed") {
 		t.Errorf("table %q (%v)", out.String(), err)
 	}
-	if _, err := Compare(context.Background(), CompareOptions{Against: []string{"nfs"}}); err == nil || !strings.Contains(err.Error(), "Against") {
+	if _, err := Compare(context.Background(), CompareOptions{Against: []string{"nfs"}}); option.Field(err) != "Against" {
 		t.Errorf("Compare with a bad point: %v", err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"time"
+
+	"github.com/kvpool/kvpool/internal/option"
 )
 
 // Comparison points accepted by CompareOptions.Against.
@@ -64,12 +66,12 @@ type CompareOptions struct {
 func (o CompareOptions) Validate() error {
 	for _, a := range o.Against {
 		if a != VsRedis && a != VsTCP && a != VsDisk {
-			return fmt.Errorf("%w: Against: %q: want redis, tcp or disk", errSpec, a)
+			return fmt.Errorf("%w: %w", errSpec, option.Errorf("Against", "%q: want redis, tcp or disk", a))
 		}
 	}
 	for _, b := range o.BlockSizes {
 		if b <= 0 || b > 64<<20 {
-			return fmt.Errorf("%w: BlockSizes: %d: want 1 byte to 64 MiB", errSpec, b)
+			return fmt.Errorf("%w: %w", errSpec, option.Errorf("BlockSizes", "%d: want 1 byte to 64 MiB", b))
 		}
 	}
 	if o.Conns < 0 || o.Depth < 0 || o.Duration < 0 {

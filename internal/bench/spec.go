@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"time"
+
+	"github.com/kvpool/kvpool/internal/option"
 )
 
 // Target names accepted by Spec.Target.
@@ -139,7 +141,7 @@ type Spec struct {
 var errSpec = errors.New("invalid bench spec")
 
 func badSpec(field string, v any, why string) error {
-	return fmt.Errorf("%w: %s = %v: %s", errSpec, field, v, why)
+	return fmt.Errorf("%w: %w", errSpec, option.Errorf(field, "%v: %s", v, why))
 }
 
 // Validate reports the first invalid field.

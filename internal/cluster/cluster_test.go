@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/kvpool/kvpool/internal/option"
 )
 
 // fakeEnv makes the test binary act as a fake kvpool (see fakeMain).
@@ -318,21 +320,21 @@ func TestOptionsValidate(t *testing.T) {
 		want string
 	}{
 		{"zero", Options{}, ""},
-		{"negative nodes", Options{Nodes: -1}, "Options.Nodes"},
-		{"too many nodes", Options{Nodes: 65}, "Options.Nodes"},
-		{"negative ram", Options{RAMBytes: -1}, "Options.RAMBytes"},
-		{"negative heartbeat", Options{Heartbeat: -1}, "Options.Heartbeat"},
-		{"port range", Options{BasePort: 65530}, "Options.BasePort"},
-		{"node args of a missing node", Options{Nodes: 2, NodeArgs: map[int][]string{2: {"--x"}}}, "Options.NodeArgs"},
+		{"negative nodes", Options{Nodes: -1}, "Nodes"},
+		{"too many nodes", Options{Nodes: 65}, "Nodes"},
+		{"negative ram", Options{RAMBytes: -1}, "RAMBytes"},
+		{"negative heartbeat", Options{Heartbeat: -1}, "Heartbeat"},
+		{"port range", Options{BasePort: 65530}, "BasePort"},
+		{"node args of a missing node", Options{Nodes: 2, NodeArgs: map[int][]string{2: {"--x"}}}, "NodeArgs"},
 		{"node args of node 1", Options{Nodes: 2, NodeArgs: map[int][]string{1: {"--x"}}}, ""},
-		{"node env of a missing node", Options{Nodes: 2, NodeEnv: map[int][]string{-1: {"A=1"}}}, "Options.NodeEnv"},
-		{"node env entry without =", Options{Nodes: 2, NodeEnv: map[int][]string{0: {"A"}}}, "Options.NodeEnv[0]"},
-		{"node env entry without key", Options{Nodes: 2, NodeEnv: map[int][]string{0: {"=1"}}}, "Options.NodeEnv[0]"},
+		{"node env of a missing node", Options{Nodes: 2, NodeEnv: map[int][]string{-1: {"A=1"}}}, "NodeEnv"},
+		{"node env entry without =", Options{Nodes: 2, NodeEnv: map[int][]string{0: {"A"}}}, "NodeEnv"},
+		{"node env entry without key", Options{Nodes: 2, NodeEnv: map[int][]string{0: {"=1"}}}, "NodeEnv"},
 		{"node env of node 1", Options{Nodes: 2, NodeEnv: map[int][]string{1: {"A=1"}}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.o.Validate()
-			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			if (tc.want == "") != (err == nil) || (err != nil && option.Field(err) != tc.want) {
 				t.Fatalf("Validate = %v, want %q", err, tc.want)
 			}
 		})

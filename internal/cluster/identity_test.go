@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvpool/kvpool/internal/option"
 )
 
 // freeBase returns a base port with n consecutive ports free at the
@@ -140,7 +142,7 @@ func TestClusterIDs(t *testing.T) {
 		t.Fatalf("node args %q lack the cluster ID", args)
 	}
 	o.ClusterID = "bad/id"
-	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "ClusterID") {
+	if err := o.Validate(); option.Field(err) != "ClusterID" {
 		t.Fatalf("Validate of a bad cluster ID: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/kvpool/kvpool/internal/master/masterclient"
 	"github.com/kvpool/kvpool/internal/master/masterserver"
 	"github.com/kvpool/kvpool/internal/node"
+	"github.com/kvpool/kvpool/internal/option"
 )
 
 // inProcessPoll is how often StartInProcess asks the master whether every
@@ -60,13 +61,13 @@ type InProcess struct {
 func StartInProcess(ctx context.Context, o InProcessOptions) (*InProcess, error) {
 	switch {
 	case o.Nodes < 0 || o.Nodes > maxNodes:
-		return nil, fmt.Errorf("cluster: InProcessOptions.Nodes is %d; want 0 to %d (0 means the default, %d)", o.Nodes, maxNodes, DefaultNodes)
+		return nil, fmt.Errorf("cluster: %w", option.Errorf("Nodes", "%d: want 0 to %d (0 means the default, %d)", o.Nodes, maxNodes, DefaultNodes))
 	case o.Nodes == 0:
 		o.Nodes = DefaultNodes
 	}
 	switch {
 	case o.StartTimeout < 0:
-		return nil, fmt.Errorf("cluster: InProcessOptions.StartTimeout is %v; want >= 0", o.StartTimeout)
+		return nil, fmt.Errorf("cluster: %w", option.Errorf("StartTimeout", "%v: want >= 0", o.StartTimeout))
 	case o.StartTimeout == 0:
 		o.StartTimeout = DefaultStartTimeout
 	}

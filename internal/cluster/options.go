@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/internal/meta"
+	"github.com/kvpool/kvpool/internal/option"
 )
 
 // Defaults of Options (kvpool up's defaults too).
@@ -105,14 +106,16 @@ func (o Options) resolve() (Options, error) {
 	for _, f := range ints {
 		switch {
 		case *f.v < 0:
-			return o, fmt.Errorf("cluster: Options.%s is %d; want >= 0 (0 means the default, %d)", f.name, *f.v, f.def)
+			return o, fmt.Errorf("cluster: %w", option.Errorf(f.name, "%d: want >= 0 (0 means the default, %d)", *f.v, f.def))
 		case *f.v == 0:
 			*f.v = f.def
 		}
 	}
 	switch {
-	case o.Nodes < 0 || o.Nodes > maxNodes:
-		return o, fmt.Errorf("cluster: Options.Nodes is %d; want 0 to %d (0 means the default, %d)", o.Nodes, maxNodes, DefaultNodes)
+	case o.Nodes < 0:
+		return o, fmt.Errorf("cluster: %w", option.Errorf("Nodes", "%d: want >= 0 (0 means the default, %d)", o.Nodes, DefaultNodes))
+	case o.Nodes > maxNodes:
+		return o, fmt.Errorf("cluster: %w", option.Errorf("Nodes", "%d: want at most %d", o.Nodes, maxNodes))
 	case o.Nodes == 0:
 		o.Nodes = DefaultNodes
 	}
@@ -129,29 +132,29 @@ func (o Options) resolve() (Options, error) {
 	} {
 		switch {
 		case *d.v < 0:
-			return o, fmt.Errorf("cluster: Options.%s is %v; want >= 0", d.name, *d.v)
+			return o, fmt.Errorf("cluster: %w", option.Errorf(d.name, "%v: want >= 0", *d.v))
 		case *d.v == 0:
 			*d.v = d.def
 		}
 	}
 	if o.BasePort < 0 || o.BasePort+3+2*o.Nodes > 65535 {
-		return o, fmt.Errorf("cluster: Options.BasePort is %d; want 0, or a port leaving room for %d ports below 65536", o.BasePort, 2+2*o.Nodes)
+		return o, fmt.Errorf("cluster: %w", option.Errorf("BasePort", "%d: want 0, or a port leaving room for %d ports below 65536", o.BasePort, 2+2*o.Nodes))
 	}
 	for i := range o.NodeArgs {
 		if i < 0 || i >= o.Nodes {
-			return o, fmt.Errorf("cluster: Options.NodeArgs has node %d; want 0 to %d", i, o.Nodes-1)
+			return o, fmt.Errorf("cluster: %w", option.Errorf("NodeArgs", "has node %d; want 0 to %d", i, o.Nodes-1))
 		}
 	}
 	for i, env := range o.NodeEnv {
 		if i < 0 || i >= o.Nodes {
-			return o, fmt.Errorf("cluster: Options.NodeEnv has node %d; want 0 to %d", i, o.Nodes-1)
+			return o, fmt.Errorf("cluster: %w", option.Errorf("NodeEnv", "has node %d; want 0 to %d", i, o.Nodes-1))
 		}
 		if err := checkEnv(env); err != nil {
-			return o, fmt.Errorf("cluster: Options.NodeEnv[%d]: %w", i, err)
+			return o, fmt.Errorf("cluster: %w", option.Errorf("NodeEnv", "node %d: %w", i, err))
 		}
 	}
 	if err := meta.CheckClusterID(o.ClusterID); err != nil {
-		return o, fmt.Errorf("cluster: Options.ClusterID: %w", err)
+		return o, fmt.Errorf("cluster: %w", option.Errorf("ClusterID", "%w", err))
 	}
 	if o.Host == "" {
 		o.Host = "127.0.0.1"

@@ -133,14 +133,22 @@ func (p *fileParser) key(key string, line int) (known, section bool) {
 
 // suggest proposes the closest known key for a typo.
 func (p *fileParser) suggest(key string) string {
-	best, bestD := "", 3
 	keys := make([]string, 0, len(p.known))
 	for k := range p.known {
 		keys = append(keys, k)
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if d := editDistance(key, k); d < bestD {
+	return suggestion(key, keys)
+}
+
+// suggestion is " (did you mean "k"?)" for the known name k closest to
+// name, within an edit distance of 2; "" when none is that close. Of
+// equally close names the first in sorted order is proposed.
+func suggestion(name string, known []string) string {
+	best, bestD := "", 3
+	known = slices.Clone(known)
+	slices.Sort(known)
+	for _, k := range known {
+		if d := editDistance(name, k); d < bestD {
 			best, bestD = k, d
 		}
 	}

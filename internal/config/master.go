@@ -116,6 +116,9 @@ func masterFields() []masterField {
 	dur := func(flag string, p func(*Master) *time.Duration) masterField {
 		return masterField{flag: flag, set: func(m *Master, v string) error {
 			d, err := time.ParseDuration(v)
+			if err == nil && d <= 0 {
+				return errors.New("want a duration > 0")
+			}
 			*p(m) = d
 			return err
 		}}
@@ -130,6 +133,9 @@ func masterFields() []masterField {
 		str("placement", "", func(m *Master) *string { return &m.Placement }),
 		{flag: "max-per-heartbeat", set: func(m *Master, v string) error {
 			n, err := strconv.ParseInt(v, 0, strconv.IntSize) // as the int flag parses it
+			if err == nil && n <= 0 {
+				return errors.New("want a number > 0")
+			}
 			m.MaxPerHeartbeat = int(n)
 			return err
 		}},

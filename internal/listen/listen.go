@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 )
 
@@ -63,4 +64,18 @@ func exposure(host string) string {
 	default:
 		return "is not a loopback address"
 	}
+}
+
+// SplitAddr splits addr ("host:port") into its host and port, and fails
+// unless the port is a number in 0–65535. It does no I/O.
+func SplitAddr(addr string) (host string, port uint16, err error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("address %q: want host:port (%w)", addr, err)
+	}
+	n, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("address %q: port %q is not a number in 0–65535", addr, p)
+	}
+	return host, uint16(n), nil
 }

@@ -40,9 +40,9 @@
 // sketch of SSD hits per node and block, admission on the Threshold-th hit
 // under the node's RAM watermark and queue cap, at most MaxPerHeartbeat
 // promotions per heartbeat). Both are counted in Stats; the Prometheus
-// collector of package masterserver (NewCollector) exports the promotion
-// counters under Mooncake's master_promotion_ names and the rest under
-// kvpool_master_.
+// collector of package masterserver (NewCollector) exports every
+// promotion series under Mooncake's master_promotion_ prefix and the rest
+// under kvpool_master_.
 //
 // # Concurrency
 //

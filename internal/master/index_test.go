@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/meta"
+	"github.com/kvpool/kvpool/internal/option"
 )
 
 // threeNodes registers n1..n3 with overlapping inventories:
@@ -408,22 +409,22 @@ func TestOptionsValidate(t *testing.T) {
 		want string // "" = valid
 	}{
 		{"zero", Options{}, ""},
-		{"negative ttl", Options{NodeTTL: -1}, "Options.NodeTTL"},
-		{"heartbeat not under ttl", Options{NodeTTL: time.Second}, "Options.HeartbeatInterval"},
-		{"negative lease", Options{LeaseTTL: -time.Second}, "Options.LeaseTTL"},
-		{"unknown strategy", Options{Placement: 9}, "Options.Placement"},
-		{"unknown policy", Options{Eviction: "nope"}, "Options.Eviction"},
-		{"offline policy", Options{Eviction: "belady"}, "Options.Eviction"},
-		{"high over 1", Options{HighWatermark: 1.5}, "Options.HighWatermark"},
-		{"low not under high", Options{HighWatermark: 0.5}, "Options.LowWatermark"},
-		{"low is 1", Options{LowWatermark: 1}, "Options.LowWatermark"},
-		{"threshold", Options{Promotion: PromotionOptions{Threshold: 300}}, "Options.Promotion.Threshold"},
-		{"ram watermark", Options{Promotion: PromotionOptions{RAMWatermark: 2}}, "Options.Promotion.RAMWatermark"},
-		{"queue cap", Options{Promotion: PromotionOptions{QueueCap: -1}}, "Options.Promotion.QueueCap"},
-		{"per heartbeat", Options{Promotion: PromotionOptions{MaxPerHeartbeat: -1}}, "Options.Promotion.MaxPerHeartbeat"},
-		{"task timeout", Options{Promotion: PromotionOptions{TaskTimeout: -1}}, "Options.Promotion.TaskTimeout"},
-		{"sketch", Options{Promotion: PromotionOptions{SketchKeys: 1 << 30}}, "Options.Promotion.SketchKeys"},
-		{"policy capacity", Options{PolicyCapacity: -1}, "Options.PolicyCapacity"},
+		{"negative ttl", Options{NodeTTL: -1}, "NodeTTL"},
+		{"heartbeat not under ttl", Options{NodeTTL: time.Second}, "HeartbeatInterval"},
+		{"negative lease", Options{LeaseTTL: -time.Second}, "LeaseTTL"},
+		{"unknown strategy", Options{Placement: 9}, "Placement"},
+		{"unknown policy", Options{Eviction: "nope"}, "Eviction"},
+		{"offline policy", Options{Eviction: "belady"}, "Eviction"},
+		{"high over 1", Options{HighWatermark: 1.5}, "HighWatermark"},
+		{"low not under high", Options{HighWatermark: 0.5}, "LowWatermark"},
+		{"low is 1", Options{LowWatermark: 1}, "LowWatermark"},
+		{"threshold", Options{Promotion: PromotionOptions{Threshold: 300}}, "Promotion.Threshold"},
+		{"ram watermark", Options{Promotion: PromotionOptions{RAMWatermark: 2}}, "Promotion.RAMWatermark"},
+		{"queue cap", Options{Promotion: PromotionOptions{QueueCap: -1}}, "Promotion.QueueCap"},
+		{"per heartbeat", Options{Promotion: PromotionOptions{MaxPerHeartbeat: -1}}, "Promotion.MaxPerHeartbeat"},
+		{"task timeout", Options{Promotion: PromotionOptions{TaskTimeout: -1}}, "Promotion.TaskTimeout"},
+		{"sketch", Options{Promotion: PromotionOptions{SketchKeys: 1 << 30}}, "Promotion.SketchKeys"},
+		{"policy capacity", Options{PolicyCapacity: -1}, "PolicyCapacity"},
 		{"s3fifo ok", Options{Eviction: "s3fifo"}, ""},
 	}
 	for _, tc := range tests {
@@ -438,7 +439,7 @@ func TestOptionsValidate(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
+			if option.Field(err) != tc.want {
 				t.Fatalf("Validate = %v, want an error naming %s", err, tc.want)
 			}
 			if _, err := New(tc.opts); err == nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/internal/meta"
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/internal/policy"
 )
 
@@ -110,51 +111,51 @@ const maxSketchKeys = 1 << 24
 func (o Options) Validate() error {
 	switch {
 	case o.NodeTTL < 0:
-		return optionError("Options.NodeTTL", o.NodeTTL, "want >= 0 (0 = default 3s)")
+		return optionError("NodeTTL", o.NodeTTL, "want >= 0 (0 = default 3s)")
 	case o.HeartbeatInterval < 0:
-		return optionError("Options.HeartbeatInterval", o.HeartbeatInterval, "want >= 0 (0 = default 1s)")
+		return optionError("HeartbeatInterval", o.HeartbeatInterval, "want >= 0 (0 = default 1s)")
 	case o.LeaseTTL < 0:
-		return optionError("Options.LeaseTTL", o.LeaseTTL, "want >= 0 (0 = default 5s)")
+		return optionError("LeaseTTL", o.LeaseTTL, "want >= 0 (0 = default 5s)")
 	case o.RecencyResolution < 0:
-		return optionError("Options.RecencyResolution", o.RecencyResolution, "want >= 0 (0 = default 100ms)")
+		return optionError("RecencyResolution", o.RecencyResolution, "want >= 0 (0 = default 100ms)")
 	case o.Placement > meta.Hash:
-		return optionError("Options.Placement", o.Placement, "want default, local-first, least-used or hash")
+		return optionError("Placement", o.Placement, "want default, local-first, least-used or hash")
 	case o.PolicyCapacity < 0 || o.PolicyCapacity > 1<<26:
-		return optionError("Options.PolicyCapacity", o.PolicyCapacity, "want 0 (default 65536) to 2^26")
+		return optionError("PolicyCapacity", o.PolicyCapacity, "want 0 (default 65536) to 2^26")
 	case o.HighWatermark < 0 || o.HighWatermark > 1 || o.HighWatermark != o.HighWatermark:
-		return optionError("Options.HighWatermark", o.HighWatermark, "want 0 (default 0.95) or a fraction in (0, 1]")
+		return optionError("HighWatermark", o.HighWatermark, "want 0 (default 0.95) or a fraction in (0, 1]")
 	case o.LowWatermark < 0 || o.LowWatermark >= 1 || o.LowWatermark != o.LowWatermark:
-		return optionError("Options.LowWatermark", o.LowWatermark, "want 0 (default 0.90) or a fraction in (0, 1)")
+		return optionError("LowWatermark", o.LowWatermark, "want 0 (default 0.90) or a fraction in (0, 1)")
 	}
 	if name := o.Eviction; name != "" {
 		if _, err := policy.NewEviction(name, 0); err != nil {
-			return fmt.Errorf("master: Options.Eviction: %w", err)
+			return fmt.Errorf("master: %w", option.Errorf("Eviction", "%w", err))
 		}
 		if (policy.Spec{Eviction: name}).NeedsFuture() {
-			return optionError("Options.Eviction", name, "an offline policy needs the future; want an online one")
+			return optionError("Eviction", name, "an offline policy needs the future; want an online one")
 		}
 	}
 	p := o.Promotion
 	switch {
 	case p.Threshold < 0 || p.Threshold > 255:
-		return optionError("Options.Promotion.Threshold", p.Threshold, "want 0 (default 2) to 255")
+		return optionError("Promotion.Threshold", p.Threshold, "want 0 (default 2) to 255")
 	case p.RAMWatermark < 0 || p.RAMWatermark > 1 || p.RAMWatermark != p.RAMWatermark:
-		return optionError("Options.Promotion.RAMWatermark", p.RAMWatermark, "want 0 (default 0.9) or a fraction in (0, 1]")
+		return optionError("Promotion.RAMWatermark", p.RAMWatermark, "want 0 (default 0.9) or a fraction in (0, 1]")
 	case p.QueueCap < 0:
-		return optionError("Options.Promotion.QueueCap", p.QueueCap, "want >= 0 (0 = default 1024)")
+		return optionError("Promotion.QueueCap", p.QueueCap, "want >= 0 (0 = default 1024)")
 	case p.MaxPerHeartbeat < 0:
-		return optionError("Options.Promotion.MaxPerHeartbeat", p.MaxPerHeartbeat, "want >= 0 (0 = default 16)")
+		return optionError("Promotion.MaxPerHeartbeat", p.MaxPerHeartbeat, "want >= 0 (0 = default 16)")
 	case p.TaskTimeout < 0:
-		return optionError("Options.Promotion.TaskTimeout", p.TaskTimeout, "want >= 0 (0 = default 10s)")
+		return optionError("Promotion.TaskTimeout", p.TaskTimeout, "want >= 0 (0 = default 10s)")
 	case p.SketchKeys < 0 || p.SketchKeys > maxSketchKeys:
-		return optionError("Options.Promotion.SketchKeys", p.SketchKeys, "want 0 (default 65536) to 2^24")
+		return optionError("Promotion.SketchKeys", p.SketchKeys, "want 0 (default 65536) to 2^24")
 	}
 	d := o.withDefaults()
 	if d.HeartbeatInterval >= d.NodeTTL {
-		return optionError("Options.HeartbeatInterval", d.HeartbeatInterval, fmt.Sprintf("must be shorter than NodeTTL (%v)", d.NodeTTL))
+		return optionError("HeartbeatInterval", d.HeartbeatInterval, fmt.Sprintf("must be shorter than the node TTL (%v)", d.NodeTTL))
 	}
 	if d.LowWatermark >= d.HighWatermark {
-		return optionError("Options.LowWatermark", d.LowWatermark, fmt.Sprintf("must be below HighWatermark (%v)", d.HighWatermark))
+		return optionError("LowWatermark", d.LowWatermark, fmt.Sprintf("must be below the high watermark (%v)", d.HighWatermark))
 	}
 	return nil
 }
@@ -216,5 +217,5 @@ func (o Options) withDefaults() Options {
 }
 
 func optionError(field string, value any, want string) error {
-	return fmt.Errorf("master: %s = %v: %s", field, value, want)
+	return fmt.Errorf("master: %w", option.Errorf(field, "%v: %s", value, want))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/kvpool/kvpool/internal/lab/parallel"
 	"github.com/kvpool/kvpool/internal/lab/sim"
 	"github.com/kvpool/kvpool/internal/lab/tracestat"
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/trace"
 )
@@ -135,7 +136,7 @@ func (o Options) Validate() error {
 		}
 	}
 	if o.Workers < 0 {
-		return fmt.Errorf("compare: Workers: %d is negative", o.Workers)
+		return fmt.Errorf("compare: %w", option.Errorf("Workers", "%d is negative", o.Workers))
 	}
 	base := o.simOptions(sim.ModeGlobal, sim.RoutingCacheAware, o.NICGbps)
 	if err := base.Validate(); err != nil {

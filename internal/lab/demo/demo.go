@@ -58,15 +58,15 @@ func (o Options) Validate() error {
 	c := o.Cluster
 	c.Mode, c.Routing = sim.ModeGlobal, sim.RoutingCacheAware
 	if err := c.Validate(); err != nil {
-		return fmt.Errorf("demo: option Cluster: %w", err)
+		return fmt.Errorf("demo: cluster: %w", err)
 	}
 	for i, a := range o.Arms {
 		if a.Name == "" {
-			return fmt.Errorf("demo: option Arms[%d]: empty name", i)
+			return fmt.Errorf("demo: arm %d: empty name", i+1)
 		}
 		c.Mode, c.Routing = a.Mode, a.Routing
 		if err := c.Validate(); err != nil {
-			return fmt.Errorf("demo: option Arms[%d] %q: %w", i, a.Name, err)
+			return fmt.Errorf("demo: arm %q: %w", a.Name, err)
 		}
 	}
 	return nil

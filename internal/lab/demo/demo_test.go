@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/trace"
 	"github.com/kvpool/kvpool/trace/tracetest"
 )
@@ -31,7 +32,7 @@ func TestLoadWindow(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w, err := LoadWindow(tt.opts)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				if err == nil || option.Field(err) != tt.wantErr && !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one naming %q", err, tt.wantErr)
 				}
 				return

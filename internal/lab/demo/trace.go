@@ -9,6 +9,7 @@ import (
 	"github.com/kvpool/kvpool/internal/lab/compare"
 	"github.com/kvpool/kvpool/internal/lab/tracegen"
 	"github.com/kvpool/kvpool/internal/lab/tracesample"
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -82,13 +83,13 @@ func (o TraceOptions) Validate() error {
 	d := o.WithDefaults()
 	switch {
 	case d.From < 0:
-		return fmt.Errorf("demo: trace option From: must be >= 0, got %v", d.From)
+		return fmt.Errorf("demo: trace: %w", option.Errorf("From", "must be >= 0, got %v", d.From))
 	case d.Window < time.Millisecond:
-		return fmt.Errorf("demo: trace option Window: must be at least 1ms, got %v", d.Window)
+		return fmt.Errorf("demo: trace: %w", option.Errorf("Window", "must be at least 1ms, got %v", d.Window))
 	case d.First < 0:
-		return fmt.Errorf("demo: trace option First: must be >= 0, got %d", d.First)
+		return fmt.Errorf("demo: trace: %w", option.Errorf("First", "must be >= 0, got %d", d.First))
 	case math.IsNaN(d.Rate) || math.IsInf(d.Rate, 0) || d.Rate <= 0 || d.Rate > 1000:
-		return fmt.Errorf("demo: trace option Rate: must be in (0, 1000], got %g", d.Rate)
+		return fmt.Errorf("demo: trace: %w", option.Errorf("Rate", "must be in (0, 1000], got %g", d.Rate))
 	}
 	return nil
 }

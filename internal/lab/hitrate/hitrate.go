@@ -31,7 +31,6 @@ package hitrate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -39,6 +38,7 @@ import (
 	"sync"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/trace"
 )
@@ -72,16 +72,16 @@ type Options struct {
 // Validate reports the first invalid field.
 func (o Options) Validate() error {
 	if o.Capacity < 0 {
-		return fmt.Errorf("hitrate: Options.Capacity is %d, want >= 0", o.Capacity)
+		return fmt.Errorf("hitrate: %w", option.Errorf("Capacity", "%d: want >= 0", o.Capacity))
 	}
 	if o.Nodes < 0 {
-		return fmt.Errorf("hitrate: Options.Nodes is %d, want >= 1 (0 means 1)", o.Nodes)
+		return fmt.Errorf("hitrate: %w", option.Errorf("Nodes", "%d: want >= 1 (0 means 1)", o.Nodes))
 	}
 	if o.Routing != "" && !slices.Contains(Routings(), o.Routing) {
-		return fmt.Errorf("hitrate: Options.Routing is %q, want one of %s", o.Routing, strings.Join(Routings(), ", "))
+		return fmt.Errorf("hitrate: %w", option.Errorf("Routing", "unknown routing %q (known: %s)", o.Routing, strings.Join(Routings(), ", ")))
 	}
 	if _, err := policy.ParseSpec(o.Policy.String()); err != nil {
-		return fmt.Errorf("hitrate: Options.Policy: %w", err)
+		return fmt.Errorf("hitrate: %w", option.Errorf("Policy", "%w", err))
 	}
 	return nil
 }
@@ -160,13 +160,13 @@ type SweepOptions struct {
 // Validate reports the first invalid field.
 func (o SweepOptions) Validate() error {
 	if len(o.Policies) == 0 {
-		return errors.New("hitrate: SweepOptions.Policies is empty")
+		return fmt.Errorf("hitrate: %w", option.Errorf("Policies", "none given"))
 	}
 	if len(o.Capacities) == 0 {
-		return errors.New("hitrate: SweepOptions.Capacities is empty")
+		return fmt.Errorf("hitrate: %w", option.Errorf("Capacities", "none given"))
 	}
 	if o.Workers < 0 {
-		return fmt.Errorf("hitrate: SweepOptions.Workers is %d, want >= 0 (0 means GOMAXPROCS)", o.Workers)
+		return fmt.Errorf("hitrate: %w", option.Errorf("Workers", "%d: want >= 0 (0 means GOMAXPROCS)", o.Workers))
 	}
 	for _, s := range o.Policies {
 		for _, c := range o.Capacities {

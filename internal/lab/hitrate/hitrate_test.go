@@ -480,9 +480,9 @@ func TestBadInput(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{"negative capacity", nil, Options{Capacity: -1}, "Options.Capacity is -1"},
-		{"negative nodes", nil, Options{Nodes: -2}, "Options.Nodes is -2"},
-		{"routing", nil, Options{Routing: "random"}, `Options.Routing is "random", want one of rr, affinity`},
+		{"negative capacity", nil, Options{Capacity: -1}, "capacity: -1: want >= 0"},
+		{"negative nodes", nil, Options{Nodes: -2}, "nodes: -2"},
+		{"routing", nil, Options{Routing: "random"}, `routing: unknown routing "random" (known: rr, affinity)`},
 		{"policy", nil, Options{Policy: policy.Spec{Eviction: "clock"}}, `unknown eviction policy "clock"`},
 		{"admission", nil, Options{Policy: policy.Spec{Eviction: "lru", Admission: "tinylfu"}}, `unknown admission policy "tinylfu"`},
 		{"negative input", []trace.Request{req(0, 1), {Timestamp: 5, InputLength: -3}}, Options{}, "request 1 (timestamp 5): input_length -3 is negative"},
@@ -537,5 +537,40 @@ func TestSweep(t *testing.T) {
 		if _, err := Sweep(context.Background(), reqs, bad); err == nil {
 			t.Errorf("Sweep(%+v) accepted", bad)
 		}
+	}
+}
+
+// TestAffinitySkewWarning checks the warning of an affinity run whose
+// requests all share block 0 (all on one node), and its absence for rr
+// and for a balanced affinity run.
+func TestAffinitySkewWarning(t *testing.T) {
+	var shared, disjoint []trace.Request
+	for i := range 20 {
+		shared = append(shared, req(int64(i), 0, uint64(100+i)))
+		disjoint = append(disjoint, req(int64(i), uint64(1000+i)))
+	}
+	for _, tt := range []struct {
+		name    string
+		reqs    []trace.Request
+		routing string
+		warn    bool
+	}{
+		{"affinity, shared first block", shared, Affinity, true},
+		{"rr, shared first block", shared, RoundRobin, false},
+		{"affinity, no sharing", disjoint, Affinity, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := Run(tt.reqs, Options{Capacity: 100, Nodes: 4, Routing: tt.routing})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := res.Warning()
+			if (w != "") != tt.warn {
+				t.Fatalf("Warning() = %q with node requests %v; want a warning: %v", w, res.NodeRequests, tt.warn)
+			}
+			if tt.warn && !strings.Contains(w, "100% of the requests (20 of 20) to node 0 of 4") {
+				t.Errorf("Warning() = %q, want it to say 100%% (20 of 20) on node 0 of 4", w)
+			}
+		})
 	}
 }

@@ -53,3 +53,33 @@ func WriteCSV(w io.Writer, traceName string, results []Result) error {
 	}
 	return nil
 }
+
+// SkewShare is the share of the requests on one cache above which
+// Warning calls affinity routing lopsided: 90%, where the other caches of
+// even a 2-node run hold little more than a tenth of the trace and the
+// run measures one cache, not Nodes.
+const SkewShare = 0.9
+
+// Warning says, in words, when affinity routing sent more than SkewShare
+// of the requests to one cache (typically because every request shares
+// its first block, so the longest cached prefix is always on that
+// cache); "" otherwise.
+func (r Result) Warning() string {
+	if r.Routing != Affinity || len(r.NodeRequests) < 2 || r.Requests == 0 {
+		return ""
+	}
+	top := 0
+	for i, n := range r.NodeRequests {
+		if n > r.NodeRequests[top] {
+			top = i
+		}
+	}
+	share := float64(r.NodeRequests[top]) / float64(r.Requests)
+	if share <= SkewShare {
+		return ""
+	}
+	return fmt.Sprintf("affinity routing sent %.0f%% of the requests (%d of %d) to node %d of %d: "+
+		"they share their first blocks, so the longest cached prefix is nearly always on that node "+
+		"and this measures one cache, not %d (rr spreads them)",
+		100*share, r.NodeRequests[top], r.Requests, top, r.Nodes, r.Nodes)
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/kvpool/kvpool/internal/lab/report"
 	"github.com/kvpool/kvpool/internal/lab/sim"
 	"github.com/kvpool/kvpool/internal/lab/tracegen"
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/trace"
 )
@@ -137,6 +138,10 @@ type Options struct {
 // the conversation trace's 12,031 requests.
 const DefaultGenRequests = 12000
 
+// QuickGenRequests is the length of each generated trace of
+// QuickOptions: a quarter of DefaultGenRequests, for a look in seconds.
+const QuickGenRequests = 3000
+
 // DefaultGenerated returns the generated traces of the gap table, each
 // requests long. gen-chat and gen-long are the tuning traces of
 // docs/policy.md (tracegen.ChatOptions with seed 0; seed 7 with 3 turns per
@@ -188,7 +193,7 @@ func DefaultOptions() Options {
 // caller may further restrict GoodputTraces.
 func QuickOptions() Options {
 	o := DefaultOptions()
-	o.Generated = DefaultGenerated(3000)
+	o.Generated = DefaultGenerated(QuickGenRequests)
 	o.NoiseGoodputLevels = []float64{0, 0.4, 1}
 	o.NodeCounts = []int{4}
 	return o
@@ -264,7 +269,7 @@ func (o Options) Validate() error {
 		return err
 	}
 	if err := o.Sim.Validate(); err != nil {
-		return fmt.Errorf("policylab: Options.Sim: %w", err)
+		return fmt.Errorf("policylab: %w", option.Errorf("Sim", "%w", err))
 	}
 	return nil
 }
@@ -274,36 +279,36 @@ func (o Options) Validate() error {
 // one.
 func (o Options) validateTraces() error {
 	if len(o.Traces) == 0 {
-		return fmt.Errorf("policylab: Options.Traces: none given")
+		return fmt.Errorf("policylab: %w", option.Errorf("Traces", "none given"))
 	}
 	names := map[string]bool{}
 	for i, t := range o.Traces {
 		if t.Name == "" {
-			return fmt.Errorf("policylab: Options.Traces[%d]: empty name", i)
+			return fmt.Errorf("policylab: %w", option.Errorf("Traces", "entry %d: empty name", i))
 		}
 		if names[t.Name] {
-			return fmt.Errorf("policylab: Options.Traces[%d]: name %q used twice", i, t.Name)
+			return fmt.Errorf("policylab: %w", option.Errorf("Traces", "entry %d: name %q used twice", i, t.Name))
 		}
 		names[t.Name] = true
 		if len(t.Requests) == 0 {
-			return fmt.Errorf("policylab: Options.Traces[%d] %q: no requests", i, t.Name)
+			return fmt.Errorf("policylab: %w", option.Errorf("Traces", "entry %d %q: no requests", i, t.Name))
 		}
 	}
 	for i, g := range o.Generated {
 		if g.Name == "" {
-			return fmt.Errorf("policylab: Options.Generated[%d]: empty name", i)
+			return fmt.Errorf("policylab: %w", option.Errorf("Generated", "entry %d: empty name", i))
 		}
 		if names[g.Name] {
-			return fmt.Errorf("policylab: Options.Generated[%d]: name %q used twice", i, g.Name)
+			return fmt.Errorf("policylab: %w", option.Errorf("Generated", "entry %d: name %q used twice", i, g.Name))
 		}
 		names[g.Name] = true
 		if err := g.Options.Validate(); err != nil {
-			return fmt.Errorf("policylab: Options.Generated[%d] %q: %w", i, g.Name, err)
+			return fmt.Errorf("policylab: %w", option.Errorf("Generated", "entry %d %q: %w", i, g.Name, err))
 		}
 	}
 	for _, n := range o.GoodputTraces {
 		if !slices.ContainsFunc(o.Traces, func(t Trace) bool { return t.Name == n }) {
-			return fmt.Errorf("policylab: Options.GoodputTraces: %q is not one of Options.Traces", n)
+			return fmt.Errorf("policylab: %w", option.Errorf("GoodputTraces", "%q is not one of the traces", n))
 		}
 	}
 	return nil
@@ -331,7 +336,7 @@ func (o Options) validatePolicies() error {
 		return err
 	}
 	if sp, _ := policy.ParseSpec(o.Oracle); !sp.NeedsFuture() {
-		return fmt.Errorf("policylab: Options.Oracle: %q is an online policy; want an offline optimum such as belady", o.Oracle)
+		return fmt.Errorf("policylab: %w", option.Errorf("Oracle", "%q is an online policy; want an offline optimum such as belady", o.Oracle))
 	}
 	return nil
 }
@@ -345,7 +350,7 @@ func (o Options) validateSizes() error {
 	}{{"Capacities", o.Capacities}, {"UnseenCapacities", o.UnseenCapacities}} {
 		for _, c := range f.caps {
 			if c <= 0 {
-				return fmt.Errorf("policylab: Options.%s: %d is not a positive block count", f.field, c)
+				return fmt.Errorf("policylab: %w", option.Errorf(f.field, "%d is not a positive block count", c))
 			}
 		}
 	}
@@ -354,11 +359,11 @@ func (o Options) validateSizes() error {
 		v     int
 	}{{"NoiseCapacity", o.NoiseCapacity}, {"TenantCapacity", o.TenantCapacity}} {
 		if f.v <= 0 {
-			return fmt.Errorf("policylab: Options.%s is %d, want a positive block count", f.field, f.v)
+			return fmt.Errorf("policylab: %w", option.Errorf(f.field, "%d: want a positive block count", f.v))
 		}
 	}
 	if o.TenantCapacity < 2 {
-		return fmt.Errorf("policylab: Options.TenantCapacity is %d, want >= 2 (each tenant alone gets half)", o.TenantCapacity)
+		return fmt.Errorf("policylab: %w", option.Errorf("TenantCapacity", "%d: want >= 2 (each tenant alone gets half)", o.TenantCapacity))
 	}
 	for _, f := range []struct {
 		field string
@@ -366,7 +371,7 @@ func (o Options) validateSizes() error {
 	}{{"NoiseLevels", o.NoiseLevels}, {"NoiseGoodputLevels", o.NoiseGoodputLevels}} {
 		for _, p := range f.ps {
 			if math.IsNaN(p) || p < 0 || p > 1 {
-				return fmt.Errorf("policylab: Options.%s: %v is not a fraction in [0, 1]", f.field, p)
+				return fmt.Errorf("policylab: %w", option.Errorf(f.field, "%v is not a fraction in [0, 1]", p))
 			}
 		}
 	}
@@ -377,11 +382,11 @@ func (o Options) validateSizes() error {
 	}
 	for _, n := range o.NodeCounts {
 		if n <= 0 {
-			return fmt.Errorf("policylab: Options.NodeCounts: %d is not a positive node count", n)
+			return fmt.Errorf("policylab: %w", option.Errorf("NodeCounts", "%d is not a positive node count", n))
 		}
 	}
 	if o.Workers < 0 {
-		return fmt.Errorf("policylab: Options.Workers is %d, want >= 0 (0 means GOMAXPROCS)", o.Workers)
+		return fmt.Errorf("policylab: %w", option.Errorf("Workers", "%d: want >= 0 (0 means GOMAXPROCS)", o.Workers))
 	}
 	return nil
 }
@@ -391,7 +396,7 @@ func (o Options) validateSizes() error {
 func checkSpecs(field string, specs ...string) error {
 	for _, s := range specs {
 		if _, err := policy.ParseSpec(s); err != nil {
-			return fmt.Errorf("policylab: Options.%s: %w", field, err)
+			return fmt.Errorf("policylab: %w", option.Errorf(field, "%w", err))
 		}
 	}
 	return nil
@@ -405,7 +410,7 @@ func checkOnline(field string, specs ...string) error {
 	}
 	for _, s := range specs {
 		if sp, _ := policy.ParseSpec(s); sp.NeedsFuture() {
-			return fmt.Errorf("policylab: Options.%s: %q needs the future; want an online policy", field, s)
+			return fmt.Errorf("policylab: %w", option.Errorf(field, "%q needs the future; want an online policy", s))
 		}
 	}
 	return nil

@@ -11,6 +11,8 @@ import (
 	"github.com/kvpool/kvpool/internal/cluster"
 	"github.com/kvpool/kvpool/internal/lab/costmodel"
 	"github.com/kvpool/kvpool/internal/lab/sim"
+	"github.com/kvpool/kvpool/internal/option"
+	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -174,7 +176,7 @@ func positive(v float64) bool { return v > 0 && !math.IsInf(v, 0) }
 // Validate reports the first bad field by name. Zero fields are valid.
 func (o Options) Validate() error {
 	bad := func(field, format string, a ...any) error {
-		return fmt.Errorf("replay: option %s: %s", field, fmt.Sprintf(format, a...))
+		return fmt.Errorf("replay: %w", option.Errorf(field, format, a...))
 	}
 	o = o.WithDefaults()
 	switch {
@@ -208,11 +210,14 @@ func (o Options) Validate() error {
 	case o.ProgressEvery < 0:
 		return bad("ProgressEvery", "must be >= 0, got %v", o.ProgressEvery)
 	}
+	if _, err := policy.ParseSpec(o.Policy); err != nil {
+		return bad("Policy", "%w", err)
+	}
 	if err := (block.Key{Tenant: o.Tenant}).Validate(); err != nil {
-		return bad("Tenant", "%v", err)
+		return bad("Tenant", "%w", err)
 	}
 	if err := o.Profile.Validate(); err != nil {
-		return bad("Profile", "%v", err)
+		return bad("Profile", "%w", err)
 	}
 	if o.Profile.BlockTokens != trace.BlockTokens {
 		return bad("Profile", "profile %q has %d-token blocks; the traces' keys cover %d tokens",

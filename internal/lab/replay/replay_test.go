@@ -10,6 +10,7 @@ import (
 	"github.com/kvpool/kvpool/client"
 	"github.com/kvpool/kvpool/internal/lab/sim"
 	"github.com/kvpool/kvpool/internal/lab/tracegen"
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -40,7 +41,7 @@ func TestOptionsValidate(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), "option "+tt.field) {
+			if option.Field(err) != tt.field {
 				t.Fatalf("Validate = %v, want an error naming %s", err, tt.field)
 			}
 		})
@@ -217,7 +218,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 	}{
 		{"no requests", nil, Options{Master: "127.0.0.1:1"}, "no requests"},
 		{"bad hash ids", []trace.Request{bad}, Options{Master: "127.0.0.1:1"}, "request 0"},
-		{"bad option", []trace.Request{req(10)}, Options{Master: "127.0.0.1:1", Speed: -2}, "Speed"},
+		{"bad option", []trace.Request{req(10)}, Options{Master: "127.0.0.1:1", Speed: -2}, "speed:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

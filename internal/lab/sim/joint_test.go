@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/trace"
 )
@@ -305,7 +306,7 @@ func TestJointValidate(t *testing.T) {
 		{Options{Routing: "joint-ish"}, "Routing"},
 	} {
 		err := tc.o.Validate()
-		if err == nil || !strings.Contains(err.Error(), "option "+tc.field+":") {
+		if option.Field(err) != tc.field {
 			t.Errorf("Validate(%+v) = %v, want an error naming %s", tc.o, err, tc.field)
 		}
 	}

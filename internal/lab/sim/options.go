@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/kvpool/kvpool/internal/lab/costmodel"
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/trace"
 )
@@ -227,7 +228,7 @@ func (o Options) Validate() error {
 // validate checks o and returns its parsed policy spec.
 func (o Options) validate() (policy.Spec, error) {
 	bad := func(field, format string, a ...any) error {
-		return fmt.Errorf("sim: option %s: %s", field, fmt.Sprintf(format, a...))
+		return fmt.Errorf("sim: %w", option.Errorf(field, format, a...))
 	}
 	o = o.withDefaults()
 	switch {
@@ -255,7 +256,7 @@ func (o Options) validate() (policy.Spec, error) {
 		return policy.Spec{}, bad("HotAccesses", "must be >= 2 (every fetched block has been asked for twice), got %d", o.HotAccesses)
 	}
 	if err := o.Profile.Validate(); err != nil {
-		return policy.Spec{}, bad("Profile", "%v", err)
+		return policy.Spec{}, bad("Profile", "%w", err)
 	}
 	if o.Profile.BlockTokens != trace.BlockTokens {
 		return policy.Spec{}, bad("Profile", "profile %q has %d-token blocks; the traces' keys cover %d tokens",
@@ -263,7 +264,7 @@ func (o Options) validate() (policy.Spec, error) {
 	}
 	spec, err := policy.ParseSpec(o.Policy)
 	if err != nil {
-		return policy.Spec{}, bad("Policy", "%v", err)
+		return policy.Spec{}, bad("Policy", "%w", err)
 	}
 	return spec, nil
 }

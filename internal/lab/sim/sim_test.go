@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/kvpool/kvpool/internal/lab/costmodel"
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/trace"
 )
@@ -492,7 +493,7 @@ func TestValidate(t *testing.T) {
 	} {
 		t.Run(tc.field, func(t *testing.T) {
 			err := tc.opts.Validate()
-			if err == nil || !strings.Contains(err.Error(), tc.field) {
+			if option.Field(err) != tc.field {
 				t.Fatalf("Validate() = %v, want an error naming %s", err, tc.field)
 			}
 			if _, err := Run(context.Background(), []trace.Request{req(0, 0, 1)}, tc.opts); err == nil {

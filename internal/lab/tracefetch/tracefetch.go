@@ -17,6 +17,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/kvpool/kvpool/internal/option"
 )
 
 // PinnedCommit is the kvcache-ai/Mooncake commit the traces are fetched
@@ -112,10 +114,10 @@ type Options struct {
 // Validate reports the first invalid field of o.
 func (o Options) Validate() error {
 	if o.MaxBytes < 0 {
-		return fmt.Errorf("tracefetch: Options.MaxBytes is %d, want >= 0", o.MaxBytes)
+		return fmt.Errorf("tracefetch: %w", option.Errorf("MaxBytes", "%d: want >= 0", o.MaxBytes))
 	}
 	if o.BaseURL != "" && !strings.HasPrefix(o.BaseURL, "http://") && !strings.HasPrefix(o.BaseURL, "https://") {
-		return fmt.Errorf("tracefetch: Options.BaseURL %q is not an http(s) URL", o.BaseURL)
+		return fmt.Errorf("tracefetch: %w", option.Errorf("BaseURL", "%q is not an http(s) URL", o.BaseURL))
 	}
 	if _, err := o.selected(); err != nil {
 		return err
@@ -151,7 +153,7 @@ func (o Options) selected() ([]File, error) {
 			for _, f := range all {
 				names = append(names, f.Short)
 			}
-			return nil, fmt.Errorf("tracefetch: Options.Names: unknown trace %q (known: all, %s)", n, strings.Join(names, ", "))
+			return nil, fmt.Errorf("tracefetch: %w", option.Errorf("Names", "unknown trace %q (known: all, %s)", n, strings.Join(names, ", ")))
 		}
 	}
 	return out, nil

@@ -191,8 +191,8 @@ func TestOptionsValidate(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{Options{MaxBytes: -1}, "MaxBytes"},
-		{Options{BaseURL: "ftp://x"}, "BaseURL"},
+		{Options{MaxBytes: -1}, "max bytes: -1"},
+		{Options{BaseURL: "ftp://x"}, "base URL"},
 		{Options{Names: []string{"nope"}}, `unknown trace "nope" (known: all, conversation, synthetic, toolagent)`},
 	} {
 		err := tt.opts.Validate()

@@ -24,6 +24,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -53,9 +54,9 @@ func (d LengthDist) sample(rng *rand.Rand) int {
 func (d LengthDist) validate(field string) error {
 	switch {
 	case math.IsNaN(d.Mean) || math.IsInf(d.Mean, 0) || d.Mean < 0:
-		return fmt.Errorf("tracegen: Options.%s.Mean is %v, want > 0 (0 means default)", field, d.Mean)
+		return fmt.Errorf("tracegen: %w", option.Errorf(field+".Mean", "%v: want > 0 (0 means default)", d.Mean))
 	case math.IsNaN(d.Sigma) || math.IsInf(d.Sigma, 0) || d.Sigma < 0 || d.Sigma > 5:
-		return fmt.Errorf("tracegen: Options.%s.Sigma is %v, want in [0, 5]", field, d.Sigma)
+		return fmt.Errorf("tracegen: %w", option.Errorf(field+".Sigma", "%v: want in [0, 5]", d.Sigma))
 	}
 	return nil
 }
@@ -152,23 +153,23 @@ func ChatOptions() Options {
 func (o Options) Validate() error {
 	switch {
 	case o.Requests < 0:
-		return fmt.Errorf("tracegen: Options.Requests is %d, want >= 0", o.Requests)
+		return fmt.Errorf("tracegen: %w", option.Errorf("Requests", "%d: want >= 0", o.Requests))
 	case o.Duration < 0:
-		return fmt.Errorf("tracegen: Options.Duration is %v, want >= 0", o.Duration)
+		return fmt.Errorf("tracegen: %w", option.Errorf("Duration", "%v: want >= 0", o.Duration))
 	case math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0) || o.Rate < 0:
-		return fmt.Errorf("tracegen: Options.Rate is %v, want > 0 req/s (0 means default)", o.Rate)
+		return fmt.Errorf("tracegen: %w", option.Errorf("Rate", "%v: want > 0 req/s (0 means default)", o.Rate))
 	case o.Rate != 0 && o.Rate < 1e-6:
-		return fmt.Errorf("tracegen: Options.Rate is %v, want >= 1e-6 req/s", o.Rate)
+		return fmt.Errorf("tracegen: %w", option.Errorf("Rate", "%v: want >= 1e-6 req/s", o.Rate))
 	case o.SystemPrompts < 0:
-		return fmt.Errorf("tracegen: Options.SystemPrompts is %d, want >= 0", o.SystemPrompts)
+		return fmt.Errorf("tracegen: %w", option.Errorf("SystemPrompts", "%d: want >= 0", o.SystemPrompts))
 	case o.SystemPromptBlocks < 0:
-		return fmt.Errorf("tracegen: Options.SystemPromptBlocks is %d, want >= 0", o.SystemPromptBlocks)
+		return fmt.Errorf("tracegen: %w", option.Errorf("SystemPromptBlocks", "%d: want >= 0", o.SystemPromptBlocks))
 	case math.IsNaN(o.MeanTurns) || math.IsInf(o.MeanTurns, 0) || (o.MeanTurns != 0 && o.MeanTurns < 1):
-		return fmt.Errorf("tracegen: Options.MeanTurns is %v, want >= 1 (0 means 1)", o.MeanTurns)
+		return fmt.Errorf("tracegen: %w", option.Errorf("MeanTurns", "%v: want >= 1", o.MeanTurns))
 	case o.ThinkTime < 0:
-		return fmt.Errorf("tracegen: Options.ThinkTime is %v, want >= 0", o.ThinkTime)
+		return fmt.Errorf("tracegen: %w", option.Errorf("ThinkTime", "%v: want >= 0", o.ThinkTime))
 	case o.MaxInputTokens < 0:
-		return fmt.Errorf("tracegen: Options.MaxInputTokens is %d, want >= 0", o.MaxInputTokens)
+		return fmt.Errorf("tracegen: %w", option.Errorf("MaxInputTokens", "%d: want >= 0", o.MaxInputTokens))
 	}
 	if err := o.Input.validate("Input"); err != nil {
 		return err
@@ -178,8 +179,8 @@ func (o Options) Validate() error {
 	}
 	d := o.WithDefaults()
 	if d.SystemPrompts > 0 && d.SystemPromptBlocks*trace.BlockTokens >= d.MaxInputTokens {
-		return fmt.Errorf("tracegen: Options.SystemPromptBlocks (%d blocks) leaves no room under MaxInputTokens (%d)",
-			d.SystemPromptBlocks, d.MaxInputTokens)
+		return fmt.Errorf("tracegen: %w", option.Errorf("SystemPromptBlocks", "%d blocks leave no room under the largest prompt (%d tokens)",
+			d.SystemPromptBlocks, d.MaxInputTokens))
 	}
 	return nil
 }

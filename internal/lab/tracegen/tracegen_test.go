@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvpool/kvpool/internal/lab/tracestat"
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -195,7 +195,7 @@ func TestValidate(t *testing.T) {
 		{Options{SystemPrompts: 1, SystemPromptBlocks: 8, MaxInputTokens: 4096}, "SystemPromptBlocks"},
 	} {
 		err := tt.opts.Validate()
-		if err == nil || !strings.Contains(err.Error(), tt.field) {
+		if e, _ := option.Innermost(err, func(string) (string, bool) { return "", true }); e == nil || e.Field != tt.field {
 			t.Errorf("%+v: err = %v, want one naming %s", tt.opts, err, tt.field)
 		}
 		if _, err := Generate(tt.opts); err == nil {

@@ -22,6 +22,7 @@ import (
 	"math"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -49,17 +50,17 @@ type Options struct {
 func (o Options) Validate() error {
 	switch {
 	case o.FromMs < 0:
-		return fmt.Errorf("tracesample: Options.FromMs is %d, want >= 0", o.FromMs)
+		return fmt.Errorf("tracesample: %w", option.Errorf("FromMs", "%d ms: want >= 0", o.FromMs))
 	case o.ToMs < 0:
-		return fmt.Errorf("tracesample: Options.ToMs is %d, want >= 0 (0 means no end)", o.ToMs)
+		return fmt.Errorf("tracesample: %w", option.Errorf("ToMs", "%d ms: want >= 0 (0 means no end)", o.ToMs))
 	case o.ToMs != 0 && o.ToMs <= o.FromMs:
-		return fmt.Errorf("tracesample: Options.ToMs (%d) must be after Options.FromMs (%d)", o.ToMs, o.FromMs)
+		return fmt.Errorf("tracesample: %w", option.Errorf("ToMs", "the window end (%d ms) must be after its start (%d ms)", o.ToMs, o.FromMs))
 	case math.IsNaN(o.Families) || o.Families < 0 || o.Families > 1:
-		return fmt.Errorf("tracesample: Options.Families is %v, want a fraction in (0, 1] (0 means all)", o.Families)
+		return fmt.Errorf("tracesample: %w", option.Errorf("Families", "%v: want a fraction in (0, 1] (0 means all)", o.Families))
 	case o.First < 0:
-		return fmt.Errorf("tracesample: Options.First is %d, want >= 0 (0 means no limit)", o.First)
+		return fmt.Errorf("tracesample: %w", option.Errorf("First", "%d: want >= 0 (0 means no limit)", o.First))
 	case math.IsNaN(o.Scale) || math.IsInf(o.Scale, 0) || o.Scale < 0:
-		return fmt.Errorf("tracesample: Options.Scale is %v, want a factor > 0 (0 means 1)", o.Scale)
+		return fmt.Errorf("tracesample: %w", option.Errorf("Scale", "%v: want a factor > 0 (0 means 1)", o.Scale))
 	}
 	return nil
 }

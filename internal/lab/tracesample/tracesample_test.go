@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -194,7 +195,7 @@ func TestOptionsValidate(t *testing.T) {
 		{Options{Scale: -1}, "Scale"},
 	} {
 		err := tt.opts.Validate()
-		if err == nil || !strings.Contains(err.Error(), tt.field) {
+		if e, _ := option.Innermost(err, func(string) (string, bool) { return "", true }); e == nil || e.Field != tt.field {
 			t.Errorf("%+v: err = %v, want one naming %s", tt.opts, err, tt.field)
 		}
 		if _, err := Sample(nil, tt.opts); err == nil {

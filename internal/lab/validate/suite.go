@@ -39,15 +39,15 @@ type SuiteOptions struct {
 // Validate reports the first bad field by name.
 func (o SuiteOptions) Validate() error {
 	if len(o.Configs) == 0 {
-		return errors.New("validate: suite Configs: no configuration given")
+		return errors.New("validate: no configuration given")
 	}
 	for i, c := range o.Configs {
 		if err := c.Validate(); err != nil {
-			return fmt.Errorf("validate: suite Configs[%d] (%s): %w", i, c.Mode, err)
+			return fmt.Errorf("validate: configuration %d (%s): %w", i+1, c.Mode, err)
 		}
 	}
 	if len(o.Requests) == 0 {
-		return errors.New("validate: suite Requests: no requests to run")
+		return errors.New("validate: no requests to run")
 	}
 	return nil
 }

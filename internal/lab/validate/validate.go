@@ -59,6 +59,7 @@ import (
 	"github.com/kvpool/kvpool/internal/lab/replay"
 	"github.com/kvpool/kvpool/internal/lab/sim"
 
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -169,7 +170,7 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	d := c.WithDefaults()
 	bad := func(field, format string, a ...any) error {
-		return fmt.Errorf("validate: config %s: %s", field, fmt.Sprintf(format, a...))
+		return fmt.Errorf("validate: %w", option.Errorf(field, format, a...))
 	}
 	switch {
 	case d.Nodes < 1:

@@ -87,19 +87,19 @@ func (o Options) Validate() error {
 func (o Options) resolve() (Options, error) {
 	lim, err := o.Limits.Resolve()
 	if err != nil {
-		return o, fmt.Errorf("masterclient: Options.Limits: %w", err)
+		return o, fmt.Errorf("masterclient: limits: %w", err)
 	}
 	o.Limits = lim
 	switch {
 	case o.Timeout < 0:
-		return o, fmt.Errorf("masterclient: Options.Timeout is %v; want >= 0 (0 means the default, %v)", o.Timeout, DefaultTimeout)
+		return o, fmt.Errorf("masterclient: timeout is %v; want >= 0 (0 means the default, %v)", o.Timeout, DefaultTimeout)
 	case o.Conns < 0 || o.Conns > 1024:
-		return o, fmt.Errorf("masterclient: Options.Conns is %d; want 0 (the default, %d) to 1024", o.Conns, DefaultConns)
+		return o, fmt.Errorf("masterclient: connections is %d; want 0 (the default, %d) to 1024", o.Conns, DefaultConns)
 	case len(o.Token) > masterproto.MaxTokenLen:
-		return o, fmt.Errorf("masterclient: Options.Token is %d bytes; the HELLO carries at most %d", len(o.Token), masterproto.MaxTokenLen)
+		return o, fmt.Errorf("masterclient: token is %d bytes; the HELLO carries at most %d", len(o.Token), masterproto.MaxTokenLen)
 	}
 	if err := meta.CheckClusterID(o.ClusterID); err != nil {
-		return o, fmt.Errorf("masterclient: Options.ClusterID: %w", err)
+		return o, fmt.Errorf("masterclient: cluster ID: %w", err)
 	}
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout

@@ -5,9 +5,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Collector exports a master.Master's Stats as Prometheus metrics: the promotion
-// counters under Mooncake's names (master_promotion_*), everything else
-// under kvpool_master_*. Register it on a registry the caller owns:
+// Collector exports a master.Master's Stats as Prometheus metrics: every
+// promotion series under Mooncake's prefix (master_promotion_*),
+// everything else under kvpool_master_*. Register it on a registry the caller owns:
 //
 //	reg.MustRegister(masterserver.NewCollector(m))
 //
@@ -90,9 +90,9 @@ func NewCollector(m *master.Master) *Collector {
 		func(s *master.Stats) float64 { return f(s.EvictFailed) })
 	add("kvpool_master_evict_expired_total", "Eviction orders not acknowledged in time or withdrawn with their node.", counter,
 		func(s *master.Stats) float64 { return f(s.EvictExpired) })
-	add("kvpool_master_promotion_ignored_total", "SSD-hit reports of blocks already in RAM or already being promoted.", counter,
+	add("master_promotion_ignored_total", "SSD-hit reports of blocks already in RAM or already being promoted.", counter,
 		func(s *master.Stats) float64 { return f(s.Promotion.Ignored) })
-	add("kvpool_master_promotion_queued", "Admitted promotions not yet handed out to their node.", gauge,
+	add("master_promotion_queued", "Admitted promotions not yet handed out to their node.", gauge,
 		func(s *master.Stats) float64 { return f(s.Promotion.Queued) })
 	add("kvpool_master_heartbeats_total", "Heartbeats accepted.", counter,
 		func(s *master.Stats) float64 { return f(s.Heartbeats) })

@@ -13,6 +13,7 @@ import (
 	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/internal/listen"
 	"github.com/kvpool/kvpool/internal/master/masterclient"
+	"github.com/kvpool/kvpool/internal/option"
 )
 
 // TestConfigListenNeedsToken: a control-plane address reachable from other
@@ -44,8 +45,8 @@ func TestConfigListenNeedsToken(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, listen.ErrNoAuth) || !strings.Contains(err.Error(), c.listen) || !strings.Contains(err.Error(), "Config.Listen") {
-				t.Fatalf("Validate with listen %s and no token: %v, want an error naming Config.Listen and the address, wrapping listen.ErrNoAuth", c.listen, err)
+			if !errors.Is(err, listen.ErrNoAuth) || !strings.Contains(err.Error(), c.listen) || option.Field(err) != "Listen" {
+				t.Fatalf("Validate with listen %s and no token: %v, want an error naming the listen address option and the address, wrapping listen.ErrNoAuth", c.listen, err)
 			}
 			if rerr := Run(context.Background(), cfg, io.Discard); !errors.Is(rerr, listen.ErrNoAuth) {
 				t.Fatalf("Run with listen %s and no token: %v, want listen.ErrNoAuth", c.listen, rerr)

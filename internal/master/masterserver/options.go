@@ -9,6 +9,7 @@ import (
 	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
 	"github.com/kvpool/kvpool/internal/meta"
+	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/internal/server"
 )
 
@@ -98,10 +99,10 @@ func (o Options) Validate() error {
 func (o Options) resolve() (Options, error) {
 	var err error
 	if err := meta.CheckClusterID(o.ClusterID); err != nil {
-		return o, fmt.Errorf("masterserver: Options.ClusterID: %w", err)
+		return o, fmt.Errorf("masterserver: %w", option.Errorf("ClusterID", "%w", err))
 	}
 	if o.Limits, err = o.Limits.Resolve(); err != nil {
-		return o, fmt.Errorf("masterserver: Options.Limits: %w", err)
+		return o, fmt.Errorf("masterserver: limits: %w", err)
 	}
 	if err := server.Durations("masterserver",
 		server.Duration{Name: "WriteTimeout", V: &o.WriteTimeout, Default: DefaultWriteTimeout},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvpool/kvpool/internal/listen"
 	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/option"
 )
 
 // Default listen addresses of `kvpool master`: loopback, so a master
@@ -54,29 +55,32 @@ func (c Config) withDefaults() Config {
 // Validate reports the first bad field.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("masterserver: Config.Listen %q: %w", c.Listen, err)
-	}
-	if err := listen.Check(c.Listen, len(c.Server.Token) > 0); err != nil {
-		return fmt.Errorf("masterserver: Config.Listen: %w", err)
+	if err := checkListen(c.Listen, len(c.Server.Token) > 0); err != nil {
+		return fmt.Errorf("masterserver: %w", option.Errorf("Listen", "%w", err))
 	}
 	if c.AdminListen != AdminOff {
-		if _, _, err := net.SplitHostPort(c.AdminListen); err != nil {
-			return fmt.Errorf("masterserver: Config.AdminListen %q: %w (or %q to disable)", c.AdminListen, err, AdminOff)
-		}
 		// Beyond loopback the admin endpoints require the cluster token
 		// as a bearer token (ServeAdmin).
-		if err := listen.Check(c.AdminListen, len(c.Server.Token) > 0); err != nil {
-			return fmt.Errorf("masterserver: Config.AdminListen: %w", err)
+		if err := checkListen(c.AdminListen, len(c.Server.Token) > 0); err != nil {
+			return fmt.Errorf("masterserver: %w", option.Errorf("AdminListen", "%w (or %q to disable)", err, AdminOff))
 		}
 	}
 	if err := c.Master.Validate(); err != nil {
-		return fmt.Errorf("masterserver: Config.Master: %w", err)
+		return fmt.Errorf("masterserver: %w", err)
 	}
 	if err := c.Server.Validate(); err != nil {
-		return fmt.Errorf("masterserver: Config.Server: %w", err)
+		return fmt.Errorf("masterserver: %w", err)
 	}
 	return nil
+}
+
+// checkListen checks a listen address: host:port with a port in
+// 0–65535, reachable beyond loopback only with a token (listen.Check).
+func checkListen(addr string, hasAuth bool) error {
+	if _, _, err := listen.SplitAddr(addr); err != nil {
+		return err
+	}
+	return listen.Check(addr, hasAuth)
 }
 
 // StartupLine describes a running master in one line: its addresses and

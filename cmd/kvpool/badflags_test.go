@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// This file checks every subcommand's answer to bad flags: exit status 2
+// and a message that names the flag and speaks no Go. The commands run
+// in-process with a context that is already cancelled, so that a bad
+// value wrongly accepted makes a command fail fast rather than start a
+// cluster.
+
+// subcommandPaths returns every subcommand as typed: main's table, with
+// "trace" expanded into its own subcommands.
+func subcommandPaths() []string {
+	var paths []string
+	for _, c := range commands() {
+		if c.name == "trace" {
+			for _, t := range traceCommands() {
+				paths = append(paths, "trace "+t.name)
+			}
+			continue
+		}
+		paths = append(paths, c.name)
+	}
+	return paths
+}
+
+// runCancelled runs "kvpool path args..." with a cancelled context and
+// returns the exit code and stderr.
+func runCancelled(path string, args ...string) (int, string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, append(strings.Fields(path), args...), &out, &errb)
+	return code, errb.String()
+}
+
+// lastLine is the last non-empty line of s: the command's error message
+// (the flag package prints the usage before it).
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// goSpeak are substrings that betray a Go name in a message meant for a
+// user of the command line.
+var goSpeak = []string{"Options.", "Config.", "*", "github.com", "internal/", "main.", "[]string", "%!"}
+
+// checkFlagMessage fails t unless msg names the flag (--name) and
+// contains none of goSpeak.
+func checkFlagMessage(t *testing.T, msg, flag string) {
+	t.Helper()
+	name := strings.TrimLeft(flag, "-")
+	if !strings.Contains(msg, "--"+name) {
+		t.Errorf("message does not name --%s: %s", name, msg)
+	}
+	for _, g := range goSpeak {
+		if strings.Contains(msg, g) {
+			t.Errorf("message contains %q: %s", g, msg)
+		}
+	}
+}
+
+// TestBadFlags runs every subcommand with bad flag values of every kind
+// and checks exit status 2 and the message.
+func TestBadFlags(t *testing.T) {
+	cases := []struct {
+		cmd  string
+		args []string
+		flag string // the flag the message must name
+	}{
+		{"demo", []string{"--nodes", "0"}, "--nodes"},
+		{"demo", []string{"--ram-blocks", "-5"}, "--ram-blocks"},
+		{"demo", []string{"--ram-blocks", "0"}, "--ram-blocks"},
+		{"demo", []string{"--speed", "0"}, "--speed"},
+		{"demo", []string{"--speed", "fast"}, "--speed"},
+		{"demo", []string{"--payload", "lots"}, "--payload"},
+		{"demo", []string{"--payload", "4"}, "--payload"},
+		{"demo", []string{"--payload", "0"}, "--payload"},
+		{"demo", []string{"--rate", "5000"}, "--rate"},
+		{"demo", []string{"--window", "1us"}, "--window"},
+		{"hitrate", []string{"--capacity", "-5"}, "--capacity"},
+		{"hitrate", []string{"--capacity", "many"}, "--capacity"},
+		{"hitrate", []string{"--nodes", "0"}, "--nodes"},
+		{"hitrate", []string{"--routing", "nosuch"}, "--routing"},
+		{"hitrate", []string{"--policy", "nosuch"}, "--policy"},
+		{"hitrate", []string{"--sweep", "10,x"}, "--sweep"},
+		{"sim", []string{"--ssd-blocks", "-10"}, "--ssd-blocks"},
+		{"sim", []string{"--instances", "0"}, "--instances"},
+		{"sim", []string{"--mode", "nosuch"}, "--mode"},
+		{"sim", []string{"--routing", "nosuch"}, "--routing"},
+		{"sim", []string{"--replication", "nosuch"}, "--replication"},
+		{"sim", []string{"--hot-accesses", "1"}, "--hot-accesses"},
+		{"sim", []string{"--policy", "nosuch"}, "--policy"},
+		{"sim", []string{"--profile", "nosuch"}, "--profile"},
+		{"sim", []string{"--nic-gbps", "NaN"}, "--nic-gbps"},
+		{"sim", []string{"--slo", "+Inf"}, "--slo"},
+		{"compare", []string{"--sim", "--nic-gbps", "0"}, "--nic-gbps"},
+		{"compare", []string{"--sim", "--workers", "-1"}, "--workers"},
+		{"compare", []string{"--validate", "--mode", "nosuch"}, "--mode"},
+		{"compare", []string{"--validate", "--routing", "nosuch"}, "--routing"},
+		{"compare", []string{"--validate", "--live-rate", "5000"}, "--live-rate"},
+		{"compare", []string{"--validate", "--ram-blocks", "0"}, "--ram-blocks"},
+		{"compare", []string{"--validate", "--policy", "nosuch"}, "--policy"},
+		{"policy", []string{"--gen-requests", "-1"}, "--gen-requests"},
+		{"policy", []string{"--workers", "x"}, "--workers"},
+		{"master", []string{"--eviction-policy", "nosuch"}, "--eviction-policy"},
+		{"master", []string{"--eviction-policy", "belady"}, "--eviction-policy"},
+		{"master", []string{"--placement", "nosuch"}, "--placement"},
+		{"master", []string{"--listen", "bogus"}, "--listen"},
+		{"master", []string{"--listen", "127.0.0.1:99999"}, "--listen"},
+		{"master", []string{"--admin-listen", "127.0.0.1:x"}, "--admin-listen"},
+		{"master", []string{"--node-ttl", "0s"}, "--node-ttl"},
+		{"master", []string{"--heartbeat", "5s", "--node-ttl", "2s"}, "--heartbeat"},
+		{"master", []string{"--max-per-heartbeat", "0"}, "--max-per-heartbeat"},
+		{"master", []string{"--cluster-id", "bad id!"}, "--cluster-id"},
+		{"node", []string{"--cluster-id", "bad id!"}, "--cluster-id"},
+		{"node", []string{"--ram-bytes", "0"}, "--ram-bytes"},
+		{"node", []string{"--ram-bytes", "-5"}, "--ram-bytes"},
+		{"node", []string{"--listen", "bogus"}, "--listen"},
+		{"node", []string{"--listen", "127.0.0.1:99999"}, "--listen"},
+		{"node", []string{"--ram-policy", "nosuch"}, "--ram-policy"},
+		{"node", []string{"--listen", "192.0.2.1:7480"}, "--listen"},
+		{"master", []string{"--listen", "192.0.2.1:7470"}, "--listen"},
+		{"up", []string{"--nodes", "0"}, "--nodes"},
+		{"up", []string{"--nodes", "100"}, "--nodes"},
+		{"up", []string{"--ram", "0"}, "--ram"},
+		{"up", []string{"--ram", "lots"}, "--ram"},
+		{"up", []string{"--block-size", "0"}, "--block-size"},
+		{"up", []string{"--base-port", "65530"}, "--base-port"},
+		{"up", []string{"--heartbeat", "-1s"}, "--heartbeat"},
+		{"ctl", []string{"--master", "bogus", "nodes"}, "--master"},
+		{"ctl", []string{"--master", "127.0.0.1:0", "nodes"}, "--master"},
+		{"ctl", []string{"--master", "127.0.0.1:7470", "--timeout", "0s", "nodes"}, "--timeout"},
+		{"bench", []string{"--target", "nosuch"}, "--target"},
+		{"bench", []string{"--target", "ram", "--conns", "5000"}, "--conns"},
+		{"bench", []string{"--target", "ram", "--conns", "-1"}, "--conns"},
+		{"bench", []string{"--target", "ram", "--write-fraction", "2"}, "--write-fraction"},
+		{"bench", []string{"--target", "ram", "--block", "0"}, "--block"},
+		{"bench", []string{"--target", "cluster", "--nodes", "0"}, "--nodes"},
+		{"bench", []string{"--vs", "nosuch"}, "--vs"},
+		{"replay", []string{"--local", "-2"}, "--local"},
+		{"replay", []string{"--local", "2", "--speed", "0"}, "--speed"},
+		{"replay", []string{"--local", "2", "--mode", "nosuch"}, "--mode"},
+		{"replay", []string{"--local", "2", "--routing", "joint"}, "--routing"},
+		{"replay", []string{"--local", "2", "--prefill", "nosuch"}, "--prefill"},
+		{"replay", []string{"--local", "2", "--verify", "nosuch"}, "--verify"},
+		{"replay", []string{"--local", "2", "--policy", "nosuch"}, "--policy"},
+		{"replay", []string{"--local", "2", "--payload", "4"}, "--payload"},
+		{"replay", []string{"--local", "2", "--payload", "0"}, "--payload"},
+		{"replay", []string{"--local", "2", "--ssd-blocks", "-1"}, "--ssd-blocks"},
+		{"trace stats", []string{"--nosuch", "x.jsonl"}, "--nosuch"},
+		{"trace sample", []string{"--from", "100", "--to", "50", "x.jsonl"}, "--to"},
+		{"trace sample", []string{"--from", "-1", "x.jsonl"}, "--from"},
+		{"trace sample", []string{"--families", "2", "x.jsonl"}, "--families"},
+		{"trace sample", []string{"--scale", "0", "x.jsonl"}, "--scale"},
+		{"trace sample", []string{"--seed", "-1", "x.jsonl"}, "--seed"},
+		{"trace gen", []string{"--turns", "0.5"}, "--turns"},
+		{"trace gen", []string{"--rate", "0"}, "--rate"},
+		{"trace gen", []string{"--input-sigma", "9"}, "--input-sigma"},
+		{"trace gen", []string{"--max-input", "1000"}, "--system-prompt-blocks"},
+		{"trace fetch", []string{"--name", "nosuch"}, "--name"},
+		{"trace fetch", []string{"--base-url", "ftp://x"}, "--base-url"},
+		{"trace validate", []string{"--nosuch", "x.jsonl"}, "--nosuch"},
+		{"version", []string{"--nosuch"}, "--nosuch"},
+	}
+	covered := map[string]bool{}
+	for _, c := range cases {
+		covered[c.cmd] = true
+		t.Run(c.cmd+" "+strings.Join(c.args, " "), func(t *testing.T) {
+			code, stderr := runCancelled(c.cmd, c.args...)
+			if code != 2 {
+				t.Errorf("exit %d, want 2; stderr:\n%s", code, stderr)
+				return
+			}
+			checkFlagMessage(t, lastLine(stderr), c.flag)
+			t.Log(lastLine(stderr))
+		})
+	}
+	for _, p := range subcommandPaths() {
+		if !covered[p] {
+			t.Errorf("no bad-flag case for kvpool %s: add some", p)
+		}
+	}
+}
+
+// helpFlag is a flag as -h shows it: name, type and help text.
+type helpFlag struct{ name, typ, help string }
+
+// helpFlags parses the flags out of "kvpool path -h", checking that the
+// help starts with the subcommand's own usage line, not Go's bare
+// "Usage of".
+func helpFlags(t *testing.T, path string) []helpFlag {
+	t.Helper()
+	code, stderr := runCancelled(path, "-h")
+	if code != 0 {
+		t.Fatalf("kvpool %s -h: exit %d\n%s", path, code, stderr)
+	}
+	if !strings.HasPrefix(stderr, "usage: kvpool "+path) || strings.Contains(stderr, "Usage of") {
+		t.Errorf("kvpool %s -h does not start with its own usage line and description:\n%s", path, stderr)
+	}
+	head := regexp.MustCompile(`^  -(\S+)(?: (\S+))?$`)
+	var flags []helpFlag
+	for _, line := range strings.Split(stderr, "\n") {
+		if m := head.FindStringSubmatch(line); m != nil {
+			flags = append(flags, helpFlag{name: m[1], typ: m[2]})
+		} else if strings.HasPrefix(line, "    \t") && len(flags) > 0 {
+			flags[len(flags)-1].help += strings.TrimPrefix(line, "    \t") + " "
+		}
+	}
+	return flags
+}
+
+// TestNumericFlagBounds checks every numeric flag of every subcommand,
+// read from its -h: a negative value is refused with exit status 2,
+// naming the flag; 0 is refused the same way unless the help says what
+// 0 means. It also checks that no flag shows two defaults. Each run
+// carries a stray argument, so that a value wrongly accepted ends in a
+// different error (or a missing file), never in a run.
+func TestNumericFlagBounds(t *testing.T) {
+	mentionsZero := regexp.MustCompile(`(^|[^.\d])0([^.\d]|$)`)
+	for _, path := range subcommandPaths() {
+		for _, f := range helpFlags(t, path) {
+			if strings.Count(f.help, "default") > 1 {
+				t.Errorf("kvpool %s --%s shows two defaults: %s", path, f.name, f.help)
+			}
+			if !slices.Contains([]string{"int", "uint", "float", "duration"}, f.typ) {
+				continue
+			}
+			negative, zero := "-1", "0"
+			if f.typ == "duration" {
+				negative, zero = "-1s", "0s"
+			}
+			t.Run(path+" --"+f.name+" "+negative, func(t *testing.T) {
+				code, stderr := runCancelled(path, "--"+f.name, negative, "stray-argument.jsonl")
+				if code != 2 {
+					t.Fatalf("exit %d, want 2; stderr:\n%s", code, stderr)
+				}
+				checkFlagMessage(t, lastLine(stderr), f.name)
+			})
+			if mentionsZero.MatchString(f.help) {
+				continue // 0 has a documented meaning
+			}
+			t.Run(path+" --"+f.name+" "+zero, func(t *testing.T) {
+				code, stderr := runCancelled(path, "--"+f.name, zero, "stray-argument.jsonl")
+				if code != 2 {
+					t.Fatalf("exit %d, want 2 (0 is neither refused nor documented in the help: %q); stderr:\n%s", code, f.help, stderr)
+				}
+				checkFlagMessage(t, lastLine(stderr), f.name)
+			})
+		}
+	}
+}
+
+// TestOptionFlagsExist checks that every flag optionFlags names is a flag
+// of some subcommand, so that the table cannot point at a renamed flag.
+func TestOptionFlagsExist(t *testing.T) {
+	all := map[string]bool{}
+	for _, path := range subcommandPaths() {
+		for _, f := range helpFlags(t, path) {
+			all[f.name] = true
+		}
+	}
+	for field, flag := range optionFlags() {
+		if !all[flag] {
+			t.Errorf("optionFlags: %s → --%s, which no subcommand has", field, flag)
+		}
+	}
+}
