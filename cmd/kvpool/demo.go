@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/internal/lab/demo"
+	"github.com/kvpool/kvpool/internal/lab/validate"
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -32,11 +34,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	fmt.Fprintf(stdout, "\nreport: %s (%.1f s)\n", filepath.Join(rep.out, "index.html"), time.Since(start).Seconds())
-	if n := res.WrongBlocks(); n > 0 {
-		return fmt.Errorf("demo: %d wrong blocks received", n)
-	}
 	if res.Partial {
 		return fmt.Errorf("demo: interrupted; partial report written to %s", rep.out)
+	}
+	if res.Verdict != validate.VerdictPass {
+		return exitError{err: errors.New(res.VerdictText), code: res.Verdict.ExitCode()}
 	}
 	return nil
 }
@@ -56,7 +58,8 @@ func parseDemo(args []string, stderr io.Writer) (demo.Options, reportFlags, erro
 	from := fs.Duration("from", 0, "start of the window in trace time (0 = the trace's start)")
 	rate := fs.Float64("rate", demo.DefaultRate, "arrival-rate multiplier (0.5 spreads arrivals ×2: 4 nodes stand in for the paper's ~10)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: kvpool demo [flags]\n\nReplays a window of the conversation trace live on a local cluster (a master and\nN node processes) for four arms — recompute, local LRU (rr), local cache-aware,\nglobal cache-aware — simulates the same, prints the comparison and writes a report.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: kvpool demo [flags]\n\nReplays a window of the conversation trace live on a local cluster (a master and\nN node processes) for four arms — recompute, local LRU (rr), local cache-aware,\nglobal cache-aware — simulates the same, prints the comparison and writes a report.\n\n"+
+			verdictExitHelp+"; 1 also when interrupted (a partial report, no verdict).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseNoArgs(fs, args, append(clusterPositive(), "window", "rate")...); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvpool/kvpool/internal/lab/demo"
 	"github.com/kvpool/kvpool/internal/lab/sim"
+	"github.com/kvpool/kvpool/internal/lab/validate"
 	"github.com/kvpool/kvpool/trace"
 	"github.com/kvpool/kvpool/trace/tracetest"
 )
@@ -38,7 +39,7 @@ func validateKeptUp(t *testing.T, args []string, speed float64) string {
 		switch code {
 		case 0:
 			return out.String()
-		case exitInconclusive:
+		case validate.ExitInconclusive:
 		default:
 			t.Fatalf("exit code %d at speed %g: live and simulated runs disagree", code, speed)
 		}

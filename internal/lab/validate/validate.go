@@ -56,6 +56,7 @@ import (
 
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/cluster"
+	"github.com/kvpool/kvpool/internal/lab/compare"
 	"github.com/kvpool/kvpool/internal/lab/replay"
 	"github.com/kvpool/kvpool/internal/lab/sim"
 
@@ -232,6 +233,45 @@ const (
 	VerdictInconclusive Verdict = "INCONCLUSIVE"
 )
 
+// The exit codes of a verdict, shared by every command that judges live
+// against simulated runs (kvpool compare --validate, kvpool demo): 0 PASS,
+// 1 FAIL (a judged check disagrees, or a wrong block), 3 INCONCLUSIVE
+// (nothing judged disagrees, but a live run did not keep up, so a check
+// was not judged). 2 stays the usage error of every command.
+const (
+	ExitPass         = 0
+	ExitFail         = 1
+	ExitInconclusive = 3
+)
+
+// ExitCode returns v's exit code (ExitFail for an unknown verdict).
+func (v Verdict) ExitCode() int {
+	switch v {
+	case VerdictPass:
+		return ExitPass
+	case VerdictInconclusive:
+		return ExitInconclusive
+	}
+	return ExitFail
+}
+
+// Overall returns the verdict of several runs together: FAIL when any
+// failed (or is not a known verdict), else INCONCLUSIVE when any was,
+// else PASS (also for none).
+func Overall(vs []Verdict) Verdict {
+	out := VerdictPass
+	for _, v := range vs {
+		switch v {
+		case VerdictPass:
+		case VerdictInconclusive:
+			out = VerdictInconclusive
+		default:
+			return VerdictFail
+		}
+	}
+	return out
+}
+
 // ErrInconclusive is wrapped by the error of a validation that could not
 // judge a check because the machine did not keep up with the live run
 // (and found nothing else wrong).
@@ -345,6 +385,13 @@ type Report struct {
 	// SuggestedSpeed is the speed to rerun at when the verdict is
 	// INCONCLUSIVE (0 otherwise).
 	SuggestedSpeed float64 `json:"suggested_speed,omitempty"`
+}
+
+// Row returns r as a live/sim row of trace's arm a (package compare's
+// tables), with its verdict.
+func (r *Report) Row(trace string, a compare.Arm) compare.LiveRow {
+	return compare.LiveRow{Trace: trace, Arm: a, Sim: r.Sim, Live: r.Live, SimTTFTs: r.SimTTFTs, LiveTTFTs: r.LiveTTFTs,
+		Verdict: string(r.Verdict), KeptUp: r.KeptUp, Reason: r.Reason}
 }
 
 // Failures returns the messages of the failed checks.
