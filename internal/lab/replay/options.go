@@ -210,8 +210,10 @@ func (o Options) Validate() error {
 	case o.ProgressEvery < 0:
 		return bad("ProgressEvery", "must be >= 0, got %v", o.ProgressEvery)
 	}
-	if _, err := policy.ParseSpec(o.Policy); err != nil {
+	if spec, err := policy.ParseSpec(o.Policy); err != nil {
 		return bad("Policy", "%w", err)
+	} else if spec.NeedsFuture() {
+		return bad("Policy", "%s needs to know the future (simulator only)", spec.Eviction)
 	}
 	if err := (block.Key{Tenant: o.Tenant}).Validate(); err != nil {
 		return bad("Tenant", "%w", err)

@@ -74,6 +74,8 @@ type runner struct {
 	cl      *client.Client
 	workers []*worker
 	nodeIdx map[string]int
+	// warm is the blocks the nodes held when the replay started.
+	warm int
 
 	// loads tracks the goroutines loading blocks (transfers and local
 	// reads); run waits for them.
@@ -163,6 +165,12 @@ func (r *runner) connect(ctx context.Context) error {
 		return fmt.Errorf("replay: master %s lists no live node", r.o.Master)
 	}
 	sort.Slice(live, func(a, b int) bool { return live[a].ID < live[b].ID })
+	info, err := probe(ctx, cl, r.o.PayloadBytes)
+	if err != nil {
+		cl.Close()
+		return err
+	}
+	r.warm = info.Stored()
 	P := len(live)
 	r.nodeIdx = make(map[string]int, P)
 	r.active = make([]int, 3*P)

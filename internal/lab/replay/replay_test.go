@@ -31,6 +31,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad prefill", Options{Master: "m:1", Prefill: "gpu"}, "Prefill"},
 		{"bad verify", Options{Master: "m:1", Verify: "none"}, "Verify"},
 		{"negative ram", Options{Master: "m:1", RAMBlocks: -1}, "RAMBlocks"},
+		{"unknown policy", Options{Master: "m:1", Policy: "nosuch"}, "Policy"},
+		{"future policy", Options{Master: "m:1", Policy: "belady"}, "Policy"},
 		{"bad tenant", Options{Master: "m:1", Tenant: strings.Repeat("x", 1000)}, "Tenant"},
 	}
 	for _, tt := range tests {

@@ -73,6 +73,11 @@ type Summary struct {
 	LiveBytesRead       int64 `json:"live_bytes_read"`
 	LiveBytesReadRemote int64 `json:"live_bytes_read_remote"`
 	LiveBytesStored     int64 `json:"live_bytes_stored"`
+	// WarmBlocks is the blocks the nodes already held when the replay
+	// started (every tier and tenant): 0 on a fresh cluster. A warm
+	// cluster (a second replay on the same nodes) starts with hits a
+	// fresh one, and the simulator, would not have.
+	WarmBlocks int `json:"warm_blocks"`
 	// FirstError is the first unexpected error met (the run carries on);
 	// empty when none.
 	FirstError string `json:"first_error,omitempty"`
@@ -112,6 +117,7 @@ func (r *runner) result(partial bool) *Result {
 		VerifiedHits: r.verified.Load(), WrongBlocks: r.wrong.Load(), CorruptBlocks: r.corrupt.Load(),
 		FetchFailures: r.fetchFailed.Load(), PutFailures: r.putFailed.Load(),
 		LiveBytesRead: r.bytesRead.Load(), LiveBytesReadRemote: r.bytesReadRemote.Load(), LiveBytesStored: r.bytesStored.Load(),
+		WarmBlocks: r.warm,
 	}
 	if o.Mode == sim.ModeRecompute {
 		s.RAMBlocks, s.SSDBlocks = 0, 0
@@ -161,6 +167,9 @@ func (s *Summary) WriteText(w io.Writer) error {
 		"dispatch lag", s.LagP50*1e3, s.LagP99*1e3, kept,
 		"blocks", s.VerifiedHits, s.WrongBlocks, s.VerifyMode, s.CorruptBlocks, s.FetchFailures, s.PutFailures,
 		"live bytes", s.LiveBytesRead, s.LiveBytesReadRemote, s.LiveBytesStored)
+	if err == nil && s.WarmBlocks > 0 {
+		_, err = fmt.Fprintf(w, "%-16s %s\n", "WARNING", s.WarmNotice())
+	}
 	if err == nil && s.FirstError != "" {
 		_, err = fmt.Fprintf(w, "%-16s %s\n", "first error", s.FirstError)
 	}
@@ -168,4 +177,15 @@ func (s *Summary) WriteText(w io.Writer) error {
 		return fmt.Errorf("replay: write summary: %w", err)
 	}
 	return nil
+}
+
+// WarmNotice says, when the nodes held blocks at the start (WarmBlocks
+// > 0), that the hit ratios are a warm cluster's; "" otherwise.
+func (s *Summary) WarmNotice() string {
+	if s.WarmBlocks == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the nodes already held %d blocks when the replay started (a warm cluster, e.g. from an earlier replay): "+
+		"its hit ratios are higher than a fresh cluster's, and than the simulator's, which starts empty; "+
+		"restart the cluster, or use --local, for comparable figures", s.WarmBlocks)
 }
