@@ -151,7 +151,7 @@ func parseCompare(args []string, stderr io.Writer) (*compareRun, error) {
 		}
 	}
 	if f.live || f.validate {
-		if err := f.liveRun(r, stderr); err != nil {
+		if err := f.liveRun(fs, r, stderr); err != nil {
 			return nil, flagError(fs, err, map[string]string{"Rate": "live-rate"})
 		}
 	}
@@ -166,13 +166,13 @@ func parseCompare(args []string, stderr io.Writer) (*compareRun, error) {
 
 // liveRun sets r's cluster and subsample (--live and --validate) from the
 // flags.
-func (f *compareFlags) liveRun(r *compareRun, stderr io.Writer) error {
+func (f *compareFlags) liveRun(fs *flag.FlagSet, r *compareRun, stderr io.Writer) error {
 	cluster, err := f.cluster.config()
 	if err != nil {
 		return err
 	}
 	cluster.NICGbps, cluster.SkipTTFT, cluster.Policy = f.nic, f.skipTTFT, f.policy
-	cluster.Progress = f.report.progress(stderr)
+	cluster.Progress, cluster.ProgressTerminal = f.report.progress(stderr), isTerminal(stderr)
 	if err := cluster.Validate(); err != nil {
 		return err
 	}
@@ -186,7 +186,14 @@ func (f *compareFlags) liveRun(r *compareRun, stderr io.Writer) error {
 		}
 	}
 	r.cluster = cluster
-	r.sample = demo.TraceOptions{Name: f.trace, Dir: f.traceDir, Generated: f.generated, From: f.from, Window: f.window,
+	name := ""
+	if f.validate {
+		var err error
+		if name, err = askedTrace(fs, traceFlags{name: f.trace, dir: f.traceDir}, f.generated); err != nil {
+			return err
+		}
+	}
+	r.sample = demo.TraceOptions{Name: name, Dir: f.traceDir, Generated: f.generated, From: f.from, Window: f.window,
 		First: f.first, Rate: f.liveRate, Finder: trace.Finder{Getenv: os.Getenv}}
 	if err := r.sample.Validate(); err != nil {
 		return err

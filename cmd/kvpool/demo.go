@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -69,8 +70,13 @@ func parseDemo(args []string, stderr io.Writer) (demo.Options, reportFlags, erro
 	if err != nil {
 		return demo.Options{}, rep, err
 	}
+	name, err := askedTrace(fs, tf, *generated)
+	if err != nil {
+		return demo.Options{}, rep, err
+	}
+	cluster.ProgressTerminal = isTerminal(stderr)
 	opts := demo.Options{
-		Trace: demo.TraceOptions{Name: tf.name, Dir: tf.dir, Generated: *generated, From: *from, Window: *window,
+		Trace: demo.TraceOptions{Name: name, Dir: tf.dir, Generated: *generated, From: *from, Window: *window,
 			Rate: *rate, Finder: trace.Finder{Getenv: os.Getenv}},
 		Cluster: cluster,
 	}
@@ -80,4 +86,30 @@ func parseDemo(args []string, stderr io.Writer) (demo.Options, reportFlags, erro
 		return demo.Options{}, rep, flagError(fs, err, nil)
 	}
 	return opts, rep, nil
+}
+
+// askedTrace returns the trace --trace names when the flag was given
+// (with --generated it is a usage error), resolved to its file: a trace
+// asked for that cannot be found is a usage error naming it, never a
+// fallback to a generated trace. It returns "" when --trace was not
+// given: the default trace, or a generated one when it is not found.
+func askedTrace(fs *flag.FlagSet, tf traceFlags, generated bool) (string, error) {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "trace" })
+	if !given {
+		return "", nil
+	}
+	if generated {
+		return "", usageErrorf("give --trace or --generated, not both")
+	}
+	path, err := trace.Finder{Getenv: os.Getenv}.Find(tf.name, tf.dir)
+	if err != nil {
+		return "", usageErrorf("--trace %s: %v", tf.name, err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", usageErrorf("--trace %s: %v", path, err)
+	}
+	f.Close()
+	return path, nil
 }

@@ -106,6 +106,8 @@ func TestDemoUsageErrors(t *testing.T) {
 		{"bad nodes", []string{"--nodes", "-2"}, "--nodes"},
 		{"bad speed", []string{"--speed", "-5"}, "--speed"},
 		{"extra args", []string{"now"}, "unexpected"},
+		{"typo'd trace: no fallback", []string{"--trace", "conversaton", "--trace-dir", "/nonexistent"}, "--trace conversaton"},
+		{"unreadable trace path", []string{"--trace", "/nonexistent/dir/x.jsonl"}, "/nonexistent/dir/x.jsonl"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 
@@ -188,7 +189,7 @@ func parseReplay(args []string, stderr io.Writer) (replayFlags, error) {
 	o.Prefill, o.Verify = replay.PrefillMode(*prefill), replay.VerifyMode(*verify)
 	o.NICGbps, o.SSDGBps, o.SLOSeconds = cost.nicGbps, cost.ssdGBps, cost.slo
 	if !*quiet {
-		o.Progress = stderr
+		o.Progress, o.ProgressTerminal = stderr, isTerminal(stderr)
 	}
 	if o.Profile, err = cost.costProfile(); err != nil {
 		return f, err
@@ -200,6 +201,21 @@ func parseReplay(args []string, stderr io.Writer) (replayFlags, error) {
 		return f, flagError(fs, err, nil)
 	}
 	return f, nil
+}
+
+// isTerminal reports whether w is a terminal (a character device), where
+// a progress line may be redrawn in place; through a lockedWriter, the
+// writer it wraps.
+func isTerminal(w io.Writer) bool {
+	if l, ok := w.(*lockedWriter); ok {
+		w = l.w
+	}
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // lockedWriter serialises writes to w.

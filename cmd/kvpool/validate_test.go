@@ -162,6 +162,8 @@ func TestCompareModeFlags(t *testing.T) {
 		{"bad window", []string{"--validate", "--window", "-1s"}, "--window"},
 		{"bad payload", []string{"--live", "--payload", "x"}, "--payload"},
 		{"bad policy", []string{"--validate", "--generated", "--policy", "no-such-policy"}, "no-such-policy"},
+		{"typo'd trace: no fallback", []string{"--validate", "--trace", "conversaton", "--trace-dir", "/nonexistent"}, "--trace conversaton"},
+		{"trace and generated", []string{"--validate", "--trace", "x", "--generated"}, "not both"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -238,15 +238,6 @@ func (r *Result) judge() (validate.Verdict, string) {
 		"in every arm, %s %s; %d hits read and verified, 0 wrong blocks.", 100*hit, 100*ttft, kept, bounds, verified)
 }
 
-// WrongBlocks returns the wrong blocks received over every arm.
-func (r *Result) WrongBlocks() int64 {
-	var n int64
-	for _, row := range r.Rows {
-		n += row.Live.WrongBlocks
-	}
-	return n
-}
-
 // WriteTable writes the comparison table (Markdown) and the verdicts.
 func (r *Result) WriteTable(w io.Writer) error {
 	var b strings.Builder

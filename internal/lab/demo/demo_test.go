@@ -27,6 +27,8 @@ func TestLoadWindow(t *testing.T) {
 		{"generated on request", TraceOptions{Generated: true, Window: time.Minute}, true, "", ""},
 		{"fallback when not found", TraceOptions{Dir: empty, Window: time.Minute, Finder: trace.Finder{Getenv: noEnv, WorkDir: empty}},
 			true, "kvpool trace fetch", ""},
+		{"no fallback for a trace asked for", TraceOptions{Name: "conversaton", Dir: empty, Window: time.Minute,
+			Finder: trace.Finder{Getenv: noEnv, WorkDir: empty}}, false, "", "conversaton"},
 		{"bad rate", TraceOptions{Rate: -1}, false, "", "Rate"},
 		{"bad window", TraceOptions{Window: -time.Second}, false, "", "Window"},
 		{"bad first", TraceOptions{First: -1}, false, "", "First"},

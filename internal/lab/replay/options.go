@@ -54,8 +54,13 @@ const (
 	DefaultSpeed = 50
 	// DefaultTenant namespaces the replay's blocks.
 	DefaultTenant = "replay"
-	// DefaultProgressEvery refreshes the progress line four times a second.
+	// DefaultProgressEvery refreshes the progress line on a terminal four
+	// times a second.
 	DefaultProgressEvery = 250 * time.Millisecond
+	// DefaultProgressLineEvery writes a progress line to a file or pipe
+	// every 5 s: a few lines per demo arm (about 25 s each), few enough
+	// to read in a log.
+	DefaultProgressLineEvery = 5 * time.Second
 	// DefaultIOTimeout bounds one call of a request to a node (a client
 	// Fetch or Access; the client's RequestTimeout) in live time:
 	// 30 s, far beyond any paced transfer of one request at the default
@@ -115,10 +120,14 @@ type Options struct {
 	Policy               string
 	// IOTimeout bounds one Fetch or Access in live time (DefaultIOTimeout).
 	IOTimeout time.Duration
-	// Progress, when not nil, receives a one-line progress display
-	// refreshed every ProgressEvery (DefaultProgressEvery).
-	Progress      io.Writer
-	ProgressEvery time.Duration
+	// Progress, when not nil, receives the progress display: with
+	// ProgressTerminal set (Progress is a terminal) one line redrawn in
+	// place every ProgressEvery (DefaultProgressEvery), otherwise one
+	// line written every ProgressLineEvery (DefaultProgressLineEvery).
+	Progress          io.Writer
+	ProgressTerminal  bool
+	ProgressEvery     time.Duration
+	ProgressLineEvery time.Duration
 }
 
 // WithDefaults returns o with every zero field replaced by its default.
@@ -168,6 +177,9 @@ func (o Options) WithDefaults() Options {
 	if o.ProgressEvery == 0 {
 		o.ProgressEvery = DefaultProgressEvery
 	}
+	if o.ProgressLineEvery == 0 {
+		o.ProgressLineEvery = DefaultProgressLineEvery
+	}
 	return o
 }
 
@@ -209,6 +221,8 @@ func (o Options) Validate() error {
 		return bad("IOTimeout", "must be >= 0, got %v", o.IOTimeout)
 	case o.ProgressEvery < 0:
 		return bad("ProgressEvery", "must be >= 0, got %v", o.ProgressEvery)
+	case o.ProgressLineEvery < 0:
+		return bad("ProgressLineEvery", "must be >= 0, got %v", o.ProgressLineEvery)
 	}
 	if spec, err := policy.ParseSpec(o.Policy); err != nil {
 		return bad("Policy", "%w", err)

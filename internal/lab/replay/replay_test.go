@@ -198,7 +198,7 @@ func TestRenderProgress(t *testing.T) {
 		p    progressState
 		want []string
 	}{
-		{progressState{all: 10}, []string{"\r[", "0%", "ETA ?", "0/10 done"}},
+		{progressState{all: 10}, []string{"[", "0%", "ETA ?", "0/10 done"}},
 		{progressState{elapsed: 10 * time.Second, done: 5, all: 10, fraction: 0.5, hitRatio: 0.25, ttftP50: 1.5},
 			[]string{"50%", "ETA 10s", "5/10 done", "hit 25.0%", "TTFT p50 1.50s", "[============            ]"}},
 		{progressState{elapsed: time.Second, done: 10, all: 10, fraction: 2}, []string{"100%", "ETA 0s"}},
@@ -210,8 +210,8 @@ func TestRenderProgress(t *testing.T) {
 				t.Errorf("renderProgress(%+v) = %q, missing %q", tt.p, got, w)
 			}
 		}
-		if strings.Contains(got, "\n") {
-			t.Errorf("progress line %q has a newline", got)
+		if strings.ContainsAny(got, "\r\n") {
+			t.Errorf("progress line %q has a carriage return or a newline", got)
 		}
 	}
 }
@@ -312,8 +312,8 @@ func TestLiveAgainstSim(t *testing.T) {
 			if s.WrongBlocks != 0 || s.CorruptBlocks != 0 {
 				t.Fatalf("%d wrong and %d corrupt blocks", s.WrongBlocks, s.CorruptBlocks)
 			}
-			if !strings.Contains(progress.String(), "100/100 done") {
-				t.Errorf("progress output lacks the final line: %q", progress.String())
+			if !strings.Contains(progress.String(), "100/100 done") || strings.Contains(progress.String(), "\r") {
+				t.Errorf("progress output lacks the final line, or redraws lines off a terminal: %q", progress.String())
 			}
 			if !s.KeptUp {
 				t.Logf("the machine could not keep up (dispatch lag p99 %.1f ms > %v): live vs sim not judged", s.LagP99*1e3, MaxLagP99)

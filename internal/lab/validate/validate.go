@@ -137,8 +137,10 @@ type Config struct {
 	// ClusterOutput receives the cluster processes' logs (nil discards
 	// them).
 	ClusterOutput io.Writer `json:"-"`
-	// Progress receives the live replay's progress line (nil: none).
-	Progress io.Writer `json:"-"`
+	// Progress receives the live replay's progress line (nil: none);
+	// ProgressTerminal says it is a terminal (replay.Options).
+	Progress         io.Writer `json:"-"`
+	ProgressTerminal bool      `json:"-"`
 }
 
 // WithDefaults returns c with every zero field replaced by its default.
@@ -216,7 +218,7 @@ func (c Config) replayOptions() replay.Options {
 	return replay.Options{
 		Mode: c.Mode, Routing: c.Routing, PayloadBytes: c.PayloadBytes, Speed: c.Speed,
 		NICGbps: c.NICGbps, Verify: c.Verify, RAMBlocks: c.RAMBlocks, SSDBlocks: c.SSDBlocks,
-		Policy: c.Policy, Progress: c.Progress,
+		Policy: c.Policy, Progress: c.Progress, ProgressTerminal: c.ProgressTerminal,
 	}
 }
 
