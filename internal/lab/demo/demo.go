@@ -217,7 +217,7 @@ func (r *Result) judge() (validate.Verdict, string) {
 		case validate.VerdictFail:
 			failed = append(failed, fmt.Sprintf("%s (%s)", v.Arm, strings.Join(v.Failures, "; ")))
 		case validate.VerdictInconclusive:
-			inconclusive = append(inconclusive, fmt.Sprintf("%s (%s)", v.Arm, v.Reason))
+			inconclusive = append(inconclusive, fmt.Sprintf("%s: %s", v.Arm, strings.TrimPrefix(v.Reason, "the machine did not keep up: ")))
 			if speed == 0 || v.SuggestedSpeed < speed {
 				speed = v.SuggestedSpeed
 			}
@@ -230,9 +230,10 @@ func (r *Result) judge() (validate.Verdict, string) {
 	case validate.VerdictFail:
 		return verdict, fmt.Sprintf("FAIL: live and simulated runs disagree %s in %s.", bounds, strings.Join(failed, "; "))
 	case validate.VerdictInconclusive:
-		return verdict, fmt.Sprintf("INCONCLUSIVE: no judged check disagrees %s, but the machine did not keep up with the live run of %s, "+
-			"so its mean TTFT was not judged; rerun with --speed %g. Token hit ratio within %.2f points of simulated in every arm.",
-			bounds, strings.Join(inconclusive, "; "), speed, 100*hit)
+		return verdict, fmt.Sprintf("INCONCLUSIVE: no judged check disagrees %s, but the machine did not keep up with the live runs of %d of %d arms "+
+			"(%s), so their mean TTFT was not judged; rerun with --speed %g, or on a quieter machine. "+
+			"Token hit ratio within %.2f points of simulated in every arm.",
+			bounds, len(inconclusive), len(r.Verdicts), strings.Join(inconclusive, "; "), speed, 100*hit)
 	}
 	return verdict, fmt.Sprintf("PASS: live within %.2f points of simulated token hit ratio and within %.1f%% of simulated mean TTFT "+
 		"in every arm, %s %s; %d hits read and verified, 0 wrong blocks.", 100*hit, 100*ttft, kept, bounds, verified)

@@ -96,7 +96,7 @@ func TestJudge(t *testing.T) {
 			false, validate.VerdictFail, []string{"FAIL: ", "in b (b: token hit ratio: differ by 3 points)"}},
 		{"inconclusive", []ArmVerdict{{Arm: "a", Verdict: validate.VerdictInconclusive, Reason: "lag", SuggestedSpeed: 25},
 			{Arm: "b", Verdict: validate.VerdictInconclusive, Reason: "late", SuggestedSpeed: 12}},
-			false, validate.VerdictInconclusive, []string{"INCONCLUSIVE: ", "a (lag); b (late)", "--speed 12"}},
+			false, validate.VerdictInconclusive, []string{"INCONCLUSIVE: ", "a: lag; b: late", "--speed 12"}},
 		{"fail beats inconclusive", []ArmVerdict{{Arm: "a", Verdict: validate.VerdictInconclusive},
 			{Arm: "b", Verdict: validate.VerdictFail}}, false, validate.VerdictFail, []string{"FAIL: "}},
 		{"partial", []ArmVerdict{{Arm: "a", Verdict: validate.VerdictPass}}, true, "", []string{"PARTIAL, no verdict", "after 1 of 2 arms"}},

@@ -78,8 +78,9 @@ type runner struct {
 	warm int
 
 	// loads tracks the goroutines loading blocks (transfers and local
-	// reads); run waits for them.
+	// reads); run waits for them. bufs pools their block buffers.
 	loads sync.WaitGroup
+	bufs  sync.Pool
 
 	mu     sync.Mutex // guards active and plan (the planner's state)
 	active []int      // transfers in progress per link (sim.EgressLink, ...)
@@ -498,8 +499,13 @@ func (r *runner) read(ctx context.Context, j *job, src int, tier client.Tier, id
 	ok := make([]bool, len(ids))
 	dsts := make([][]byte, len(ids))
 	for x := range ids {
-		dsts[x] = make([]byte, r.o.PayloadBytes)
+		dsts[x] = r.buffer()
 	}
+	defer func() {
+		for _, b := range dsts {
+			r.bufs.Put(&b)
+		}
+	}()
 	res, err := r.cl.Fetch(ctx, from, ids, client.FetchOptions{Dst: dsts})
 	if err != nil {
 		r.fetchFailed.Add(int64(len(ids)))
@@ -534,6 +540,17 @@ func (r *runner) read(ctx context.Context, j *job, src int, tier client.Tier, id
 		ok[x] = true
 	}
 	return ok
+}
+
+// buffer returns a block buffer of the payload size from the pool: a
+// block read is checked and dropped, so its buffer serves the next read
+// (every hit is read, up to the whole working set a second, and fresh
+// buffers would be as many bytes of garbage).
+func (r *runner) buffer() []byte {
+	if b, ok := r.bufs.Get().(*[]byte); ok && cap(*b) >= r.o.PayloadBytes {
+		return (*b)[:r.o.PayloadBytes]
+	}
+	return make([]byte, r.o.PayloadBytes)
 }
 
 // serve is worker w's loop: FIFO, one prefill at a time.
