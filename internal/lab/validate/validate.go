@@ -284,7 +284,7 @@ var ErrInconclusive = errors.New("validate: inconclusive")
 // not, why. Two conditions, both from the replayer's own accounting:
 //
 //   - the replayer's verdict (replay.Summary.KeptUp): dispatch lag p99 at
-//     most replay.MaxLagP99 (10 ms live), past which the tail of the
+//     most replay.MaxLagP99 (20 ms live), past which the tail of the
 //     schedule ran late;
 //   - the run's lateness (Lateness: per request, the dispatch lag plus
 //     how far its prefill overshot its planned time, averaged, in live
