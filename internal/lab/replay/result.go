@@ -51,10 +51,12 @@ type Summary struct {
 	LagP50 float64 `json:"lag_p50_s"`
 	LagP99 float64 `json:"lag_p99_s"`
 	KeptUp bool    `json:"kept_up"`
-	// VerifiedHits counts the cache hits read and verified: every block
-	// a plan reused (local RAM, local SSD, remote) is read through the
-	// client, which checks key and checksum, and with VerifyFull compared
-	// with its regenerated payload; only then is it reused.
+	// VerifiedHits counts the planned hits that were read and verified:
+	// every block a plan reuses (local RAM, local SSD, remote) is read
+	// through the client, which checks key and checksum, and with
+	// VerifyFull compared with its regenerated payload; only a verified
+	// block is reused (one planned after a block that failed is verified
+	// but not reused: the prefix ended before it).
 	VerifiedHits int64 `json:"verified_hits"`
 	// WrongBlocks counts received blocks whose bytes differed from their
 	// generated payload (VerifyFull only): must be 0. CorruptBlocks counts

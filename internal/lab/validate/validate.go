@@ -559,7 +559,7 @@ func (r *Report) judge() {
 		r.Checks = append(r.Checks, Check{Name: "mean TTFT", Pass: ttftOK, Judged: true, Message: msg})
 	}
 	r.Checks = append(r.Checks, Check{Name: "verified blocks", Pass: l.WrongBlocks == 0 && l.CorruptBlocks == 0, Judged: true,
-		Message: fmt.Sprintf("%d wrong (verify %s), %d corrupt; want 0", l.WrongBlocks, l.VerifyMode, l.CorruptBlocks)})
+		Message: fmt.Sprintf("%d wrong (verify %s), %d corrupt, want 0; %d hits read and verified", l.WrongBlocks, l.VerifyMode, l.CorruptBlocks, l.VerifiedHits)})
 	complete := !l.Partial && l.Completed == r.Requests
 	cmsg := fmt.Sprintf("%d of %d requests completed live", l.Completed, r.Requests)
 	if l.Partial {
