@@ -90,7 +90,7 @@ func TestDemoGenerated(t *testing.T) {
 		t.Fatal(err)
 	}
 	head, _, _ := strings.Cut(string(md), "Trace:")
-	if !strings.Contains(head, string(sum.Verdict)+": ") || !strings.Contains(out.String(), string(sum.Verdict)+": ") {
+	if !strings.Contains(head, "**"+string(sum.Verdict)+"**: ") || !strings.Contains(out.String(), string(sum.Verdict)+": ") {
 		t.Errorf("the verdict %s is not stated at the top of report.md (%q) or in the table output", sum.Verdict, head)
 	}
 }

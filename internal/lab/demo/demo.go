@@ -278,11 +278,15 @@ func (r *Result) Report() *report.Report {
 	if r.Partial {
 		title += " (PARTIAL)"
 	}
-	verdict := r.VerdictText
-	if verdict == "" {
-		verdict = "no verdict"
+	word, rest, _ := strings.Cut(r.VerdictText, ": ")
+	if word == "" {
+		word = "no verdict"
 	}
-	intro := "**" + verdict + "**\n\n"
+	intro := "**" + word + "**"
+	if rest != "" {
+		intro += ": " + rest
+	}
+	intro += "\n\n"
 	intro += fmt.Sprintf("Trace: %s, %d requests (a %.0f s window from %.0f s, arrivals ×%g). ", r.Trace.Name, r.Requests,
 		r.Trace.WindowSeconds, r.Trace.FromSeconds, r.Trace.Rate)
 	if r.Trace.Generated {
