@@ -205,8 +205,9 @@ func (f *compareFlags) liveRun(fs *flag.FlagSet, r *compareRun, stderr io.Writer
 // live against simulated runs (validate.Verdict.ExitCode).
 var verdictExitHelp = fmt.Sprintf("exit status %d PASS (live and simulated agree in every run); %d FAIL (a judged\n"+
 	"check disagrees, or a wrong block); %d INCONCLUSIVE (nothing judged disagrees, but the\n"+
-	"machine did not keep up with a live run: dispatch lag p99 over %v, or requests late on\n"+
-	"average (dispatch and prefill timers) by over a quarter of the TTFT tolerance in model\n"+
+	"machine did not keep up with a live run: dispatch lag p99 over %v, one heartbeat of the\n"+
+	"replay's cluster, or requests late on average (dispatch and prefill timers) by over a\n"+
+	"quarter of the TTFT tolerance in model\n"+
 	"time; its mean TTFT, and past the lag bound a disagreeing hit ratio, were not judged:\n"+
 	"rerun with the --speed it suggests); 2 bad flags",
 	validate.ExitPass, validate.ExitFail, validate.ExitInconclusive, replay.MaxLagP99)
