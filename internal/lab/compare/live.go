@@ -47,7 +47,7 @@ func KeptUpText(maxLag time.Duration, speed float64) string {
 		"scheduled arrivals) at most %g ms, one heartbeat of the replay's cluster (the index already shows a stored block up to "+
 		"a heartbeat late), and the requests' mean lateness (dispatch lag plus prefill timers waking late) at most "+
 		"a quarter of the mean-TTFT tolerance in model seconds. A request started L late is L × speed late in model time: "+
-		"%g ms at speed %g is %.2g model seconds on the slowest 1%% of requests. An arm that did not keep up has its mean TTFT "+
+		"%g ms at speed %g is %.2g model s on the slowest 1%% of requests. An arm that did not keep up has its mean TTFT "+
 		"(and, past the lag bound, a disagreeing hit ratio) reported but not judged: it is INCONCLUSIVE, not FAIL; rerun it at a lower --speed.",
 		ms, ms, speed, ms*speed/1e3)
 }
@@ -110,7 +110,7 @@ func LiveSection(rows []LiveRow, filePrefix string) report.Section {
 			"Verified hits are the planned hits read and checked (key, checksum and, with full verification, every byte against " +
 			"the block's regenerated payload), local ones too; wrong blocks are those that failed, never reused. " +
 			"Live bytes read and written are the real payload bytes the replayer read from (every hit, local and remote) and wrote to the nodes; " +
-			"sim network bytes are the simulator's transfers between instances in model units (KV-cache bytes, not payload bytes). " +
+			"sim network bytes are the simulator's transfers between instances in model units (KV-cache bytes, not payload bytes).\n\n" +
 			KeptUpText(replay.MaxLagP99, liveSpeed(rows))}
 	hits := &plot.BarChart{Title: "Token hit ratio: live vs simulated", YLabel: "token hit ratio (%)", YMin: new(0.0),
 		Format: pctFormat}
