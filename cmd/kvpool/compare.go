@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvpool/kvpool/internal/lab/compare"
 	"github.com/kvpool/kvpool/internal/lab/demo"
+	"github.com/kvpool/kvpool/internal/lab/replay"
 	"github.com/kvpool/kvpool/internal/lab/sim"
 	"github.com/kvpool/kvpool/internal/lab/validate"
 	"github.com/kvpool/kvpool/trace"
@@ -119,12 +120,7 @@ func (f *compareFlags) register(fs *flag.FlagSet) {
 func compareUsage(fs *flag.FlagSet, stderr io.Writer) func() {
 	return func() {
 		fmt.Fprintln(stderr, "usage: kvpool compare --sim|--live|--validate [flags]\n\nRuns the standard matrix (hit ratio vs capacity per policy, local vs global,\nTTFT by scheduler, TTFT vs bandwidth, goodput) on each trace and writes a report.\n--live adds live arms on a subsample; --validate checks live against simulated.\n\n"+
-			"exit status of --validate: 0 PASS (live and simulated agree); 1 FAIL (they disagree, or a\n"+
-			"wrong block); 3 INCONCLUSIVE (nothing judged disagrees, but the machine did not keep up\n"+
-			"with a live run: dispatch lag p99 over 10 ms, or requests late on average (dispatch and\n"+
-			"prefill timers) by over a quarter of the TTFT tolerance in model time; its mean TTFT,\n"+
-			"and when p99 was over 10 ms a disagreeing hit ratio, were not judged: rerun with the\n"+
-			"--speed it suggests); 2 bad flags.\n\nflags:")
+			"--validate: "+verdictExitHelp+".\n\nflags:")
 		fs.PrintDefaults()
 	}
 }
@@ -155,7 +151,7 @@ func parseCompare(args []string, stderr io.Writer) (*compareRun, error) {
 		}
 	}
 	if f.live || f.validate {
-		if err := f.liveRun(r, stderr); err != nil {
+		if err := f.liveRun(fs, r, stderr); err != nil {
 			return nil, flagError(fs, err, map[string]string{"Rate": "live-rate"})
 		}
 	}
@@ -170,13 +166,13 @@ func parseCompare(args []string, stderr io.Writer) (*compareRun, error) {
 
 // liveRun sets r's cluster and subsample (--live and --validate) from the
 // flags.
-func (f *compareFlags) liveRun(r *compareRun, stderr io.Writer) error {
+func (f *compareFlags) liveRun(fs *flag.FlagSet, r *compareRun, stderr io.Writer) error {
 	cluster, err := f.cluster.config()
 	if err != nil {
 		return err
 	}
 	cluster.NICGbps, cluster.SkipTTFT, cluster.Policy = f.nic, f.skipTTFT, f.policy
-	cluster.Progress = f.report.progress(stderr)
+	cluster.Progress, cluster.ProgressTerminal = f.report.progress(stderr), isTerminal(stderr)
 	if err := cluster.Validate(); err != nil {
 		return err
 	}
@@ -190,7 +186,14 @@ func (f *compareFlags) liveRun(r *compareRun, stderr io.Writer) error {
 		}
 	}
 	r.cluster = cluster
-	r.sample = demo.TraceOptions{Name: f.trace, Dir: f.traceDir, Generated: f.generated, From: f.from, Window: f.window,
+	name := ""
+	if f.validate {
+		var err error
+		if name, err = askedTrace(fs, traceFlags{name: f.trace, dir: f.traceDir}, f.generated); err != nil {
+			return err
+		}
+	}
+	r.sample = demo.TraceOptions{Name: name, Dir: f.traceDir, Generated: f.generated, From: f.from, Window: f.window,
 		First: f.first, Rate: f.liveRate, Finder: trace.Finder{Getenv: os.Getenv}}
 	if err := r.sample.Validate(); err != nil {
 		return err
@@ -198,10 +201,16 @@ func (f *compareFlags) liveRun(r *compareRun, stderr io.Writer) error {
 	return nil
 }
 
-// exitInconclusive is the exit code of kvpool compare --validate when the
-// machine did not keep up with the live runs (INCONCLUSIVE): distinct
-// from FAIL's 1 and a usage error's 2.
-const exitInconclusive = 3
+// verdictExitHelp documents the exit status of a command that judges
+// live against simulated runs (validate.Verdict.ExitCode).
+var verdictExitHelp = fmt.Sprintf("exit status %d PASS (live and simulated agree in every run); %d FAIL (a judged\n"+
+	"check disagrees, or a wrong block); %d INCONCLUSIVE (nothing judged disagrees, but the\n"+
+	"machine did not keep up with a live run: dispatch lag p99 over %v, one heartbeat of the\n"+
+	"replay's cluster, or requests late on average (dispatch and prefill timers) by over a\n"+
+	"quarter of the TTFT tolerance in model\n"+
+	"time; its mean TTFT, and past the lag bound a disagreeing hit ratio, were not judged:\n"+
+	"rerun with the --speed it suggests); 2 bad flags",
+	validate.ExitPass, validate.ExitFail, validate.ExitInconclusive, replay.MaxLagP99)
 
 // exitError is an error with its own exit code (main's runWith uses it).
 type exitError struct {
@@ -243,7 +252,7 @@ func runValidate(ctx context.Context, r *compareRun, stdout, stderr io.Writer) e
 		WindowSeconds: w.WindowSeconds, Rate: w.Rate, Notice: w.Notice, Configs: cfgs,
 		Log: stderr, LogPrefix: "kvpool compare: ", Quiet: r.quiet}, stdout)
 	if errors.Is(err, validate.ErrInconclusive) {
-		return exitError{err: err, code: exitInconclusive}
+		return exitError{err: err, code: validate.ExitInconclusive}
 	}
 	return err
 }

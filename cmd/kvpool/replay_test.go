@@ -7,10 +7,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kvpool/kvpool/internal/cluster"
+	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/lab/sim"
 	"github.com/kvpool/kvpool/internal/lab/tracegen"
 	"github.com/kvpool/kvpool/trace"
@@ -28,6 +31,8 @@ func TestReplayUsageErrors(t *testing.T) {
 		{"bad prefetch", []string{"--local", "2", "--prefetch", "maybe"}, "--prefetch"},
 		{"bad mode", []string{"--master", "m:1", "--mode", "cloud"}, "--mode"},
 		{"bad speed", []string{"--master", "m:1", "--speed", "-1"}, "--speed"},
+		{"unknown policy", []string{"--local", "2", "--policy", "nosuch"}, "nosuch"},
+		{"negative window", []string{"--local", "2", "--from", "-3"}, "--from"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,20 +66,7 @@ func TestReplayLocalCluster(t *testing.T) {
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gen.jsonl")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := trace.NewWriter(f)
-	for _, r := range reqs {
-		if err := w.Write(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	writeTrace(t, path, reqs)
 
 	hit := map[string]float64{}
 	judged := true
@@ -127,5 +119,96 @@ func TestReplayLocalCluster(t *testing.T) {
 	}
 	if judged && (hit["global"] <= 0 || hit["global"] < hit["local"]) {
 		t.Errorf("global hit ratio %.4f, local %.4f: want global > 0 and >= local", hit["global"], hit["local"])
+	}
+}
+
+// TestReplayMasterWarm replays a window of a trace (--from/--to) twice
+// against one running cluster (--master): each run reports the cluster's
+// own capacity, not the flags' defaults, and the second, on nodes that
+// already hold the first one's blocks, warns that the cluster is warm.
+func TestReplayMasterWarm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("live replay in -short mode")
+	}
+	const payload, ramBlocks = 16 << 10, 300
+	c, err := cluster.StartInProcess(context.Background(), cluster.InProcessOptions{Nodes: 2,
+		Node: func(i int, cfg *config.Node) {
+			cfg.BlockSize = payload
+			cfg.RAM.Bytes = ramBlocks * payload
+			cfg.HeartbeatInterval = 20 * time.Millisecond
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	o := tracegen.ChatOptions()
+	o.Requests, o.Rate = 60, 1
+	o.Input.Mean = 2000
+	reqs, err := tracegen.Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "gen.jsonl")
+	writeTrace(t, path, reqs)
+	to := float64(reqs[len(reqs)/2].Timestamp) / 1000
+	for i, wantWarm := range []bool{false, true} {
+		var out, errb bytes.Buffer
+		args := []string{"replay", "--master", c.Master, "--trace", path, "--to", strconv.FormatFloat(to, 'f', 3, 64),
+			"--payload", "16KiB", "--json", "--quiet"}
+		if code := run(context.Background(), args, &out, &errb); code != 0 {
+			t.Fatalf("run %d: exit %d: %s", i, code, errb.String())
+		}
+		var doc struct {
+			Summary struct {
+				Requests   int `json:"requests"`
+				RAMBlocks  int `json:"ram_blocks"`
+				WarmBlocks int `json:"warm_blocks"`
+			} `json:"summary"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+			t.Fatalf("JSON output: %v\n%s", err, out.String())
+		}
+		s := doc.Summary
+		if want := sampledBefore(reqs, to); s.Requests != want {
+			t.Errorf("run %d: %d requests replayed, want the %d before --to %g", i, s.Requests, want, to)
+		}
+		if s.RAMBlocks != ramBlocks || !strings.Contains(errb.String(), "2 live nodes, 300 RAM blocks each") {
+			t.Errorf("run %d: summary RAM blocks %d, stderr %q; want the cluster's %d", i, s.RAMBlocks, errb.String(), ramBlocks)
+		}
+		if warned := strings.Contains(errb.String(), "WARNING") && strings.Contains(errb.String(), "warm cluster"); warned != wantWarm || (s.WarmBlocks > 0) != wantWarm {
+			t.Errorf("run %d: warm blocks %d, warning %v; want warm %v (stderr %q)", i, s.WarmBlocks, warned, wantWarm, errb.String())
+		}
+	}
+}
+
+// sampledBefore counts the requests of reqs before trace second to.
+func sampledBefore(reqs []trace.Request, to float64) int {
+	n := 0
+	for _, r := range reqs {
+		if float64(r.Timestamp-reqs[0].Timestamp) < to*1000 {
+			n++
+		}
+	}
+	return n
+}
+
+// writeTrace writes reqs to path as a trace file.
+func writeTrace(t *testing.T, path string, reqs []trace.Request) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := trace.NewWriter(f)
+	for _, r := range reqs {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvpool/kvpool/internal/lab/demo"
 	"github.com/kvpool/kvpool/internal/lab/sim"
+	"github.com/kvpool/kvpool/internal/lab/validate"
 	"github.com/kvpool/kvpool/trace"
 	"github.com/kvpool/kvpool/trace/tracetest"
 )
@@ -38,7 +39,7 @@ func validateKeptUp(t *testing.T, args []string, speed float64) string {
 		switch code {
 		case 0:
 			return out.String()
-		case exitInconclusive:
+		case validate.ExitInconclusive:
 		default:
 			t.Fatalf("exit code %d at speed %g: live and simulated runs disagree", code, speed)
 		}
@@ -161,6 +162,8 @@ func TestCompareModeFlags(t *testing.T) {
 		{"bad window", []string{"--validate", "--window", "-1s"}, "--window"},
 		{"bad payload", []string{"--live", "--payload", "x"}, "--payload"},
 		{"bad policy", []string{"--validate", "--generated", "--policy", "no-such-policy"}, "no-such-policy"},
+		{"typo'd trace: no fallback", []string{"--validate", "--trace", "conversaton", "--trace-dir", "/nonexistent"}, "--trace conversaton"},
+		{"trace and generated", []string{"--validate", "--trace", "x", "--generated"}, "not both"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

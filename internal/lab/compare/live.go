@@ -27,6 +27,29 @@ type LiveRow struct {
 	// seconds), ascending.
 	SimTTFTs  []float64 `json:"-"`
 	LiveTTFTs []float64 `json:"-"`
+	// Verdict is the live/sim validation's verdict on the row (PASS,
+	// FAIL or INCONCLUSIVE; package validate), KeptUp whether the live
+	// run kept up with its arrival schedule by the validation's
+	// definition, and Reason why not.
+	Verdict string `json:"verdict"`
+	KeptUp  bool   `json:"kept_up"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// KeptUpText explains the "kept up" column of the live tables: what it
+// measures and why its bounds are what they are. maxLag is the
+// replayer's bound on the dispatch lag p99 (replay.MaxLagP99) and speed
+// the live runs' time compression.
+func KeptUpText(maxLag time.Duration, speed float64) string {
+	ms := 1e3 * maxLag.Seconds()
+	return fmt.Sprintf("\"Kept up\" says whether the machine ran the live arm on its schedule, so that its TTFTs measure the store "+
+		"and not the machine's lateness: the dispatcher's lag p99 (how late, in live time, requests were started after their "+
+		"scheduled arrivals) at most %g ms, one heartbeat of the replay's cluster (the index already shows a stored block up to "+
+		"a heartbeat late), and the requests' mean lateness (dispatch lag plus prefill timers waking late) at most "+
+		"a quarter of the mean-TTFT tolerance in model seconds. A request started L late is L × speed late in model time: "+
+		"%g ms at speed %g is %.2g model s on the slowest 1%% of requests. An arm that did not keep up has its mean TTFT "+
+		"(and, past the lag bound, a disagreeing hit ratio) reported but not judged: it is INCONCLUSIVE, not FAIL; rerun it at a lower --speed.",
+		ms, ms, speed, ms*speed/1e3)
 }
 
 // LiveFunc runs arm a on trace t live and in the simulator. It is
@@ -81,11 +104,14 @@ func runLive(ctx context.Context, o Options, res *Result) error {
 // simulated. filePrefix keeps its figure names unique in a report.
 func LiveSection(rows []LiveRow, filePrefix string) report.Section {
 	sec := report.Section{Title: "Live vs simulated",
-		Text: "Each arm replayed live on a fresh local cluster (real processes, real TCP, real bytes, every block verified) " +
-			"under the scale model, and simulated on the same requests and configuration. Times are model seconds. " +
+		Text: "Each arm replayed live on a fresh local cluster (real processes, real TCP, real bytes, every cache hit read and verified " +
+			"before it is reused) under the scale model, and simulated on the same requests and configuration. Times are model seconds. " +
 			"Validation bounds: token hit ratio within 2 points, mean TTFT within 20%, 0 wrong blocks. " +
-			"Live bytes read and written are the real payload bytes the replayer read from and wrote to the nodes; " +
-			"sim network bytes are the simulator's transfers between instances in model units (KV-cache bytes, not payload bytes)."}
+			"Verified hits are the planned hits read and checked (key, checksum and, with full verification, every byte against " +
+			"the block's regenerated payload), local ones too; wrong blocks are those that failed, never reused. " +
+			"Live bytes read and written are the real payload bytes the replayer read from (every hit, local and remote) and wrote to the nodes; " +
+			"sim network bytes are the simulator's transfers between instances in model units (KV-cache bytes, not payload bytes).\n\n" +
+			KeptUpText(replay.MaxLagP99, liveSpeed(rows))}
 	hits := &plot.BarChart{Title: "Token hit ratio: live vs simulated", YLabel: "token hit ratio (%)", YMin: new(0.0),
 		Format: pctFormat}
 	ttft := &plot.BarChart{Title: "Mean TTFT: live vs simulated", YLabel: "mean TTFT (model s)", YMin: new(0.0), Format: secs}
@@ -115,6 +141,27 @@ func LiveSection(rows []LiveRow, filePrefix string) report.Section {
 	return sec
 }
 
+// liveSpeed is the live runs' speed (the first row's; 0 with no rows).
+func liveSpeed(rows []LiveRow) float64 {
+	if len(rows) == 0 {
+		return 0
+	}
+	return rows[0].Live.Speed
+}
+
+// keptUp is row r's "kept up" cell: yes or no, and partial when the run
+// was interrupted.
+func keptUp(r LiveRow) string {
+	kept := "yes"
+	if !r.KeptUp {
+		kept = "no"
+	}
+	if r.Live.Partial {
+		kept += " (partial)"
+	}
+	return kept
+}
+
 // oneTrace reports whether rows (at least one) all come from one trace.
 func oneTrace(rows []LiveRow) bool {
 	for _, r := range rows {
@@ -128,15 +175,18 @@ func oneTrace(rows []LiveRow) bool {
 // Live table column names, shared by the report and the terminal table
 // so that each metric has one name everywhere.
 const (
+	colVerifiedHits     = "verified hits"
 	colLiveBytesRead    = "live bytes read"
 	colLiveBytesWritten = "live bytes written"
 	colSimNetBytes      = "sim network bytes (model)"
 )
 
 // LiveTable is the live-vs-simulated table, one row per arm: token hit
-// ratio, mean and p90 TTFT simulated and live, wrong blocks, the live
+// ratio, mean and p90 TTFT simulated and live, verified hits and wrong
+// blocks, the live
 // payload bytes read and written, the simulator's network bytes, the
-// dispatch lag p99 and whether the machine kept up; the trace column is
+// dispatch lag p99, whether the machine kept up and the verdict; the
+// trace column is
 // left out when every row has the same trace. Byte counts are
 // humanised (report.Bytes); WriteLiveCSV keeps them exact.
 func LiveTable(rows []LiveRow) report.Table {
@@ -154,20 +204,14 @@ func LiveTable(rows []LiveRow) report.Table {
 func liveTable(rows []LiveRow) report.Table {
 	tab := report.Table{Caption: "Live vs simulated, per arm (model seconds)",
 		Columns: []string{"trace", "arm", "requests", "sim token hit", "live token hit", "sim mean TTFT (s)", "live mean TTFT (s)",
-			"sim p90 TTFT (s)", "live p90 TTFT (s)", "wrong blocks", colLiveBytesRead, colLiveBytesWritten, colSimNetBytes,
-			"lag p99 (ms)", "kept up"}}
+			"sim p90 TTFT (s)", "live p90 TTFT (s)", colVerifiedHits, "wrong blocks", colLiveBytesRead, colLiveBytesWritten, colSimNetBytes,
+			"lag p99 (ms)", "kept up", "verdict"}}
 	for _, r := range rows {
 		s, l := r.Sim, r.Live
-		kept := "yes"
-		if !l.KeptUp {
-			kept = "no"
-		}
-		if l.Partial {
-			kept += " (partial)"
-		}
 		tab.Rows = append(tab.Rows, []string{r.Trace, r.Arm.Name, strconv.Itoa(s.Requests), pct(s.TokenHitRatio), pct(l.TokenHitRatio),
-			secs(s.TTFTMean), secs(l.TTFTMean), secs(s.TTFTP90), secs(l.TTFTP90), strconv.FormatInt(l.WrongBlocks, 10),
-			report.Bytes(l.LiveBytesFetched), report.Bytes(l.LiveBytesStored), report.Bytes(s.BytesNet), fixed(1e3*l.LagP99, 1), kept})
+			secs(s.TTFTMean), secs(l.TTFTMean), secs(s.TTFTP90), secs(l.TTFTP90), strconv.FormatInt(l.VerifiedHits, 10),
+			strconv.FormatInt(l.WrongBlocks, 10), report.Bytes(l.LiveBytesRead), report.Bytes(l.LiveBytesStored), report.Bytes(s.BytesNet),
+			fixed(1e3*l.LagP99, 1), keptUp(r), r.Verdict})
 	}
 	return tab
 }
@@ -204,16 +248,18 @@ func LiveCDFSection(rows []LiveRow, filePrefix string) report.Section {
 // figures side by side.
 func WriteLiveCSV(path string, rows []LiveRow) error {
 	hdr := []string{"trace", "arm", "mode", "routing", "requests", "sim_token_hit_ratio", "live_token_hit_ratio",
-		"sim_ttft_mean_s", "live_ttft_mean_s", "sim_ttft_p90_s", "live_ttft_p90_s", "wrong_blocks", "corrupt_blocks",
-		"sim_bytes_net", "live_bytes_fetched", "live_bytes_stored", "lag_p99_s", "kept_up", "partial", "live_seconds"}
+		"sim_ttft_mean_s", "live_ttft_mean_s", "sim_ttft_p90_s", "live_ttft_p90_s", "verified_hits", "wrong_blocks", "corrupt_blocks",
+		"sim_bytes_net", "live_bytes_read", "live_bytes_read_remote", "live_bytes_stored", "lag_p99_s", "kept_up", "partial",
+		"verdict", "live_seconds"}
 	var out [][]string
 	for _, r := range rows {
 		s, l := r.Sim, r.Live
 		out = append(out, []string{r.Trace, r.Arm.Name, string(r.Arm.Mode), string(r.Arm.Routing), strconv.Itoa(s.Requests),
 			f6(s.TokenHitRatio), f6(l.TokenHitRatio), f6(s.TTFTMean), f6(l.TTFTMean), f6(s.TTFTP90), f6(l.TTFTP90),
-			strconv.FormatInt(l.WrongBlocks, 10), strconv.FormatInt(l.CorruptBlocks, 10), strconv.FormatInt(s.BytesNet, 10),
-			strconv.FormatInt(l.LiveBytesFetched, 10), strconv.FormatInt(l.LiveBytesStored, 10), f6(l.LagP99),
-			strconv.FormatBool(l.KeptUp), strconv.FormatBool(l.Partial), f6(l.LiveSeconds)})
+			strconv.FormatInt(l.VerifiedHits, 10), strconv.FormatInt(l.WrongBlocks, 10), strconv.FormatInt(l.CorruptBlocks, 10),
+			strconv.FormatInt(s.BytesNet, 10), strconv.FormatInt(l.LiveBytesRead, 10), strconv.FormatInt(l.LiveBytesReadRemote, 10),
+			strconv.FormatInt(l.LiveBytesStored, 10), f6(l.LagP99), strconv.FormatBool(r.KeptUp), strconv.FormatBool(l.Partial),
+			r.Verdict, f6(l.LiveSeconds)})
 	}
 	return report.WriteCSV(path, hdr, out)
 }
@@ -224,8 +270,8 @@ func WriteLiveCSV(path string, rows []LiveRow) error {
 func LiveMarkdown(b *strings.Builder, rows []LiveRow) {
 	t := liveTable(rows)
 	_ = report.WriteMarkdownTable(b, t.Select("trace", "arm", "sim token hit", "live token hit", "sim mean TTFT (s)",
-		"live mean TTFT (s)", "sim p90 TTFT (s)", "live p90 TTFT (s)", "wrong blocks", colLiveBytesRead, colLiveBytesWritten,
-		"lag p99 (ms)", "kept up")) // a strings.Builder does not fail
+		"live mean TTFT (s)", "sim p90 TTFT (s)", "live p90 TTFT (s)", colVerifiedHits, "wrong blocks", colLiveBytesRead, colLiveBytesWritten,
+		"lag p99 (ms)", "kept up", "verdict")) // a strings.Builder does not fail
 }
 
 // RunReport is kvpool compare --sim and --live: it runs o (Run), writes

@@ -62,7 +62,7 @@ func TestReportFormats(t *testing.T) {
 		var row LiveRow
 		row.Sim.Requests, row.Sim.TokenHitRatio, row.Live.TokenHitRatio = 300, 0.25, 0.24
 		row.Sim.TTFTMean, row.Live.TTFTMean, row.Live.LagP99 = 2, 2.1, 0.0123
-		row.Sim.BytesNet, row.Live.LiveBytesFetched, row.Live.LiveBytesStored = 829297786880, 1395864371, 512
+		row.Sim.BytesNet, row.Live.LiveBytesRead, row.Live.LiveBytesStored = 829297786880, 1395864371, 512
 		row.SimTTFTs, row.LiveTTFTs = []float64{0, 0, 1, 2, 3}, []float64{0, 1.1, 2.1, 3.1}
 		return row, nil
 	}

@@ -14,15 +14,24 @@
 // package validate run, so the demo's figures are exactly what
 // `kvpool compare --validate` checks.
 //
+// The demo ends with a verdict (Result.Verdict, package validate's
+// rules and exit codes): PASS when live and simulated agree in every arm,
+// FAIL when a judged check disagrees in any (or a wrong block was
+// received), INCONCLUSIVE when nothing judged disagrees but an arm's
+// live run did not keep up with its schedule, so its mean TTFT was not
+// judged. The report states it first, in words.
+//
 // When the context ends (Ctrl-C), the running arm stops with the requests
 // completed so far, no further arm starts, every process is stopped, and
-// the report is still written with the result marked partial.
+// the report is still written with the result marked partial: it shows
+// the configuration that was run and gives no verdict.
 package demo
 
 import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"strings"
 	"time"
@@ -78,14 +87,44 @@ type Result struct {
 	Trace *Window `json:"trace"`
 	// Requests is the number of requests per arm.
 	Requests int `json:"requests"`
+	// Config is every arm's cluster configuration, defaults filled in
+	// (its Name, Mode and Routing are the first arm's); Arms names the
+	// arms the demo was to run, in order.
+	Config validate.Config `json:"config"`
+	Arms   []string        `json:"planned_arms"`
 	// Rows hold one live/sim pair per completed (or interrupted) arm.
 	Rows []compare.LiveRow `json:"arms"`
-	// Checks holds the validation verdicts of each row (same order).
-	Checks [][]validate.Check `json:"checks"`
+	// Checks holds the validation verdicts of each row (same order), and
+	// Verdicts each row's verdict with what it rests on.
+	Checks   [][]validate.Check `json:"checks"`
+	Verdicts []ArmVerdict       `json:"verdicts"`
 	// Partial is set when the demo was interrupted.
 	Partial bool `json:"partial"`
+	// Verdict is the demo's verdict over every arm (validate.Overall; ""
+	// when interrupted: no verdict), and VerdictText says it in words.
+	Verdict     validate.Verdict `json:"verdict"`
+	VerdictText string           `json:"verdict_text"`
 	// Seconds is the demo's wall-clock duration.
 	Seconds float64 `json:"seconds"`
+}
+
+// ArmVerdict is one arm's live/sim verdict and what it rests on.
+type ArmVerdict struct {
+	// Arm is the arm's name; Verdict its validation verdict.
+	Arm     string           `json:"arm"`
+	Verdict validate.Verdict `json:"verdict"`
+	// HitDelta is live − sim token hit ratio; TTFTRelDelta (live − sim)
+	// / sim mean TTFT.
+	HitDelta     float64 `json:"hit_delta"`
+	TTFTRelDelta float64 `json:"ttft_rel_delta"`
+	// KeptUp is whether the live run kept up with its schedule
+	// (validate.KeptUp), Reason why not, and SuggestedSpeed the speed to
+	// rerun at when the verdict is INCONCLUSIVE.
+	KeptUp         bool    `json:"kept_up"`
+	Reason         string  `json:"reason,omitempty"`
+	SuggestedSpeed float64 `json:"suggested_speed,omitempty"`
+	// Failures are the failed checks' messages.
+	Failures []string `json:"failures,omitempty"`
 }
 
 // Run runs the demo. It returns an error when the trace cannot be loaded
@@ -107,12 +146,15 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if w.Notice != "" {
 		fmt.Fprintf(progress, "kvpool demo: NOTICE: %s\n", w.Notice)
 	}
-	res := &Result{Trace: w, Requests: len(w.Requests)}
 	arms := opts.Arms
 	if len(arms) == 0 {
 		arms = compare.LiveArms()
 	}
 	base := opts.Cluster.WithDefaults()
+	res := &Result{Trace: w, Requests: len(w.Requests), Config: base}
+	for _, a := range arms {
+		res.Arms = append(res.Arms, a.Name)
+	}
 	fmt.Fprintf(progress, "kvpool demo: %s, %d requests (%.0f s window from %.0f s, arrivals ×%g); %d nodes, payload %d B, speed %g, %d RAM blocks per node\n",
 		w.Name, len(w.Requests), w.WindowSeconds, w.FromSeconds, w.Rate, base.Nodes, base.PayloadBytes, base.Speed, base.RAMBlocks)
 	for i, a := range arms {
@@ -133,24 +175,68 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			}
 			return nil, fmt.Errorf("demo: arm %s: %w", a.Name, err)
 		}
-		res.Rows = append(res.Rows, compare.LiveRow{Trace: w.Name, Arm: a, Sim: rep.Sim, Live: rep.Live,
-			SimTTFTs: rep.SimTTFTs, LiveTTFTs: rep.LiveTTFTs})
+		res.Rows = append(res.Rows, rep.Row(w.Name, a))
 		res.Checks = append(res.Checks, rep.Checks)
+		res.Verdicts = append(res.Verdicts, ArmVerdict{Arm: a.Name, Verdict: rep.Verdict, HitDelta: rep.HitDelta,
+			TTFTRelDelta: rep.TTFTRelDelta, KeptUp: rep.KeptUp, Reason: rep.Reason, SuggestedSpeed: rep.SuggestedSpeed,
+			Failures: rep.Failures()})
 		res.Partial = res.Partial || rep.Live.Partial
-		fmt.Fprintf(progress, "kvpool demo: arm %s done in %.1f s: token hit %.1f%% live / %.1f%% sim, mean TTFT %.2f s live / %.2f s sim, %d wrong blocks\n",
-			a.Name, time.Since(t0).Seconds(), 100*rep.Live.TokenHitRatio, 100*rep.Sim.TokenHitRatio, rep.Live.TTFTMean, rep.Sim.TTFTMean, rep.Live.WrongBlocks)
+		fmt.Fprintf(progress, "kvpool demo: arm %s done in %.1f s: token hit %.1f%% live / %.1f%% sim, mean TTFT %.2f s live / %.2f s sim, %d verified hits, %d wrong blocks: %s\n",
+			a.Name, time.Since(t0).Seconds(), 100*rep.Live.TokenHitRatio, 100*rep.Sim.TokenHitRatio, rep.Live.TTFTMean, rep.Sim.TTFTMean,
+			rep.Live.VerifiedHits, rep.Live.WrongBlocks, rep.Verdict)
 	}
+	res.Verdict, res.VerdictText = res.judge()
 	res.Seconds = time.Since(start).Seconds()
 	return res, nil
 }
 
-// WrongBlocks returns the wrong blocks received over every arm.
-func (r *Result) WrongBlocks() int64 {
-	var n int64
-	for _, row := range r.Rows {
-		n += row.Live.WrongBlocks
+// judge returns the demo's verdict and a paragraph saying it: what
+// agreed within which bounds, what disagreed, or which arms could not be
+// judged and why.
+func (r *Result) judge() (validate.Verdict, string) {
+	c := r.Config
+	bounds := fmt.Sprintf("(bounds: token hit ratio within %.0f points, mean TTFT within %.0f%%, 0 wrong blocks)",
+		100*c.HitTolerance, 100*c.TTFTTolerance)
+	if r.Partial {
+		return "", fmt.Sprintf("PARTIAL, no verdict: the demo was interrupted after %d of %d arms (%s); "+
+			"the figures below cover the requests that completed.", len(r.Rows), len(r.Arms), strings.Join(r.Arms, ", "))
 	}
-	return n
+	var vs []validate.Verdict
+	var failed, inconclusive []string
+	hit, ttft, speed := 0.0, 0.0, 0.0
+	var verified int64
+	kept := "all of which kept up"
+	for i, v := range r.Verdicts {
+		if !v.KeptUp {
+			kept = "the mean TTFT judged only where the arm kept up"
+		}
+		vs = append(vs, v.Verdict)
+		hit = max(hit, math.Abs(v.HitDelta))
+		verified += r.Rows[i].Live.VerifiedHits
+		switch v.Verdict {
+		case validate.VerdictFail:
+			failed = append(failed, fmt.Sprintf("%s (%s)", v.Arm, strings.Join(v.Failures, "; ")))
+		case validate.VerdictInconclusive:
+			inconclusive = append(inconclusive, fmt.Sprintf("%s: %s", v.Arm, strings.TrimPrefix(v.Reason, "the machine did not keep up: ")))
+			if speed == 0 || v.SuggestedSpeed < speed {
+				speed = v.SuggestedSpeed
+			}
+		default:
+			ttft = max(ttft, math.Abs(v.TTFTRelDelta))
+		}
+	}
+	verdict := validate.Overall(vs)
+	switch verdict {
+	case validate.VerdictFail:
+		return verdict, fmt.Sprintf("FAIL: live and simulated runs disagree %s in %s.", bounds, strings.Join(failed, "; "))
+	case validate.VerdictInconclusive:
+		return verdict, fmt.Sprintf("INCONCLUSIVE: no judged check disagrees %s, but the machine did not keep up with the live runs of %d of %d arms "+
+			"(%s), so their mean TTFT was not judged; rerun with --speed %g, or on a quieter machine. "+
+			"Token hit ratio within %.2f points of simulated in every arm.",
+			bounds, len(inconclusive), len(r.Verdicts), strings.Join(inconclusive, "; "), speed, 100*hit)
+	}
+	return verdict, fmt.Sprintf("PASS: live within %.2f points of simulated token hit ratio and within %.1f%% of simulated mean TTFT "+
+		"in every arm, %s %s; %d hits read and verified, 0 wrong blocks.", 100*hit, 100*ttft, kept, bounds, verified)
 }
 
 // WriteTable writes the comparison table (Markdown) and the verdicts.
@@ -174,8 +260,8 @@ func (r *Result) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, "\nlive/sim disagreement on %s: %s", row.Arm.Name, strings.Join(bad, "; "))
 		}
 	}
-	if r.Partial {
-		b.WriteString("\nPARTIAL: interrupted; the figures cover what completed.")
+	if r.VerdictText != "" {
+		b.WriteString("\n" + r.VerdictText)
 	}
 	b.WriteString("\n")
 	_, err := io.WriteString(w, b.String())
@@ -185,28 +271,34 @@ func (r *Result) WriteTable(w io.Writer) error {
 	return nil
 }
 
-// Report lays the result out as a report.
+// Report lays the result out as a report: the verdict first, then the
+// configuration, the live-vs-simulated table and figures.
 func (r *Result) Report() *report.Report {
 	title := "kvpool demo: recompute vs local vs global KV caching, live and simulated"
 	if r.Partial {
 		title += " (PARTIAL)"
 	}
-	intro := fmt.Sprintf("Trace: %s, %d requests (a %.0f s window from %.0f s, arrivals ×%g). ", r.Trace.Name, r.Requests,
+	word, rest, _ := strings.Cut(r.VerdictText, ": ")
+	if word == "" {
+		word = "no verdict"
+	}
+	intro := "**" + word + "**"
+	if rest != "" {
+		intro += ": " + rest
+	}
+	intro += "\n\n"
+	intro += fmt.Sprintf("Trace: %s, %d requests (a %.0f s window from %.0f s, arrivals ×%g). ", r.Trace.Name, r.Requests,
 		r.Trace.WindowSeconds, r.Trace.FromSeconds, r.Trace.Rate)
 	if r.Trace.Generated {
 		intro += "The trace is GENERATED (no published trace was found, or --generated was given). "
 	}
-	if len(r.Rows) > 0 {
-		l := r.Rows[0].Live
-		ramBlocks := 0 // the recompute arm has no cache: take a caching arm's
-		for _, row := range r.Rows {
-			ramBlocks = max(ramBlocks, row.Sim.RAMBlocks)
-		}
-		intro += fmt.Sprintf("%d nodes, %d RAM blocks each, payload %d B per block, speed ×%g, verify %s; each arm on a fresh cluster. ",
-			l.Instances, ramBlocks, l.PayloadBytes, l.Speed, l.VerifyMode)
-	}
+	c := r.Config
+	intro += fmt.Sprintf("%d nodes, %d RAM blocks each (the recompute arm caches nothing), policy %s, payload %d B per block, speed ×%g, "+
+		"verify %s (every hit read and checked before it is reused); each arm on a fresh cluster. ",
+		c.Nodes, c.RAMBlocks, c.Policy, c.PayloadBytes, c.Speed, c.Verify)
 	if r.Partial {
-		intro += "PARTIAL: the demo was interrupted; the figures cover what completed."
+		intro += fmt.Sprintf("\n\nPARTIAL: the demo was interrupted; %d of the %d planned arms (%s) have figures, covering what completed.",
+			len(r.Rows), len(r.Arms), strings.Join(r.Arms, ", "))
 	}
 	return &report.Report{Title: title, Intro: intro,
 		Sections: []report.Section{compare.LiveSection(r.Rows, ""), compare.LiveCDFSection(r.Rows, "")}}

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpool/kvpool/internal/lab/compare"
+	"github.com/kvpool/kvpool/internal/lab/replay"
+	"github.com/kvpool/kvpool/internal/lab/validate"
 	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/trace"
 	"github.com/kvpool/kvpool/trace/tracetest"
@@ -24,6 +27,8 @@ func TestLoadWindow(t *testing.T) {
 		{"generated on request", TraceOptions{Generated: true, Window: time.Minute}, true, "", ""},
 		{"fallback when not found", TraceOptions{Dir: empty, Window: time.Minute, Finder: trace.Finder{Getenv: noEnv, WorkDir: empty}},
 			true, "kvpool trace fetch", ""},
+		{"no fallback for a trace asked for", TraceOptions{Name: "conversaton", Dir: empty, Window: time.Minute,
+			Finder: trace.Finder{Getenv: noEnv, WorkDir: empty}}, false, "", "conversaton"},
 		{"bad rate", TraceOptions{Rate: -1}, false, "", "Rate"},
 		{"bad window", TraceOptions{Window: -time.Second}, false, "", "Window"},
 		{"bad first", TraceOptions{First: -1}, false, "", "First"},
@@ -68,5 +73,56 @@ func TestLoadWindowFindsTrace(t *testing.T) {
 	}
 	if _, err := LoadWindow(TraceOptions{Dir: dir, From: 100 * time.Hour}); err == nil || !strings.Contains(err.Error(), "no requests") {
 		t.Fatalf("window past the end of the trace: error %v", err)
+	}
+}
+
+func TestJudge(t *testing.T) {
+	cfg := validate.Config{RAMBlocks: 777}.WithDefaults()
+	row := func(arm string, verified int64) compare.LiveRow {
+		return compare.LiveRow{Arm: compare.Arm{Name: arm}, Live: replay.Summary{VerifiedHits: verified}}
+	}
+	tests := []struct {
+		name     string
+		verdicts []ArmVerdict
+		partial  bool
+		want     validate.Verdict
+		text     []string
+	}{
+		{"pass", []ArmVerdict{{Arm: "a", Verdict: validate.VerdictPass, HitDelta: -0.004, TTFTRelDelta: 0.05, KeptUp: true},
+			{Arm: "b", Verdict: validate.VerdictPass, HitDelta: 0.011, KeptUp: true}},
+			false, validate.VerdictPass, []string{"PASS: live within 1.10 points", "within 5.0%", "all of which kept up", "12 hits read and verified"}},
+		{"fail", []ArmVerdict{{Arm: "a", Verdict: validate.VerdictPass, KeptUp: true},
+			{Arm: "b", Verdict: validate.VerdictFail, KeptUp: true, Failures: []string{"b: token hit ratio: differ by 3 points"}}},
+			false, validate.VerdictFail, []string{"FAIL: ", "in b (b: token hit ratio: differ by 3 points)"}},
+		{"inconclusive", []ArmVerdict{{Arm: "a", Verdict: validate.VerdictInconclusive, Reason: "lag", SuggestedSpeed: 25},
+			{Arm: "b", Verdict: validate.VerdictInconclusive, Reason: "late", SuggestedSpeed: 12}},
+			false, validate.VerdictInconclusive, []string{"INCONCLUSIVE: ", "a: lag; b: late", "--speed 12"}},
+		{"fail beats inconclusive", []ArmVerdict{{Arm: "a", Verdict: validate.VerdictInconclusive},
+			{Arm: "b", Verdict: validate.VerdictFail}}, false, validate.VerdictFail, []string{"FAIL: "}},
+		{"partial", []ArmVerdict{{Arm: "a", Verdict: validate.VerdictPass}}, true, "", []string{"PARTIAL, no verdict", "after 1 of 2 arms"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &Result{Config: cfg, Arms: []string{"a", "b"}, Partial: tt.partial, Verdicts: tt.verdicts,
+				Trace: &Window{Name: "generated"}}
+			for _, v := range tt.verdicts {
+				r.Rows = append(r.Rows, row(v.Arm, 6))
+			}
+			v, text := r.judge()
+			if v != tt.want {
+				t.Fatalf("verdict %q, want %q (%s)", v, tt.want, text)
+			}
+			for _, w := range tt.text {
+				if !strings.Contains(text, w) {
+					t.Errorf("verdict text %q lacks %q", text, w)
+				}
+			}
+			r.Verdict, r.VerdictText = v, text
+			intro := r.Report().Intro
+			word, rest, _ := strings.Cut(text, ": ")
+			if !strings.HasPrefix(intro, "**"+word+"**: "+rest) || !strings.Contains(intro, "777 RAM blocks each") {
+				t.Errorf("report intro does not start with the verdict or lacks the configured RAM: %q", intro)
+			}
+		})
 	}
 }

@@ -37,7 +37,9 @@ const (
 // of a published trace found on the search path, or of a generated one.
 // The zero value of every field means its default.
 type TraceOptions struct {
-	// Name is a trace name or file (DefaultTrace).
+	// Name is a trace name or file. "" looks for DefaultTrace and falls
+	// back to a generated trace when it is not found; a Name given must
+	// be found (LoadWindow fails otherwise).
 	Name string
 	// Dir is searched first (then $KVPOOL_TRACE_DIR and ./traces; see
 	// trace.Finder).
@@ -113,20 +115,23 @@ type Window struct {
 	Requests []trace.Request `json:"-"`
 }
 
-// LoadWindow finds and reads the trace (falling back to a generated one,
-// with a Notice saying where it looked and how to fetch the real one,
-// when no file is found) and cuts the window out of it.
+// LoadWindow finds and reads the trace and cuts the window out of it.
+// When no Name was given and DefaultTrace is not found, it falls back to
+// a generated trace, with a Notice saying where it looked and how to
+// fetch the real one; a Name given that cannot be found or read is an
+// error naming it.
 func LoadWindow(opts TraceOptions) (*Window, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	asked := opts.Name != ""
 	o := opts.WithDefaults()
 	w := &Window{FromSeconds: o.From.Seconds(), WindowSeconds: o.Window.Seconds(), Rate: o.Rate}
 	var reqs []trace.Request
 	if !o.Generated {
 		path, err := o.Finder.Find(o.Name, o.Dir)
 		switch {
-		case errors.Is(err, trace.ErrNotFound):
+		case errors.Is(err, trace.ErrNotFound) && !asked:
 			w.Notice = fmt.Sprintf("%v.\nFalling back to a GENERATED chat trace (tracegen, seed %d) that resembles the conversation trace; "+
 				"figures will differ from the paper's. Run \"kvpool trace fetch\" for the real one, or pass --generated to silence this.", err, o.Seed)
 		case err != nil:

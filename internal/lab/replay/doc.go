@@ -32,19 +32,30 @@
 // can differ only in what really happens, never in what they decide. In
 // local mode replicas on other nodes are ignored. With prefetch the
 // plan's loads start at once: one client Fetch per source node, in
-// parallel, paced by the source's egress and SSD pacers; every block is
-// checked by the client (key, checksum) and, with VerifyFull, regenerated
-// (package payload) and compared byte for byte. Blocks already in the
-// worker node's RAM are reused without being read (in the model they are
-// in the prefill node's own memory). At the head of the queue the worker
-// waits for the transfer, then "prefills" the tokens after the reused
-// prefix for PrefillSeconds/S (sleep, or a busy CPU kernel). The reused
-// prefix ends at the first planned block that did not arrive. The
-// request's TTFT ends here. Then, off the critical path, the worker's
+// parallel, paced by the source's egress and SSD pacers, and one more
+// Fetch of the blocks in the worker node's own RAM. Every hit is read and
+// verified before it counts: the client checks each block's key and
+// checksum and, with VerifyFull, the replayer regenerates it (package
+// payload) and compares it byte for byte (Summary.VerifiedHits).
+//
+// A local RAM hit is free in the model (the block is in the prefill
+// node's own memory), so its read is kept off the critical path: at the
+// head of the queue the worker waits for the transfer of the other
+// blocks only, then "prefills" the tokens after the planned prefix for
+// PrefillSeconds/S (sleep, or a busy CPU kernel) while its local reads
+// finish, and waits for them only after the prefill
+// (LiveRecord.LocalWait, normally 0). The reused prefix ends at the first
+// planned block that did not arrive verified, local or not; when a local
+// block failed, the worker recomputes the tokens from it on (the prefill
+// time of the shorter prefix less the time already spent) before the
+// request's first token: a wrong or missing block is never delivered,
+// and is put again by the store step below. The request's TTFT ends
+// here. Then, off the critical path, the worker's
 // store goroutine reports the request's accesses to its node in one
 // client Access, first block to last as the simulator accesses its cache
-// when a prefill completes: a touch of each planned local RAM block and a
-// put of every other block (so fetched blocks replicate), each with its
+// when a prefill completes: a touch of each local RAM block read and
+// verified and a put of every other block (so fetched blocks replicate,
+// and a local copy that failed is replaced), each with its
 // depth and parent, so the node's eviction policy sees the simulator's
 // access sequence. Recompute mode looks up, loads and stores nothing.
 //
@@ -70,12 +81,23 @@
 // The master learns of stored and evicted blocks at the nodes' next
 // heartbeat, so a block becomes visible a heartbeat after its PUT (use a
 // short heartbeat; kvpool replay --local uses 20 ms), and a plan may
-// count a local RAM block the node evicted since the last heartbeat
-// (its touch then finds it absent, and it is put again). The accesses of
-// a request reach the node when its store goroutine sends them, which can
-// interleave differently with other requests' than the simulator's
-// completion order. A remote read (a Fetch) also counts as an access on the
-// source node, which the simulator's transfer does not. The destination's
+// count a local RAM block the node evicted since the last heartbeat:
+// its read finds it missing, the prefix ends there and the rest is
+// recomputed (the simulator's cache, exact at every instant, would not
+// have planned it). The accesses of a request reach the node when its
+// store goroutine sends them, which can interleave differently with
+// other requests' than the simulator's completion order. Every read (a
+// Fetch, local or remote) also counts as an access, without chain hints,
+// on the node read from, which the simulator's lookups and transfers do
+// not; a local read precedes the request's own access of the same blocks.
+// A local read crosses the node's egress pacer, which models the NIC: it
+// takes a share of the modelled network the simulator's local hits do
+// not (measured in kvpool demo's arms: the local reads take 1.4–2.3% of
+// a node's paced egress rate, and a read of a typical local prefix fits
+// in the pacer's 10 ms burst), and it is hidden under the prefill unless
+// it outlasts it (then LocalWait says by how much; it is counted in the
+// TTFT). The
+// destination's
 // ingress pacer paces the stores rather than the loads (a load travels
 // from the source node to this process). A replica on a node that joined
 // after the replay started is not one of its workers': the planned prefix

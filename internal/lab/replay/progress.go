@@ -19,14 +19,13 @@ const progressWidth = 24
 type progressState struct {
 	elapsed   time.Duration
 	done, all int
-	// fraction of the trace's model time dispatched, for the ETA.
+	// fraction of the requests finished, for the bar and the ETA.
 	fraction float64
 	hitRatio float64
 	ttftP50  float64 // model seconds
 }
 
-// renderProgress formats one progress line (no newline; it starts with
-// \r so that it overwrites the previous one).
+// renderProgress formats one progress line (no \r, no newline).
 func renderProgress(p progressState) string {
 	f := min(max(p.fraction, 0), 1)
 	n := int(f * progressWidth)
@@ -35,31 +34,38 @@ func renderProgress(p progressState) string {
 	if f > 0 {
 		eta = (time.Duration(float64(p.elapsed)/f) - p.elapsed).Round(time.Second).String()
 	}
-	return fmt.Sprintf("\r[%s] %3.0f%% %s elapsed, ETA %s | %d/%d done | hit %.1f%% | TTFT p50 %.2fs ",
+	return fmt.Sprintf("[%s] %3.0f%% %s elapsed, ETA %s | %d/%d done | hit %.1f%% | TTFT p50 %.2fs ",
 		bar, 100*f, p.elapsed.Round(time.Second), eta, p.done, p.all, 100*p.hitRatio, p.ttftP50)
 }
 
 // startProgress starts the progress goroutine when a writer is set and
-// returns the function that stops it (writing a final line).
+// returns the function that stops it (writing a final line). On a
+// terminal (ProgressTerminal) the line is redrawn in place, with \r,
+// every ProgressEvery; elsewhere (a file, a pipe) a whole line is
+// written every ProgressLineEvery, so that a log holds readable lines.
 func (r *runner) startProgress() (stop func()) {
 	if r.o.Progress == nil {
 		return func() {}
 	}
 	w := r.o.Progress
+	every, prefix, suffix := r.o.ProgressLineEvery, "", "\n"
+	if r.o.ProgressTerminal {
+		every, prefix, suffix = r.o.ProgressEvery, "\r", ""
+	}
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(r.o.ProgressEvery)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-quit:
-				io.WriteString(w, renderProgress(r.snapshot())+"\n")
+				io.WriteString(w, prefix+renderProgress(r.snapshot())+"\n")
 				return
 			case <-t.C:
-				io.WriteString(w, renderProgress(r.snapshot()))
+				io.WriteString(w, prefix+renderProgress(r.snapshot())+suffix)
 			}
 		}
 	}()
@@ -80,14 +86,10 @@ func (r *runner) snapshot() progressState {
 	if in := r.inTok.Load(); in > 0 {
 		p.hitRatio = float64(r.hitTok.Load()) / float64(in)
 	}
-	span := r.arr[len(r.arr)-1]
-	if span > 0 {
-		p.fraction = p.elapsed.Seconds() * r.o.Speed / span
-	} else if p.all > 0 {
+	if p.all > 0 {
+		// Finished requests, not dispatched ones: a run that falls
+		// behind its schedule shows it.
 		p.fraction = float64(p.done) / float64(p.all)
-	}
-	if p.done == p.all {
-		p.fraction = 1
 	}
 	r.recMu.Lock()
 	var ttfts []float64

@@ -39,6 +39,13 @@ type job struct {
 	loaded                []bool
 	fromRAM               []bool
 	xfer                  chan struct{} // closed when the transfer ended
+	// local are the plan's local RAM blocks (indexes into req.HashIDs),
+	// read from the worker's own node next to the transfer; localOK[x]
+	// tells whether local[x] arrived verified. localOK is written by the
+	// reading goroutine and read only after localDone is closed.
+	local     []int
+	localOK   []bool
+	localDone chan struct{}
 }
 
 // worker is one prefill instance: a FIFO queue served by one goroutine,
@@ -67,6 +74,13 @@ type runner struct {
 	cl      *client.Client
 	workers []*worker
 	nodeIdx map[string]int
+	// warm is the blocks the nodes held when the replay started.
+	warm int
+
+	// loads tracks the goroutines loading blocks (transfers and local
+	// reads); run waits for them. bufs pools their block buffers.
+	loads sync.WaitGroup
+	bufs  sync.Pool
 
 	mu     sync.Mutex // guards active and plan (the planner's state)
 	active []int      // transfers in progress per link (sim.EgressLink, ...)
@@ -77,13 +91,14 @@ type runner struct {
 	done    []bool
 	lags    []time.Duration
 
-	completed                              atomic.Int64
-	hitTok, inTok                          atomic.Int64
-	wrong, corrupt, fetchFailed, putFailed atomic.Int64
-	fetchesSkipped, ssdSkipped             atomic.Int64
-	liveBytesFetched, liveBytesStored      atomic.Int64
-	firstErrMu                             sync.Mutex
-	firstErr                               error
+	completed                               atomic.Int64
+	hitTok, inTok                           atomic.Int64
+	wrong, corrupt, fetchFailed, putFailed  atomic.Int64
+	verified                                atomic.Int64
+	fetchesSkipped, ssdSkipped              atomic.Int64
+	bytesRead, bytesReadRemote, bytesStored atomic.Int64
+	firstErrMu                              sync.Mutex
+	firstErr                                error
 }
 
 // Run replays reqs (sorted stably by timestamp) against the cluster whose
@@ -151,6 +166,12 @@ func (r *runner) connect(ctx context.Context) error {
 		return fmt.Errorf("replay: master %s lists no live node", r.o.Master)
 	}
 	sort.Slice(live, func(a, b int) bool { return live[a].ID < live[b].ID })
+	info, err := probe(ctx, cl, r.o.PayloadBytes)
+	if err != nil {
+		cl.Close()
+		return err
+	}
+	r.warm = info.Stored()
 	P := len(live)
 	r.nodeIdx = make(map[string]int, P)
 	r.active = make([]int, 3*P)
@@ -259,7 +280,6 @@ func (r *runner) run(ctx context.Context) bool {
 		go func() { defer wg.Done(); r.serve(ctx, w) }()
 		go func() { defer wg.Done(); r.storer(ctx, w) }()
 	}
-	var xfers sync.WaitGroup
 	stopProgress := r.startProgress()
 	r.start = time.Now()
 	cut := false
@@ -281,7 +301,7 @@ func (r *runner) run(ctx context.Context) bool {
 		r.recMu.Lock()
 		r.lags = append(r.lags, lag)
 		r.recMu.Unlock()
-		j := r.arrive(ctx, k, lag, &xfers)
+		j := r.arrive(ctx, k, lag)
 		if j == nil {
 			continue
 		}
@@ -291,7 +311,7 @@ func (r *runner) run(ctx context.Context) bool {
 		close(w.queue)
 	}
 	wg.Wait()
-	xfers.Wait()
+	r.loads.Wait()
 	stopProgress()
 	return cut || ctx.Err() != nil
 }
@@ -299,9 +319,9 @@ func (r *runner) run(ctx context.Context) bool {
 // arrive routes and plans sorted request k at its arrival and starts its
 // transfer when prefetching. It returns nil when the request could not be
 // planned (the error is remembered).
-func (r *runner) arrive(ctx context.Context, k int, lag time.Duration, xfers *sync.WaitGroup) *job {
+func (r *runner) arrive(ctx context.Context, k int, lag time.Duration) *job {
 	req := &r.reqs[r.order[k]]
-	j := &job{k: k, req: req, arrival: r.arr[k], lag: lag, xfer: make(chan struct{})}
+	j := &job{k: k, req: req, arrival: r.arr[k], lag: lag, xfer: make(chan struct{}), localDone: make(chan struct{})}
 	hs := r.lookup(ctx, k)
 	t := r.now()
 	r.mu.Lock()
@@ -328,8 +348,9 @@ func (r *runner) arrive(ctx context.Context, k int, lag time.Duration, xfers *sy
 	w.waitSum += j.estService
 	w.mu.Unlock()
 	if !r.o.NoPrefetch {
-		xfers.Add(1)
-		go func() { defer xfers.Done(); r.transfer(ctx, j) }()
+		r.startLocal(ctx, j)
+		r.loads.Add(1)
+		go func() { defer r.loads.Done(); r.transfer(ctx, j) }()
 	}
 	return j
 }
@@ -412,26 +433,88 @@ func (r *runner) transfer(ctx context.Context, j *job) {
 // marks those that arrived verified.
 func (r *runner) fetchFrom(ctx context.Context, j *job, src int, fs []int) {
 	fetch := j.plan.Fetches
-	node := r.workers[src].node
-	from := client.Location{Node: node.ID, Addr: node.Addr, Tier: client.TierRAM}
+	tier := client.TierRAM
 	if fetch[fs[0]].From.Tier == sim.TierSSD {
-		from.Tier = client.TierSSD
+		tier = client.TierSSD
 	}
 	ids := make([]uint64, len(fs))
-	dsts := make([][]byte, len(fs))
 	for x, f := range fs {
 		ids[x] = j.req.HashIDs[fetch[f].Block]
-		dsts[x] = make([]byte, r.o.PayloadBytes)
 	}
-	res, err := r.cl.Fetch(ctx, from, ids, client.FetchOptions{Dst: dsts})
-	if err != nil {
-		r.fetchFailed.Add(int64(len(fs)))
-		if ctx.Err() == nil {
-			r.fail(fmt.Errorf("replay: fetch %d blocks of request %d from node %s: %w", len(fs), r.order[j.k], node.ID, err))
+	ok := r.read(ctx, j, src, tier, ids)
+	for x, f := range fs {
+		j.loaded[f] = ok[x]
+		j.fromRAM[f] = ok[x] && fetch[f].From.Tier == sim.TierRAM
+	}
+}
+
+// localRAM returns the blocks of plan p reused from the worker's own RAM:
+// the prefix blocks it does not fetch.
+func localRAM(p *sim.Plan) []int {
+	fetched := make(map[int]bool, len(p.Fetches))
+	for _, it := range p.Fetches {
+		fetched[it.Block] = true
+	}
+	var out []int
+	for b := range p.Prefix {
+		if !fetched[b] {
+			out = append(out, b)
 		}
+	}
+	return out
+}
+
+// startLocal starts reading j's local RAM blocks from its worker's own
+// node (readLocal), next to the plan's other loads.
+func (r *runner) startLocal(ctx context.Context, j *job) {
+	j.local = localRAM(&j.plan)
+	if len(j.local) == 0 {
+		close(j.localDone)
 		return
 	}
-	for x, f := range fs {
+	r.loads.Add(1)
+	go func() { defer r.loads.Done(); r.readLocal(ctx, j) }()
+}
+
+// readLocal reads and verifies j's local RAM blocks: a local hit is
+// reused only once its bytes are known to be right (see serve).
+func (r *runner) readLocal(ctx context.Context, j *job) {
+	defer close(j.localDone)
+	ids := make([]uint64, len(j.local))
+	for x, b := range j.local {
+		ids[x] = j.req.HashIDs[b]
+	}
+	j.localOK = r.read(ctx, j, j.worker, client.TierRAM, ids)
+}
+
+// read loads blocks ids of job j from worker src's node in one client
+// Fetch and verifies each: the client checks key and checksum, and with
+// VerifyFull the bytes are compared with the block's regenerated payload.
+// It counts every outcome (verified, corrupt, wrong, failed; the bytes
+// read, and those read from another node than j's worker's) and reports
+// which blocks arrived verified.
+func (r *runner) read(ctx context.Context, j *job, src int, tier client.Tier, ids []uint64) []bool {
+	node := r.workers[src].node
+	from := client.Location{Node: node.ID, Addr: node.Addr, Tier: tier}
+	ok := make([]bool, len(ids))
+	dsts := make([][]byte, len(ids))
+	for x := range ids {
+		dsts[x] = r.buffer()
+	}
+	defer func() {
+		for _, b := range dsts {
+			r.bufs.Put(&b)
+		}
+	}()
+	res, err := r.cl.Fetch(ctx, from, ids, client.FetchOptions{Dst: dsts})
+	if err != nil {
+		r.fetchFailed.Add(int64(len(ids)))
+		if ctx.Err() == nil {
+			r.fail(fmt.Errorf("replay: fetch %d blocks of request %d from node %s: %w", len(ids), r.order[j.k], node.ID, err))
+		}
+		return ok
+	}
+	for x := range ids {
 		switch res.Status[x] {
 		case client.Loaded:
 		case client.Corrupt:
@@ -441,7 +524,11 @@ func (r *runner) fetchFrom(ctx context.Context, j *job, src int, fs []int) {
 			r.fetchFailed.Add(1)
 			continue
 		}
-		r.liveBytesFetched.Add(int64(len(res.Blocks[x])))
+		n := int64(len(res.Blocks[x]))
+		r.bytesRead.Add(n)
+		if src != j.worker {
+			r.bytesReadRemote.Add(n)
+		}
 		if r.o.Verify == VerifyFull {
 			if err := payload.Check(res.Blocks[x], r.o.PayloadBytes, r.o.Tenant, ids[x]); err != nil {
 				r.wrong.Add(1)
@@ -449,9 +536,21 @@ func (r *runner) fetchFrom(ctx context.Context, j *job, src int, fs []int) {
 				continue
 			}
 		}
-		j.loaded[f] = true
-		j.fromRAM[f] = fetch[f].From.Tier == sim.TierRAM
+		r.verified.Add(1)
+		ok[x] = true
 	}
+	return ok
+}
+
+// buffer returns a block buffer of the payload size from the pool: a
+// block read is checked and dropped, so its buffer serves the next read
+// (every hit is read, up to the whole working set a second, and fresh
+// buffers would be as many bytes of garbage).
+func (r *runner) buffer() []byte {
+	if b, ok := r.bufs.Get().(*[]byte); ok && cap(*b) >= r.o.PayloadBytes {
+		return (*b)[:r.o.PayloadBytes]
+	}
+	return make([]byte, r.o.PayloadBytes)
 }
 
 // serve is worker w's loop: FIFO, one prefill at a time.
@@ -474,6 +573,7 @@ func (r *runner) serve(ctx context.Context, w *worker) {
 		w.curEstEnd = max(t, j.xferStarted.Seconds()*r.o.Speed+j.xferEst) + j.plan.Prefill
 		w.mu.Unlock()
 		if r.o.NoPrefetch {
+			r.startLocal(ctx, j)
 			r.transfer(ctx, j)
 		} else {
 			select {
@@ -484,10 +584,9 @@ func (r *runner) serve(ctx context.Context, w *worker) {
 		if ctx.Err() != nil {
 			continue
 		}
-		rec, reused := r.outcome(j)
-		d := r.o.Profile.PrefillSeconds(j.req.InputLength, reused)
 		pStart := time.Since(r.start)
-		if !r.compute(ctx, time.Duration(d/r.o.Speed*float64(time.Second))) {
+		rec, localWait, ok := r.prefill(ctx, j)
+		if !ok {
 			continue
 		}
 		end := time.Since(r.start)
@@ -496,14 +595,13 @@ func (r *runner) serve(ctx context.Context, w *worker) {
 		w.mu.Unlock()
 		S := r.o.Speed
 		arrLive := time.Duration(j.arrival / S * float64(time.Second))
-		rec.Prefill = d
 		rec.Queue = (head - arrLive).Seconds() * S
 		if j.xferDone > j.xferStarted && len(j.plan.Fetches) > 0 {
 			rec.Transfer = (j.xferDone - j.xferStarted).Seconds() * S
 		}
 		rec.TTFT = (end - arrLive).Seconds() * S
 		lr := LiveRecord{ID: rec.ID, Lag: j.lag.Seconds(), Queue: (head - arrLive).Seconds(),
-			Transfer: rec.Transfer / S, Prefill: (end - pStart).Seconds(), TTFT: (end - arrLive).Seconds()}
+			Transfer: rec.Transfer / S, Prefill: (end - pStart).Seconds(), LocalWait: localWait.Seconds(), TTFT: (end - arrLive).Seconds()}
 		r.recMu.Lock()
 		r.records[j.k], r.live[j.k], r.done[j.k] = rec, lr, true
 		r.recMu.Unlock()
@@ -514,6 +612,45 @@ func (r *runner) serve(ctx context.Context, w *worker) {
 			w.store <- j
 		}
 	}
+}
+
+// prefill runs j's prefill once its transfer has ended. Its local RAM
+// blocks are being read meanwhile (readLocal): the prefill starts as if
+// they were all right, as the model's local hits cost no time, and the
+// request's first token waits until they have been read and verified.
+// When one of them did not arrive verified, the reused prefix ends before
+// it, and the worker spends the prefill time of the tokens that must now
+// be recomputed before the TTFT ends: a wrong or missing block is never
+// delivered. It returns the record (Prefill set), how long the worker
+// waited for the local reads after its planned prefill, and false when
+// ctx ended first.
+func (r *runner) prefill(ctx context.Context, j *job) (sim.Record, time.Duration, bool) {
+	rec, reused := r.outcome(j, nil)
+	d := r.o.Profile.PrefillSeconds(j.req.InputLength, reused)
+	if !r.compute(ctx, r.liveTime(d)) {
+		return rec, 0, false
+	}
+	waited := time.Now()
+	select {
+	case <-j.localDone:
+	case <-ctx.Done():
+		return rec, 0, false
+	}
+	wait := time.Since(waited)
+	if got, n := r.outcome(j, j.localOK); n < reused {
+		full := r.o.Profile.PrefillSeconds(j.req.InputLength, n)
+		if !r.compute(ctx, r.liveTime(full-d)) {
+			return rec, 0, false
+		}
+		rec, d = got, full
+	}
+	rec.Prefill = d
+	return rec, wait, true
+}
+
+// liveTime converts model seconds to live time.
+func (r *runner) liveTime(model float64) time.Duration {
+	return time.Duration(model / r.o.Speed * float64(time.Second))
 }
 
 // replan makes j's plan at the head of the queue (no prefetch).
@@ -527,18 +664,29 @@ func (r *runner) replan(ctx context.Context, w *worker, j *job) {
 
 // outcome builds j's record from its plan and what its transfer loaded:
 // the reused prefix runs up to the first planned block that did not
-// arrive.
-func (r *runner) outcome(j *job) (sim.Record, int) {
+// arrive. local tells which of j.local (the local RAM blocks) arrived
+// verified; nil counts them all as arrived (the plan's speculation while
+// they are being read).
+func (r *runner) outcome(j *job, local []bool) (sim.Record, int) {
 	req := j.req
 	rec := sim.Record{ID: r.order[j.k], Arrival: j.arrival, Instance: j.worker, InputTokens: req.InputLength, Blocks: len(req.HashIDs)}
 	fetched := make(map[int]int, len(j.plan.Fetches))
 	for f, it := range j.plan.Fetches {
 		fetched[it.Block] = f
 	}
+	bad := map[int]bool{}
+	for x, b := range j.local {
+		if local != nil && (x >= len(local) || !local[x]) {
+			bad[b] = true
+		}
+	}
 	bb := r.o.Profile.BlockBytes()
 	reused := 0
 	for b := range j.plan.Prefix {
 		src := sim.LocalRAM
+		if bad[b] {
+			break
+		}
 		if f, ok := fetched[b]; ok {
 			if j.loaded == nil || !j.loaded[f] {
 				break
@@ -615,8 +763,9 @@ func burn(ctx context.Context, d time.Duration) bool {
 // storer is worker w's store path: after a prefill, the request's
 // accesses go to the worker's node in one client Access, first block to
 // last as the simulator accesses its cache when a prefill completes: a
-// touch of each planned local RAM block (reused without being read) and
-// a put of every other block, each with its chain position (depth and
+// touch of each planned local RAM block that was read and verified
+// (the node holds it; its bytes need not travel again) and a put of
+// every other block, each with its chain position (depth and
 // parent), so the node's eviction policy sees what the simulator's sees.
 // A touched block the node no longer holds is put after the others, as
 // the simulator's access re-inserts a block evicted since its plan. Off
@@ -626,12 +775,12 @@ func (r *runner) storer(ctx context.Context, w *worker) {
 		if ctx.Err() != nil {
 			continue
 		}
-		local := make(map[int]bool)
-		for b := range j.plan.Prefix {
-			local[b] = true
-		}
-		for _, it := range j.plan.Fetches {
-			delete(local, it.Block)
+		// The local RAM blocks read and verified are touched; one that
+		// did not arrive verified is put again, so a wrong copy is
+		// replaced.
+		local := make(map[int]bool, len(j.local))
+		for x, b := range j.local {
+			local[b] = j.localOK[x]
 		}
 		keys := j.req.HashIDs
 		pls := make([][]byte, len(keys))
@@ -680,7 +829,7 @@ func (r *runner) access(ctx context.Context, w *worker, j *job, acc []client.Acc
 	for x, st := range res.Status {
 		switch {
 		case st == client.AccessStored:
-			r.liveBytesStored.Add(int64(r.o.PayloadBytes))
+			r.bytesStored.Add(int64(r.o.PayloadBytes))
 		case st != client.AccessFailed:
 			// A touch recorded, of a block no longer held, or by a node
 			// that takes no touches.

@@ -11,6 +11,7 @@ import (
 	"github.com/kvpool/kvpool/internal/lab/sim"
 	"github.com/kvpool/kvpool/internal/lab/tracegen"
 	"github.com/kvpool/kvpool/internal/option"
+	"github.com/kvpool/kvpool/internal/payload"
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -30,6 +31,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad prefill", Options{Master: "m:1", Prefill: "gpu"}, "Prefill"},
 		{"bad verify", Options{Master: "m:1", Verify: "none"}, "Verify"},
 		{"negative ram", Options{Master: "m:1", RAMBlocks: -1}, "RAMBlocks"},
+		{"unknown policy", Options{Master: "m:1", Policy: "nosuch"}, "Policy"},
+		{"future policy", Options{Master: "m:1", Policy: "belady"}, "Policy"},
 		{"bad tenant", Options{Master: "m:1", Tenant: strings.Repeat("x", 1000)}, "Tenant"},
 	}
 	for _, tt := range tests {
@@ -94,7 +97,7 @@ func TestMakePlan(t *testing.T) {
 		wantFetch  []sim.Fetch
 	}{
 		{"recompute ignores the cache", sim.ModeRecompute, 100, [][]client.Location{{ram("a")}}, 0, 0, 0, nil},
-		{"local RAM prefix reused without reads", sim.ModeGlobal, 100, [][]client.Location{{ram("a")}, {ram("a")}}, 0, 2, 2, nil},
+		{"local RAM prefix planned without fetches", sim.ModeGlobal, 100, [][]client.Location{{ram("a")}, {ram("a")}}, 0, 2, 2, nil},
 		{"remote block fetched in global mode", sim.ModeGlobal, 100, [][]client.Location{{ram("a")}, {ram("b")}}, 0, 2, 1,
 			[]sim.Fetch{{Block: 1, From: from(1, sim.TierRAM)}}},
 		{"remote block ignored in local mode", sim.ModeLocal, 100, [][]client.Location{{ram("a")}, {ram("b")}}, 0, 1, 1, nil},
@@ -144,21 +147,27 @@ func TestOutcome(t *testing.T) {
 		plan      sim.Plan
 		loaded    []bool
 		fromRAM   []bool
+		localOK   []bool // of the plan's local RAM blocks; nil: as planned
 		wantHits  [4]int
 		wantNet   int64
 		wantSSD   int64
 		wantReuse int
 	}{
-		{"all local RAM", sim.Plan{Prefix: 2}, nil, nil, [4]int{1024, 0, 0, 0}, 0, 0, 1024},
+		{"all local RAM", sim.Plan{Prefix: 2}, nil, nil, nil, [4]int{1024, 0, 0, 0}, 0, 0, 1024},
+		{"all local RAM verified", sim.Plan{Prefix: 2}, nil, nil, []bool{true, true}, [4]int{1024, 0, 0, 0}, 0, 0, 1024},
+		{"wrong local RAM block cuts the prefix", sim.Plan{Prefix: 3}, nil, nil, []bool{true, false, true}, [4]int{512, 0, 0, 0}, 0, 0, 512},
 		{"remote RAM and remote SSD", sim.Plan{Prefix: 4, Fetches: []sim.Fetch{f(1, 1, sim.TierRAM), f(2, 1, sim.TierRAM), f(3, 2, sim.TierSSD)}},
-			[]bool{true, true, true}, []bool{true, true, false}, [4]int{512, 0, 1024, 412}, 3 * bb, bb, 4*512 - 100},
+			[]bool{true, true, true}, []bool{true, true, false}, nil, [4]int{512, 0, 1024, 412}, 3 * bb, bb, 4*512 - 100},
+		{"failed local block before a remote one", sim.Plan{Prefix: 2, Fetches: []sim.Fetch{f(1, 1, sim.TierRAM)}},
+			[]bool{true}, []bool{true}, []bool{false}, [4]int{0, 0, 0, 0}, bb, 0, 0},
 		{"failed load cuts the prefix", sim.Plan{Prefix: 3, Fetches: []sim.Fetch{f(0, 0, sim.TierSSD), f(1, 1, sim.TierRAM), f(2, 1, sim.TierRAM)}},
-			[]bool{true, false, true}, []bool{false, false, true}, [4]int{0, 512, 0, 0}, bb, bb, 512},
+			[]bool{true, false, true}, []bool{false, false, true}, nil, [4]int{0, 512, 0, 0}, bb, bb, 512},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			j := &job{k: 0, req: &rq, arrival: 1.5, worker: 0, plan: tt.plan, loaded: tt.loaded, fromRAM: tt.fromRAM}
-			rec, reused := r.outcome(j)
+			j.local = localRAM(&j.plan)
+			rec, reused := r.outcome(j, tt.localOK)
 			if rec.ID != 7 || rec.Arrival != 1.5 || rec.Blocks != 4 || rec.InputTokens != rq.InputLength {
 				t.Fatalf("record header %+v", rec)
 			}
@@ -189,7 +198,7 @@ func TestRenderProgress(t *testing.T) {
 		p    progressState
 		want []string
 	}{
-		{progressState{all: 10}, []string{"\r[", "0%", "ETA ?", "0/10 done"}},
+		{progressState{all: 10}, []string{"[", "0%", "ETA ?", "0/10 done"}},
 		{progressState{elapsed: 10 * time.Second, done: 5, all: 10, fraction: 0.5, hitRatio: 0.25, ttftP50: 1.5},
 			[]string{"50%", "ETA 10s", "5/10 done", "hit 25.0%", "TTFT p50 1.50s", "[============            ]"}},
 		{progressState{elapsed: time.Second, done: 10, all: 10, fraction: 2}, []string{"100%", "ETA 0s"}},
@@ -201,8 +210,8 @@ func TestRenderProgress(t *testing.T) {
 				t.Errorf("renderProgress(%+v) = %q, missing %q", tt.p, got, w)
 			}
 		}
-		if strings.Contains(got, "\n") {
-			t.Errorf("progress line %q has a newline", got)
+		if strings.ContainsAny(got, "\r\n") {
+			t.Errorf("progress line %q has a carriage return or a newline", got)
 		}
 	}
 }
@@ -303,8 +312,8 @@ func TestLiveAgainstSim(t *testing.T) {
 			if s.WrongBlocks != 0 || s.CorruptBlocks != 0 {
 				t.Fatalf("%d wrong and %d corrupt blocks", s.WrongBlocks, s.CorruptBlocks)
 			}
-			if !strings.Contains(progress.String(), "100/100 done") {
-				t.Errorf("progress output lacks the final line: %q", progress.String())
+			if !strings.Contains(progress.String(), "100/100 done") || strings.Contains(progress.String(), "\r") {
+				t.Errorf("progress output lacks the final line, or redraws lines off a terminal: %q", progress.String())
 			}
 			if !s.KeptUp {
 				t.Logf("the machine could not keep up (dispatch lag p99 %.1f ms > %v): live vs sim not judged", s.LagP99*1e3, MaxLagP99)
@@ -346,5 +355,67 @@ func TestRunCancelled(t *testing.T) {
 	s := res.Summary
 	if !s.Partial || s.Completed >= len(reqs) || s.Completed != len(res.Records) || s.Requests != s.Completed {
 		t.Fatalf("partial %v, completed %d of %d, %d records, summary over %d", s.Partial, s.Completed, len(reqs), len(res.Records), s.Requests)
+	}
+}
+
+// TestWrongLocalBlockNeverDelivered stores, behind the replayer's back,
+// blocks whose bytes are wrong for their keys in the RAM of the only node
+// (a put through the client carries a checksum over the wrong bytes, so
+// the node accepts them: only regenerating the payload tells). The
+// replayer plans them as local RAM hits, reads them, catches every one,
+// reuses none (the request is recomputed) and puts the right bytes back:
+// a second replay reuses them, verified.
+func TestWrongLocalBlockNeverDelivered(t *testing.T) {
+	o := Options{PayloadBytes: 16 << 10, RAMBlocks: 100, Mode: sim.ModeLocal, Routing: sim.RoutingCacheAware, Verify: VerifyFull}
+	o.Master = startRig(t, 1, o)
+	ctx := context.Background()
+	cl, err := client.New(ctx, client.Options{Master: o.Master, Tenant: DefaultTenant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	nodes, err := cl.Nodes(ctx)
+	if err != nil || len(nodes) != 1 {
+		t.Fatalf("nodes %v, %v; want one", nodes, err)
+	}
+	rq := req(8 * trace.BlockTokens)
+	wrong := make([][]byte, len(rq.HashIDs))
+	for i, id := range rq.HashIDs {
+		wrong[i] = payload.New(o.PayloadBytes, DefaultTenant, id+1000) // another block's bytes
+	}
+	res, err := cl.Access(ctx, client.Chain(rq.HashIDs, wrong), client.AccessOptions{Node: nodes[0].ID})
+	if err != nil || res.Count(client.AccessStored) != len(rq.HashIDs) {
+		t.Fatalf("store the wrong blocks: %v, statuses %v", err, res.Status)
+	}
+	if ok, err := cl.WaitIndexed(ctx, rq.HashIDs, 10*time.Second); !ok || err != nil {
+		t.Fatalf("wrong blocks not indexed: %v, %v", ok, err)
+	}
+
+	first, err := Run(ctx, []trace.Request{rq}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := first.Summary
+	t.Logf("first replay: %d verified hits, %d wrong, hit tokens %v", s.VerifiedHits, s.WrongBlocks, first.Records[0].HitTokens)
+	if s.WrongBlocks == 0 || s.VerifiedHits != 0 || first.Records[0].TotalHitTokens() != 0 {
+		t.Fatalf("first replay: %d wrong blocks, %d verified hits, %d hit tokens; want the wrong blocks caught and none reused",
+			s.WrongBlocks, s.VerifiedHits, first.Records[0].TotalHitTokens())
+	}
+	if s.LiveBytesReadRemote != 0 || s.LiveBytesRead == 0 {
+		t.Errorf("read %d B, %d B remote: want local reads only", s.LiveBytesRead, s.LiveBytesReadRemote)
+	}
+	if want := o.WithDefaults().Profile.PrefillSeconds(rq.InputLength, 0); math.Abs(first.Records[0].Prefill-want) > 1e-9 {
+		t.Errorf("prefill %g model s, want the full recompute's %g", first.Records[0].Prefill, want)
+	}
+
+	second, err := Run(ctx, []trace.Request{rq}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = second.Summary
+	t.Logf("second replay: %d verified hits, %d wrong, hit tokens %v", s.VerifiedHits, s.WrongBlocks, second.Records[0].HitTokens)
+	if s.WrongBlocks != 0 || s.VerifiedHits == 0 || second.Records[0].HitTokens[sim.LocalRAM] == 0 {
+		t.Fatalf("second replay: %d wrong blocks, %d verified hits, %d local hit tokens; want the replaced blocks reused, verified",
+			s.WrongBlocks, s.VerifiedHits, second.Records[0].HitTokens[sim.LocalRAM])
 	}
 }

@@ -21,6 +21,10 @@ type LiveRecord struct {
 	Transfer float64 `json:"transfer_s"`
 	Prefill  float64 `json:"prefill_s"`
 	TTFT     float64 `json:"ttft_s"`
+	// LocalWait is the part of Prefill the worker spent waiting, after
+	// its planned prefill, for the request's local RAM blocks to be read
+	// and verified (0 when they were, as usual, done by then).
+	LocalWait float64 `json:"local_wait_s"`
 }
 
 // Summary is a replay's summary: the simulator's Summary computed the same
@@ -47,19 +51,35 @@ type Summary struct {
 	LagP50 float64 `json:"lag_p50_s"`
 	LagP99 float64 `json:"lag_p99_s"`
 	KeptUp bool    `json:"kept_up"`
+	// VerifiedHits counts the planned hits that were read and verified:
+	// every block a plan reuses (local RAM, local SSD, remote) is read
+	// through the client, which checks key and checksum, and with
+	// VerifyFull compared with its regenerated payload; only a verified
+	// block is reused (one planned after a block that failed is verified
+	// but not reused: the prefix ended before it).
+	VerifiedHits int64 `json:"verified_hits"`
 	// WrongBlocks counts received blocks whose bytes differed from their
 	// generated payload (VerifyFull only): must be 0. CorruptBlocks counts
-	// blocks the node client rejected by checksum or key.
+	// blocks the node client rejected by checksum or key. Neither is
+	// reused: the prefix ends before it and the rest is recomputed.
 	WrongBlocks   int64 `json:"wrong_blocks"`
 	CorruptBlocks int64 `json:"corrupt_blocks"`
 	// FetchFailures and PutFailures count blocks that could not be loaded
 	// or stored (missing, node error, timeout).
 	FetchFailures int64 `json:"fetch_failures"`
 	PutFailures   int64 `json:"put_failures"`
-	// LiveBytesFetched and LiveBytesStored are the real payload bytes read
-	// from and written to the nodes.
-	LiveBytesFetched int64 `json:"live_bytes_fetched"`
-	LiveBytesStored  int64 `json:"live_bytes_stored"`
+	// LiveBytesRead is the payload bytes of every hit read from the
+	// nodes (local and remote); LiveBytesReadRemote the part read from
+	// another node than the request's worker's (the modelled network's
+	// share). LiveBytesStored is the payload bytes written to the nodes.
+	LiveBytesRead       int64 `json:"live_bytes_read"`
+	LiveBytesReadRemote int64 `json:"live_bytes_read_remote"`
+	LiveBytesStored     int64 `json:"live_bytes_stored"`
+	// WarmBlocks is the blocks the nodes already held when the replay
+	// started (every tier and tenant): 0 on a fresh cluster. A warm
+	// cluster (a second replay on the same nodes) starts with hits a
+	// fresh one, and the simulator, would not have.
+	WarmBlocks int `json:"warm_blocks"`
 	// FirstError is the first unexpected error met (the run carries on);
 	// empty when none.
 	FirstError string `json:"first_error,omitempty"`
@@ -96,9 +116,10 @@ func (r *runner) result(partial bool) *Result {
 		},
 		Speed: o.Speed, PayloadBytes: o.PayloadBytes, PrefillMode: o.Prefill, VerifyMode: o.Verify,
 		Partial: partial, Completed: len(res.Records), LiveSeconds: time.Since(r.start).Seconds(),
-		WrongBlocks: r.wrong.Load(), CorruptBlocks: r.corrupt.Load(),
+		VerifiedHits: r.verified.Load(), WrongBlocks: r.wrong.Load(), CorruptBlocks: r.corrupt.Load(),
 		FetchFailures: r.fetchFailed.Load(), PutFailures: r.putFailed.Load(),
-		LiveBytesFetched: r.liveBytesFetched.Load(), LiveBytesStored: r.liveBytesStored.Load(),
+		LiveBytesRead: r.bytesRead.Load(), LiveBytesReadRemote: r.bytesReadRemote.Load(), LiveBytesStored: r.bytesStored.Load(),
+		WarmBlocks: r.warm,
 	}
 	if o.Mode == sim.ModeRecompute {
 		s.RAMBlocks, s.SSDBlocks = 0, 0
@@ -142,12 +163,15 @@ func (s *Summary) WriteText(w io.Writer) error {
 	}
 	_, err := fmt.Fprintf(w, "%-16s %d of %d requests in %.1f s live at speed %g, payload %d B%s\n"+
 		"%-16s p50 %.2f ms  p99 %.2f ms  kept up: %s\n"+
-		"%-16s %d wrong (verify %s), %d corrupt, %d fetch failures, %d put failures\n"+
-		"%-16s fetched %d B, stored %d B\n",
+		"%-16s %d verified hits, %d wrong (verify %s), %d corrupt, %d fetch failures, %d put failures\n"+
+		"%-16s read %d B (%d B from other nodes), stored %d B\n",
 		"live", s.Completed, s.Requests, s.LiveSeconds, s.Speed, s.PayloadBytes, partial,
 		"dispatch lag", s.LagP50*1e3, s.LagP99*1e3, kept,
-		"blocks", s.WrongBlocks, s.VerifyMode, s.CorruptBlocks, s.FetchFailures, s.PutFailures,
-		"live bytes", s.LiveBytesFetched, s.LiveBytesStored)
+		"blocks", s.VerifiedHits, s.WrongBlocks, s.VerifyMode, s.CorruptBlocks, s.FetchFailures, s.PutFailures,
+		"live bytes", s.LiveBytesRead, s.LiveBytesReadRemote, s.LiveBytesStored)
+	if err == nil && s.WarmBlocks > 0 {
+		_, err = fmt.Fprintf(w, "%-16s %s\n", "WARNING", s.WarmNotice())
+	}
 	if err == nil && s.FirstError != "" {
 		_, err = fmt.Fprintf(w, "%-16s %s\n", "first error", s.FirstError)
 	}
@@ -155,4 +179,15 @@ func (s *Summary) WriteText(w io.Writer) error {
 		return fmt.Errorf("replay: write summary: %w", err)
 	}
 	return nil
+}
+
+// WarmNotice says, when the nodes held blocks at the start (WarmBlocks
+// > 0), that the hit ratios are a warm cluster's; "" otherwise.
+func (s *Summary) WarmNotice() string {
+	if s.WarmBlocks == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the nodes already held %d blocks when the replay started (a warm cluster, e.g. from an earlier replay): "+
+		"its hit ratios are higher than a fresh cluster's, and than the simulator's, which starts empty; "+
+		"restart the cluster, or use --local, for comparable figures", s.WarmBlocks)
 }

@@ -144,6 +144,6 @@ func LiveFunc(s Sample, cfg Config) compare.LiveFunc {
 		if err != nil {
 			return compare.LiveRow{}, err
 		}
-		return compare.LiveRow{Sim: rep.Sim, Live: rep.Live, SimTTFTs: rep.SimTTFTs, LiveTTFTs: rep.LiveTTFTs}, nil
+		return rep.Row(t.Name, a), nil
 	}
 }

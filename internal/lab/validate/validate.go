@@ -56,6 +56,7 @@ import (
 
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/cluster"
+	"github.com/kvpool/kvpool/internal/lab/compare"
 	"github.com/kvpool/kvpool/internal/lab/replay"
 	"github.com/kvpool/kvpool/internal/lab/sim"
 
@@ -136,8 +137,10 @@ type Config struct {
 	// ClusterOutput receives the cluster processes' logs (nil discards
 	// them).
 	ClusterOutput io.Writer `json:"-"`
-	// Progress receives the live replay's progress line (nil: none).
-	Progress io.Writer `json:"-"`
+	// Progress receives the live replay's progress line (nil: none);
+	// ProgressTerminal says it is a terminal (replay.Options).
+	Progress         io.Writer `json:"-"`
+	ProgressTerminal bool      `json:"-"`
 }
 
 // WithDefaults returns c with every zero field replaced by its default.
@@ -215,7 +218,7 @@ func (c Config) replayOptions() replay.Options {
 	return replay.Options{
 		Mode: c.Mode, Routing: c.Routing, PayloadBytes: c.PayloadBytes, Speed: c.Speed,
 		NICGbps: c.NICGbps, Verify: c.Verify, RAMBlocks: c.RAMBlocks, SSDBlocks: c.SSDBlocks,
-		Policy: c.Policy, Progress: c.Progress,
+		Policy: c.Policy, Progress: c.Progress, ProgressTerminal: c.ProgressTerminal,
 	}
 }
 
@@ -232,6 +235,45 @@ const (
 	VerdictInconclusive Verdict = "INCONCLUSIVE"
 )
 
+// The exit codes of a verdict, shared by every command that judges live
+// against simulated runs (kvpool compare --validate, kvpool demo): 0 PASS,
+// 1 FAIL (a judged check disagrees, or a wrong block), 3 INCONCLUSIVE
+// (nothing judged disagrees, but a live run did not keep up, so a check
+// was not judged). 2 stays the usage error of every command.
+const (
+	ExitPass         = 0
+	ExitFail         = 1
+	ExitInconclusive = 3
+)
+
+// ExitCode returns v's exit code (ExitFail for an unknown verdict).
+func (v Verdict) ExitCode() int {
+	switch v {
+	case VerdictPass:
+		return ExitPass
+	case VerdictInconclusive:
+		return ExitInconclusive
+	}
+	return ExitFail
+}
+
+// Overall returns the verdict of several runs together: FAIL when any
+// failed (or is not a known verdict), else INCONCLUSIVE when any was,
+// else PASS (also for none).
+func Overall(vs []Verdict) Verdict {
+	out := VerdictPass
+	for _, v := range vs {
+		switch v {
+		case VerdictPass:
+		case VerdictInconclusive:
+			out = VerdictInconclusive
+		default:
+			return VerdictFail
+		}
+	}
+	return out
+}
+
 // ErrInconclusive is wrapped by the error of a validation that could not
 // judge a check because the machine did not keep up with the live run
 // (and found nothing else wrong).
@@ -242,7 +284,7 @@ var ErrInconclusive = errors.New("validate: inconclusive")
 // not, why. Two conditions, both from the replayer's own accounting:
 //
 //   - the replayer's verdict (replay.Summary.KeptUp): dispatch lag p99 at
-//     most replay.MaxLagP99 (10 ms live), past which the tail of the
+//     most replay.MaxLagP99 (20 ms live), past which the tail of the
 //     schedule ran late;
 //   - the run's lateness (Lateness: per request, the dispatch lag plus
 //     how far its prefill overshot its planned time, averaged, in live
@@ -345,6 +387,13 @@ type Report struct {
 	// SuggestedSpeed is the speed to rerun at when the verdict is
 	// INCONCLUSIVE (0 otherwise).
 	SuggestedSpeed float64 `json:"suggested_speed,omitempty"`
+}
+
+// Row returns r as a live/sim row of trace's arm a (package compare's
+// tables), with its verdict.
+func (r *Report) Row(trace string, a compare.Arm) compare.LiveRow {
+	return compare.LiveRow{Trace: trace, Arm: a, Sim: r.Sim, Live: r.Live, SimTTFTs: r.SimTTFTs, LiveTTFTs: r.LiveTTFTs,
+		Verdict: string(r.Verdict), KeptUp: r.KeptUp, Reason: r.Reason}
 }
 
 // Failures returns the messages of the failed checks.
@@ -510,7 +559,7 @@ func (r *Report) judge() {
 		r.Checks = append(r.Checks, Check{Name: "mean TTFT", Pass: ttftOK, Judged: true, Message: msg})
 	}
 	r.Checks = append(r.Checks, Check{Name: "verified blocks", Pass: l.WrongBlocks == 0 && l.CorruptBlocks == 0, Judged: true,
-		Message: fmt.Sprintf("%d wrong (verify %s), %d corrupt; want 0", l.WrongBlocks, l.VerifyMode, l.CorruptBlocks)})
+		Message: fmt.Sprintf("%d wrong (verify %s), %d corrupt, want 0; %d hits read and verified", l.WrongBlocks, l.VerifyMode, l.CorruptBlocks, l.VerifiedHits)})
 	complete := !l.Partial && l.Completed == r.Requests
 	cmsg := fmt.Sprintf("%d of %d requests completed live", l.Completed, r.Requests)
 	if l.Partial {

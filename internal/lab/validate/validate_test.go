@@ -147,8 +147,8 @@ func TestSuggestedSpeed(t *testing.T) {
 		late, p99 float64 // Lateness and lag p99, live seconds
 		want      float64
 	}{
-		{"just over: half", 50, 0.0001, 0.011, 25},
-		{"p99 five times over: a fifth", 50, 0.0001, 0.050, 10},
+		{"just over: half", 50, 0.0001, 1.1 * replay.MaxLagP99.Seconds(), 25},
+		{"p99 five times over: a fifth", 50, 0.0001, 5 * replay.MaxLagP99.Seconds(), 10},
 		// budget 0.25 × 0.2 × 2 s = 0.1 model s; 0.01 s of lateness fits
 		// it at speed 10.
 		{"lateness over the budget", 50, 0.010, 0.009, 10},
