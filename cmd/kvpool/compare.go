@@ -63,10 +63,11 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // compareClusterHelp is the cluster flags' help in kvpool compare.
 func compareClusterHelp() clusterHelp {
 	return clusterHelp{
-		nodes:     "--live/--validate: nodes per cluster",
-		speed:     "--live/--validate: time compression of the live runs",
-		payload:   "--live/--validate: live bytes per block",
-		ramBlocks: "--live/--validate: RAM cache per node, in blocks",
+		nodes:        "--live/--validate: nodes per cluster",
+		speed:        "--live/--validate: time compression of the live runs",
+		payload:      "--live/--validate: live bytes per block",
+		ramBlocks:    "--live/--validate: RAM cache per node, in blocks",
+		speedDefault: validate.DefaultSpeed,
 	}
 }
 

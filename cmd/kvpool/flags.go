@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/lab/costmodel"
+	"github.com/kvpool/kvpool/internal/lab/demo"
 	"github.com/kvpool/kvpool/internal/lab/sim"
 	"github.com/kvpool/kvpool/internal/lab/validate"
 	"github.com/kvpool/kvpool/trace"
@@ -92,15 +93,18 @@ func (c *costFlags) costProfile() (costmodel.Profile, error) {
 // cluster is for in each subcommand.
 type clusterHelp struct {
 	nodes, speed, payload, ramBlocks string
+	// speedDefault is --speed's default.
+	speedDefault float64
 }
 
 // demoClusterHelp is the cluster flags' help in kvpool demo.
 func demoClusterHelp() clusterHelp {
 	return clusterHelp{
-		nodes:     "nodes (and prefill workers) of each arm's cluster",
-		speed:     "time compression S of the live runs",
-		payload:   "live bytes per block",
-		ramBlocks: fmt.Sprintf("RAM cache per node, in blocks (%d is the paper's 3M tokens)", sim.DefaultRAMBlocks),
+		nodes:        "nodes (and prefill workers) of each arm's cluster",
+		speed:        "time compression S of the live runs",
+		payload:      "live bytes per block",
+		ramBlocks:    fmt.Sprintf("RAM cache per node, in blocks (%d is the paper's 3M tokens)", sim.DefaultRAMBlocks),
+		speedDefault: demo.DefaultSpeed,
 	}
 }
 
@@ -116,7 +120,7 @@ type clusterFlags struct {
 // register declares the cluster flags on fs with the help texts h.
 func (c *clusterFlags) register(fs *flag.FlagSet, h clusterHelp) {
 	fs.IntVar(&c.nodes, "nodes", validate.DefaultNodes, h.nodes)
-	fs.Float64Var(&c.speed, "speed", validate.DefaultSpeed, h.speed)
+	fs.Float64Var(&c.speed, "speed", h.speedDefault, h.speed)
 	fs.StringVar(&c.payload, "payload", "32KiB", h.payload)
 	fs.IntVar(&c.ramBlocks, "ram-blocks", sim.DefaultRAMBlocks, h.ramBlocks)
 }

@@ -49,8 +49,8 @@ type Options struct {
 	Trace TraceOptions
 	// Cluster is the configuration of every arm; its Mode, Routing and
 	// Name are set per arm. Zero fields take validate's defaults (4
-	// nodes, 32 KiB payloads, speed 50, 5,859 RAM blocks per node: the
-	// paper's 3M tokens, full verification).
+	// nodes, 32 KiB payloads, 5,859 RAM blocks per node: the paper's 3M
+	// tokens, full verification), but a zero Speed is DefaultSpeed.
 	Cluster validate.Config
 	// Arms are the arms run (default compare.LiveArms()).
 	Arms []compare.Arm
@@ -135,6 +135,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	if opts.Cluster.Speed == 0 {
+		opts.Cluster.Speed = DefaultSpeed
+	}
 	progress := opts.Progress
 	if progress == nil {
 		progress = io.Discard
@@ -155,8 +158,8 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	for _, a := range arms {
 		res.Arms = append(res.Arms, a.Name)
 	}
-	fmt.Fprintf(progress, "kvpool demo: %s, %d requests (%.0f s window from %.0f s, arrivals ×%g); %d nodes, payload %d B, speed %g, %d RAM blocks per node\n",
-		w.Name, len(w.Requests), w.WindowSeconds, w.FromSeconds, w.Rate, base.Nodes, base.PayloadBytes, base.Speed, base.RAMBlocks)
+	fmt.Fprintf(progress, "kvpool demo: %s, %d requests (%.0f s window from %.0f s, arrivals ×%g); %d nodes, payload %s, speed %g, %d RAM blocks per node\n",
+		w.Name, len(w.Requests), w.WindowSeconds, w.FromSeconds, w.Rate, base.Nodes, report.Bytes(int64(base.PayloadBytes)), base.Speed, base.RAMBlocks)
 	for i, a := range arms {
 		if ctx.Err() != nil {
 			res.Partial = true
@@ -293,9 +296,9 @@ func (r *Result) Report() *report.Report {
 		intro += "The trace is GENERATED (no published trace was found, or --generated was given). "
 	}
 	c := r.Config
-	intro += fmt.Sprintf("%d nodes, %d RAM blocks each (the recompute arm caches nothing), policy %s, payload %d B per block, speed ×%g, "+
+	intro += fmt.Sprintf("%d nodes, %d RAM blocks each (the recompute arm caches nothing), policy %s, payload %s per block, speed ×%g, "+
 		"verify %s (every hit read and checked before it is reused); each arm on a fresh cluster. ",
-		c.Nodes, c.RAMBlocks, c.Policy, c.PayloadBytes, c.Speed, c.Verify)
+		c.Nodes, c.RAMBlocks, c.Policy, report.Bytes(int64(c.PayloadBytes)), c.Speed, c.Verify)
 	if r.Partial {
 		intro += fmt.Sprintf("\n\nPARTIAL: the demo was interrupted; %d of the %d planned arms (%s) have figures, covering what completed.",
 			len(r.Rows), len(r.Arms), strings.Join(r.Arms, ", "))
