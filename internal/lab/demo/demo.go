@@ -181,7 +181,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		res.addArm(w.Name, a, rep)
 		fmt.Fprintf(progress, "kvpool demo: arm %s done in %.1f s: token hit %.1f%% live / %.1f%% sim, mean TTFT %.2f s live / %.2f s sim, %d verified hits, %d wrong blocks: %s\n",
 			a.Name, time.Since(t0).Seconds(), 100*rep.Live.TokenHitRatio, 100*rep.Sim.TokenHitRatio, rep.Live.TTFTMean, rep.Sim.TTFTMean,
-			rep.Live.VerifiedHits, rep.Live.WrongBlocks, rep.Verdict)
+			rep.Live.VerifiedHits, rep.Live.WrongBlocks, res.Rows[len(res.Rows)-1].Verdict)
 	}
 	res.Verdict, res.VerdictText = res.judge()
 	res.Seconds = time.Since(start).Seconds()
