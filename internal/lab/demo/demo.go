@@ -88,7 +88,8 @@ type Result struct {
 	// Requests is the number of requests per arm.
 	Requests int `json:"requests"`
 	// Config is every arm's cluster configuration, defaults filled in
-	// (its Name, Mode and Routing are the first arm's); Arms names the
+	// (its Name, Mode and Routing are validate's defaults, global
+	// cache-aware, not any arm's: each arm sets its own); Arms names the
 	// arms the demo was to run, in order.
 	Config validate.Config `json:"config"`
 	Arms   []string        `json:"planned_arms"`
