@@ -112,6 +112,7 @@ func TestReportDirNotADirectory(t *testing.T) {
 		{"demo", "--generated", "--window", "10s", "--quiet", "--out", filepath.Join(file, "sub")},
 		{"compare", "--sim", "--quiet", "--out", file},
 		{"policy", "--quick", "--quiet", "--out", file},
+		{"demo", "--generated", "--window", "10s", "--quiet", "--out", ""},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			var out, errb bytes.Buffer

@@ -214,6 +214,9 @@ const accessWrite = 0x2
 // this process cannot write. It is called before any work starts, so a
 // long run does not end on it.
 func (r *reportFlags) check() error {
+	if r.out == "" {
+		return usageErrorf("--out: empty; give the report directory")
+	}
 	p := filepath.Clean(r.out)
 	for {
 		st, err := os.Stat(p)
