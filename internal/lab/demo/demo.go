@@ -189,23 +189,18 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	return res, nil
 }
 
-// Interrupted is the verdict cell of an arm whose live run was cut short:
-// its validation fails the "complete" check, and judges the rest on part
-// of the requests, but an interruption is not a disagreement, and the
-// demo gives no verdict.
-const Interrupted = "interrupted"
-
 // addArm records arm a's validation rep on trace. An interrupted arm
-// (rep.Live.Partial) gets no verdict: its row says Interrupted, its
-// ArmVerdict has an empty Verdict and no failures, and the result is
-// partial.
+// (rep.Live.Partial) gets no verdict: its validation fails the
+// "complete" check and judges the rest on part of the requests, but an
+// interruption is not a disagreement. Its row says validate.Interrupted
+// (Report.Row), its ArmVerdict has an empty Verdict and no failures,
+// and the result is partial.
 func (r *Result) addArm(trace string, a compare.Arm, rep *validate.Report) {
 	row := rep.Row(trace, a)
 	v := ArmVerdict{Arm: a.Name, Verdict: rep.Verdict, HitDelta: rep.HitDelta,
 		TTFTRelDelta: rep.TTFTRelDelta, KeptUp: rep.KeptUp, Reason: rep.Reason, SuggestedSpeed: rep.SuggestedSpeed,
 		Failures: rep.Failures()}
 	if rep.Live.Partial {
-		row.Verdict = Interrupted
 		v.Verdict, v.SuggestedSpeed, v.Failures = "", 0, nil
 		r.Partial = true
 	}
