@@ -144,6 +144,11 @@ func parseCompare(args []string, stderr io.Writer) (*compareRun, error) {
 	if n != 1 {
 		return nil, usageErrorf("give exactly one of --sim, --live and --validate")
 	}
+	if !f.validate { // --validate writes no report directory
+		if err := f.report.check(); err != nil {
+			return nil, err
+		}
+	}
 	r := &compareRun{validate: f.validate, traceDir: f.traceDir, lenient: f.lenient, out: f.report.out, modes: f.modes,
 		routing: sim.Routing(f.routing), quiet: f.report.quiet}
 	for _, name := range strings.Split(f.traces, ",") {

@@ -66,6 +66,9 @@ func parseDemo(args []string, stderr io.Writer) (demo.Options, reportFlags, erro
 	if err := parseNoArgs(fs, args, append(clusterPositive(), "window", "rate")...); err != nil {
 		return demo.Options{}, rep, err
 	}
+	if err := rep.check(); err != nil {
+		return demo.Options{}, rep, err
+	}
 	cluster, err := cf.config()
 	if err != nil {
 		return demo.Options{}, rep, err

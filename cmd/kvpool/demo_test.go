@@ -95,6 +95,37 @@ func TestDemoGenerated(t *testing.T) {
 	}
 }
 
+// TestReportDirNotADirectory gives --out a path that cannot be a
+// directory (a file, or a path under one): refused at once with exit 2
+// naming --out, before a trace is read or a cluster started. The context
+// is already cancelled, so a command that did start would stop at once,
+// write its (partial) report and fail on the directory instead.
+func TestReportDirNotADirectory(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(file, []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, args := range [][]string{
+		{"demo", "--generated", "--window", "10s", "--quiet", "--out", file},
+		{"demo", "--generated", "--window", "10s", "--quiet", "--out", filepath.Join(file, "sub")},
+		{"compare", "--sim", "--quiet", "--out", file},
+		{"policy", "--quick", "--quiet", "--out", file},
+		{"demo", "--generated", "--window", "10s", "--quiet", "--out", ""},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := run(ctx, args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--out") {
+				t.Fatalf("exit code %d, stderr %q: want 2 naming --out", code, errb.String())
+			}
+			if data, err := os.ReadFile(file); err != nil || string(data) != "mine\n" {
+				t.Fatalf("the file given as --out was changed: %q, %v", data, err)
+			}
+		})
+	}
+}
+
 func TestDemoUsageErrors(t *testing.T) {
 	tests := []struct {
 		name string

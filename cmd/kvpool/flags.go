@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"syscall"
 
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/lab/costmodel"
@@ -200,6 +204,42 @@ type reportFlags struct {
 func (r *reportFlags) register(fs *flag.FlagSet, def, quietUsage string) {
 	fs.StringVar(&r.out, "out", def, "report directory to write")
 	fs.BoolVar(&r.quiet, "quiet", false, quietUsage)
+}
+
+// accessWrite is access(2)'s W_OK: may this process write the file.
+const accessWrite = 0x2
+
+// check refuses an --out that cannot be a report directory: a path that
+// is, or is under, something other than a directory, or a directory
+// this process cannot write. It is called before any work starts, so a
+// long run does not end on it.
+func (r *reportFlags) check() error {
+	if r.out == "" {
+		return usageErrorf("--out: empty; give the report directory")
+	}
+	p := filepath.Clean(r.out)
+	for {
+		st, err := os.Stat(p)
+		if err == nil {
+			switch {
+			case !st.IsDir() && p == filepath.Clean(r.out):
+				return usageErrorf("--out %s: not a directory", r.out)
+			case !st.IsDir():
+				return usageErrorf("--out %s: %s is not a directory", r.out, p)
+			case syscall.Access(p, accessWrite) != nil:
+				return usageErrorf("--out %s: directory %s is not writable", r.out, p)
+			}
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return usageErrorf("--out %s: %v", r.out, err)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return nil
+		}
+		p = parent
+	}
 }
 
 // progress returns where progress lines go: w, or nil with --quiet.

@@ -94,26 +94,33 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, h hoo
 			continue
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
-		var coded interface{ ExitCode() int }
-		switch {
-		case err == nil:
-			return 0
-		case errors.Is(err, flag.ErrHelp):
-			return 0
-		case errors.Is(err, errUsage):
+		if err != nil && !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stderr, "kvpool %s: %v\n", c.name, err)
-			return 2
-		case errors.As(err, &coded):
-			fmt.Fprintf(stderr, "kvpool %s: %v\n", c.name, err)
-			return coded.ExitCode()
-		default:
-			fmt.Fprintf(stderr, "kvpool %s: %v\n", c.name, err)
-			return 1
 		}
+		return exitCode(err)
 	}
 	fmt.Fprintf(stderr, "kvpool: unknown command %q\n\n", args[0])
 	usage(stderr)
 	return 2
+}
+
+// exitCode is the exit status for a command's error: 0 for none (or a
+// help request), 2 for a usage error, an exitError's own code (a
+// verdict's), and 1 for any other failure. Only this package's
+// exitError sets a code: an error that wraps a child process's exit
+// status (an *exec.ExitError, which also has an ExitCode method) is a
+// plain failure, not that child's code.
+func exitCode(err error) int {
+	var coded exitError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	case errors.As(err, &coded):
+		return coded.ExitCode()
+	}
+	return 1
 }
 
 // errUsage marks errors caused by bad command-line arguments (exit code 2).

@@ -58,6 +58,9 @@ func parsePolicy(args []string, stderr io.Writer) (policylab.Options, string, er
 	if err := parseNoArgs(fs, args); err != nil {
 		return policylab.Options{}, "", err
 	}
+	if err := rep.check(); err != nil {
+		return policylab.Options{}, "", err
+	}
 	opts := policylab.DefaultOptions()
 	if *quick {
 		opts = policylab.QuickOptions()

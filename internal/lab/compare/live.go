@@ -28,7 +28,8 @@ type LiveRow struct {
 	SimTTFTs  []float64 `json:"-"`
 	LiveTTFTs []float64 `json:"-"`
 	// Verdict is the live/sim validation's verdict on the row (PASS,
-	// FAIL or INCONCLUSIVE; package validate), KeptUp whether the live
+	// FAIL or INCONCLUSIVE, or "interrupted" for a live run cut short;
+	// package validate), KeptUp whether the live
 	// run kept up with its arrival schedule by the validation's
 	// definition, and Reason why not.
 	Verdict string `json:"verdict"`

@@ -88,7 +88,8 @@ type Result struct {
 	// Requests is the number of requests per arm.
 	Requests int `json:"requests"`
 	// Config is every arm's cluster configuration, defaults filled in
-	// (its Name, Mode and Routing are the first arm's); Arms names the
+	// (its Name, Mode and Routing are validate's defaults, global
+	// cache-aware, not any arm's: each arm sets its own); Arms names the
 	// arms the demo was to run, in order.
 	Config validate.Config `json:"config"`
 	Arms   []string        `json:"planned_arms"`
@@ -178,19 +179,34 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			}
 			return nil, fmt.Errorf("demo: arm %s: %w", a.Name, err)
 		}
-		res.Rows = append(res.Rows, rep.Row(w.Name, a))
-		res.Checks = append(res.Checks, rep.Checks)
-		res.Verdicts = append(res.Verdicts, ArmVerdict{Arm: a.Name, Verdict: rep.Verdict, HitDelta: rep.HitDelta,
-			TTFTRelDelta: rep.TTFTRelDelta, KeptUp: rep.KeptUp, Reason: rep.Reason, SuggestedSpeed: rep.SuggestedSpeed,
-			Failures: rep.Failures()})
-		res.Partial = res.Partial || rep.Live.Partial
+		res.addArm(w.Name, a, rep)
 		fmt.Fprintf(progress, "kvpool demo: arm %s done in %.1f s: token hit %.1f%% live / %.1f%% sim, mean TTFT %.2f s live / %.2f s sim, %d verified hits, %d wrong blocks: %s\n",
 			a.Name, time.Since(t0).Seconds(), 100*rep.Live.TokenHitRatio, 100*rep.Sim.TokenHitRatio, rep.Live.TTFTMean, rep.Sim.TTFTMean,
-			rep.Live.VerifiedHits, rep.Live.WrongBlocks, rep.Verdict)
+			rep.Live.VerifiedHits, rep.Live.WrongBlocks, res.Rows[len(res.Rows)-1].Verdict)
 	}
 	res.Verdict, res.VerdictText = res.judge()
 	res.Seconds = time.Since(start).Seconds()
 	return res, nil
+}
+
+// addArm records arm a's validation rep on trace. An interrupted arm
+// (rep.Live.Partial) gets no verdict: its validation fails the
+// "complete" check and judges the rest on part of the requests, but an
+// interruption is not a disagreement. Its row says validate.Interrupted
+// (Report.Row), its ArmVerdict has an empty Verdict and no failures,
+// and the result is partial.
+func (r *Result) addArm(trace string, a compare.Arm, rep *validate.Report) {
+	row := rep.Row(trace, a)
+	v := ArmVerdict{Arm: a.Name, Verdict: rep.Verdict, HitDelta: rep.HitDelta,
+		TTFTRelDelta: rep.TTFTRelDelta, KeptUp: rep.KeptUp, Reason: rep.Reason, SuggestedSpeed: rep.SuggestedSpeed,
+		Failures: rep.Failures()}
+	if rep.Live.Partial {
+		v.Verdict, v.SuggestedSpeed, v.Failures = "", 0, nil
+		r.Partial = true
+	}
+	r.Rows = append(r.Rows, row)
+	r.Checks = append(r.Checks, rep.Checks)
+	r.Verdicts = append(r.Verdicts, v)
 }
 
 // judge returns the demo's verdict and a paragraph saying it: what
@@ -253,6 +269,10 @@ func (r *Result) WriteTable(w io.Writer) error {
 		r.Trace.WindowSeconds, r.Trace.FromSeconds, r.Trace.Rate)
 	compare.LiveMarkdown(&b, r.Rows)
 	for i, row := range r.Rows {
+		if row.Live.Partial {
+			fmt.Fprintf(&b, "\n%s interrupted: %d of %d requests completed live; not judged", row.Arm.Name, row.Live.Completed, r.Requests)
+			continue
+		}
 		var bad []string
 		for _, c := range r.Checks[i] {
 			if !c.Pass {

@@ -126,3 +126,33 @@ func TestJudge(t *testing.T) {
 		})
 	}
 }
+
+// TestInterruptedArm records an arm whose live run was interrupted (its
+// validation fails the "complete" check): the demo gives no verdict, so
+// neither may the arm's row, its verdict or the table call it a FAIL or
+// a live/sim disagreement.
+func TestInterruptedArm(t *testing.T) {
+	cfg := validate.Config{}.WithDefaults()
+	rep := &validate.Report{Config: cfg, Requests: 100, Verdict: validate.VerdictFail,
+		Live: replay.Summary{Partial: true, Completed: 40},
+		Checks: []validate.Check{
+			{Name: "token hit ratio", Pass: false, Judged: true, Message: "differ by 9 points"},
+			{Name: "complete", Pass: false, Judged: true, Message: "40 of 100 requests completed live (interrupted)"},
+		}}
+	r := &Result{Config: cfg, Arms: []string{"a", "b"}, Trace: &Window{Name: "generated"}}
+	r.addArm("generated", compare.Arm{Name: "a"}, rep)
+	if !r.Partial {
+		t.Fatal("an interrupted arm does not make the result partial")
+	}
+	r.Verdict, r.VerdictText = r.judge()
+	if r.Verdict != "" || r.Rows[0].Verdict == string(validate.VerdictFail) || r.Verdicts[0].Verdict == validate.VerdictFail {
+		t.Fatalf("verdict %q, row %q, arm %q: want no FAIL for an interrupted arm", r.Verdict, r.Rows[0].Verdict, r.Verdicts[0].Verdict)
+	}
+	var b strings.Builder
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, "disagreement") || strings.Contains(out, "| FAIL |") || !strings.Contains(out, "PARTIAL, no verdict") {
+		t.Errorf("table of an interrupted demo:\n%s", out)
+	}
+}

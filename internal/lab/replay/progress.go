@@ -78,9 +78,6 @@ func (r *runner) startProgress() (stop func()) {
 // snapshot reads the run's progress.
 func (r *runner) snapshot() progressState {
 	p := progressState{all: len(r.reqs)}
-	if r.start.IsZero() {
-		return p
-	}
 	p.elapsed = time.Since(r.start)
 	p.done = int(r.completed.Load())
 	if in := r.inTok.Load(); in > 0 {

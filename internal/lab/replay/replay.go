@@ -280,8 +280,10 @@ func (r *runner) run(ctx context.Context) bool {
 		go func() { defer wg.Done(); r.serve(ctx, w) }()
 		go func() { defer wg.Done(); r.storer(ctx, w) }()
 	}
-	stopProgress := r.startProgress()
+	// The start is set before the progress goroutine starts, which reads
+	// it (the go statement orders the write before its reads).
 	r.start = time.Now()
+	stopProgress := r.startProgress()
 	cut := false
 	for k := range r.order {
 		target := r.start.Add(time.Duration(r.arr[k] / r.o.Speed * float64(time.Second)))

@@ -419,3 +419,27 @@ func TestWrongLocalBlockNeverDelivered(t *testing.T) {
 			s.WrongBlocks, s.VerifiedHits, second.Records[0].HitTokens[sim.LocalRAM])
 	}
 }
+
+// TestProgressLines runs a short replay with a line-mode progress
+// writer that ticks often: every line is whole (no carriage return),
+// counts finished requests, and the last one says all are done. Under
+// -race it also checks that the progress goroutine reads the run's start
+// only after it is set.
+func TestProgressLines(t *testing.T) {
+	reqs := testTrace(t, 10)
+	o := Options{PayloadBytes: 16 << 10, RAMBlocks: 100, Speed: 200, ProgressLineEvery: time.Millisecond}
+	o.Master = startRig(t, 1, o)
+	var progress strings.Builder
+	o.Progress = &progress
+	if _, err := Run(context.Background(), reqs, o); err != nil {
+		t.Fatal(err)
+	}
+	out := progress.String()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if strings.Contains(out, "\r") || !strings.HasSuffix(out, "\n") || len(lines) < 2 {
+		t.Fatalf("progress %q: want whole lines, at least a tick and the final one", out)
+	}
+	if last := lines[len(lines)-1]; !strings.Contains(last, "10/10 done") {
+		t.Errorf("last progress line %q, want 10/10 done", last)
+	}
+}

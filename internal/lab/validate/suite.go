@@ -57,7 +57,10 @@ func (o SuiteOptions) Validate() error {
 // reports. Its error is nil when every configuration passed; it joins the
 // failed configurations' errors when any failed, and otherwise wraps
 // ErrInconclusive (with each inconclusive configuration's reason and
-// suggested speed) when some could not be judged.
+// suggested speed) when some could not be judged. When ctx ends, the
+// configurations not yet run are skipped, the table covers those that
+// ran (a cut one marked interrupted), no verdict is given, and the error
+// says so, wrapping ctx's cause.
 func RunSuite(ctx context.Context, o SuiteOptions, out io.Writer) ([]*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -71,13 +74,26 @@ func RunSuite(ctx context.Context, o SuiteOptions, out io.Writer) ([]*Report, er
 		logf(false, "NOTICE: %s", o.Notice)
 	}
 	var reps []*Report
+	interrupted := false
 	for _, c := range o.Configs {
+		if ctx.Err() != nil {
+			interrupted = true
+			break
+		}
 		logf(true, "validating %s on %d requests of %s", c.WithDefaults().Name, len(o.Requests), o.TraceName)
 		rep, err := Run(ctx, o.Requests, c)
 		if err != nil {
+			if ctx.Err() != nil {
+				interrupted = true
+				break
+			}
 			return nil, err
 		}
 		reps = append(reps, rep)
+		if rep.Live.Partial {
+			interrupted = true
+			break
+		}
 	}
 	if _, err := fmt.Fprintf(out, "validation on %s: %d requests (%.0f s window from %.0f s, arrivals ×%g)\n\n", o.TraceName,
 		len(o.Requests), o.WindowSeconds, o.FromSeconds, o.Rate); err != nil {
@@ -85,6 +101,15 @@ func RunSuite(ctx context.Context, o SuiteOptions, out io.Writer) ([]*Report, er
 	}
 	if err := WriteTable(out, reps); err != nil {
 		return nil, err
+	}
+	if interrupted {
+		// An interruption is no verdict: neither the cut configuration
+		// nor the suite passes or fails.
+		msg := fmt.Sprintf("interrupted after %d of %d configurations (the last one in part)", len(reps), len(o.Configs))
+		if _, err := fmt.Fprintf(out, "\nINTERRUPTED: %s; no verdict\n", msg); err != nil {
+			return reps, fmt.Errorf("validate: write the verdict: %w", err)
+		}
+		return reps, fmt.Errorf("validate: %s: %w", msg, context.Cause(ctx))
 	}
 	var failed, inconclusive []error
 	for _, r := range reps {

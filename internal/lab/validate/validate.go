@@ -390,10 +390,15 @@ type Report struct {
 }
 
 // Row returns r as a live/sim row of trace's arm a (package compare's
-// tables), with its verdict.
+// tables), with its verdict (Interrupted when the live run was cut
+// short).
 func (r *Report) Row(trace string, a compare.Arm) compare.LiveRow {
+	v := string(r.Verdict)
+	if r.Live.Partial {
+		v = Interrupted
+	}
 	return compare.LiveRow{Trace: trace, Arm: a, Sim: r.Sim, Live: r.Live, SimTTFTs: r.SimTTFTs, LiveTTFTs: r.LiveTTFTs,
-		Verdict: string(r.Verdict), KeptUp: r.KeptUp, Reason: r.Reason}
+		Verdict: v, KeptUp: r.KeptUp, Reason: r.Reason}
 }
 
 // Failures returns the messages of the failed checks.
@@ -585,20 +590,27 @@ func (r *Report) judge() {
 	}
 }
 
+// Interrupted is the verdict cell of a configuration whose live run was
+// cut short (Live.Partial): its Verdict is FAIL (the "complete" check),
+// but an interruption is not a disagreement, so tables say this instead.
+const Interrupted = "interrupted"
+
 // WriteTable writes reports as a Markdown table (one row per
-// configuration) followed by one line per failed check and one per
-// inconclusive configuration.
+// configuration) followed by one line per failed check, one per
+// inconclusive configuration and one per interrupted one.
 func WriteTable(w io.Writer, reps []*Report) error {
 	var b strings.Builder
 	b.WriteString("| config | requests | policy | RAM blocks | token hit sim (trace keys) | token hit sim | token hit live | Δ (points) | mean TTFT sim (s) | mean TTFT live (s) | Δ | wrong blocks | lag p99 (ms) | kept up | verdict |\n")
 	b.WriteString("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for _, r := range reps {
-		verdict := r.Verdict
-		if verdict == "" {
-			verdict = VerdictFail
-			if r.Pass {
-				verdict = VerdictPass
-			}
+		verdict := string(r.Verdict)
+		switch {
+		case r.Live.Partial:
+			verdict = Interrupted
+		case verdict == "" && r.Pass:
+			verdict = string(VerdictPass)
+		case verdict == "":
+			verdict = string(VerdictFail)
 		}
 		fmt.Fprintf(&b, "| %s | %d | %s | %d | %.2f%% | %.2f%% | %.2f%% | %+.2f | %.3f | %.3f | %+.1f%% | %d | %.2f | %v | %s |\n",
 			r.Config.Name, r.Requests, r.Config.Policy, r.Config.RAMBlocks, 100*r.SimTraceKeys.TokenHitRatio, 100*r.Sim.TokenHitRatio,
@@ -606,6 +618,10 @@ func WriteTable(w io.Writer, reps []*Report) error {
 			r.Sim.TTFTMean, r.Live.TTFTMean, 100*r.TTFTRelDelta, r.Live.WrongBlocks, 1e3*r.Live.LagP99, r.KeptUp, verdict)
 	}
 	for _, r := range reps {
+		if r.Live.Partial {
+			fmt.Fprintf(&b, "INTERRUPTED %s: %d of %d requests completed live; not judged\n", r.Config.Name, r.Live.Completed, r.Requests)
+			continue
+		}
 		for _, f := range r.Failures() {
 			fmt.Fprintf(&b, "FAIL %s\n", f)
 		}

@@ -127,11 +127,17 @@ func TestJudge(t *testing.T) {
 			if err := WriteTable(&b, []*Report{r}); err != nil {
 				t.Fatal(err)
 			}
-			if got := strings.Count(b.String(), "\nFAIL "); got != len(tt.failed) {
-				t.Fatalf("table lists %d failures, want %d:\n%s", got, len(tt.failed), b.String())
+			// An interrupted run's table gives it no verdict and lists no
+			// failure (its Verdict stays FAIL: the "complete" check).
+			wantFailed, wantCell := len(tt.failed), string(tt.verdict)
+			if tt.live.Partial {
+				wantFailed, wantCell = 0, Interrupted
 			}
-			if !strings.Contains(b.String(), "| "+string(tt.verdict)+" |") {
-				t.Fatalf("table lacks the verdict %s:\n%s", tt.verdict, b.String())
+			if got := strings.Count(b.String(), "\nFAIL "); got != wantFailed {
+				t.Fatalf("table lists %d failures, want %d:\n%s", got, wantFailed, b.String())
+			}
+			if !strings.Contains(b.String(), "| "+wantCell+" |") {
+				t.Fatalf("table lacks the verdict %s:\n%s", wantCell, b.String())
 			}
 		})
 	}
@@ -248,4 +254,44 @@ func generated(t *testing.T) []trace.Request {
 		t.Fatal(err)
 	}
 	return reqs
+}
+
+// TestSuiteInterrupted runs a suite whose context is already cancelled
+// (Ctrl-C before or during the first configuration): the suite says it
+// was interrupted and gives no verdict, and its error says so too rather
+// than a bare "context canceled" from the simulator.
+func TestSuiteInterrupted(t *testing.T) {
+	o := tracegen.ChatOptions()
+	o.Requests = 20
+	reqs, err := tracegen.Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out strings.Builder
+	_, err = RunSuite(ctx, SuiteOptions{Requests: reqs, TraceName: "generated",
+		Configs: []Config{{Mode: sim.ModeLocal}, {Mode: sim.ModeGlobal}}}, &out)
+	if err == nil || !strings.Contains(err.Error(), "interrupted") || !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want one saying the suite was interrupted", err)
+	}
+	if s := out.String(); !strings.Contains(s, "no verdict") || strings.Contains(s, "PASS") || strings.Contains(s, "FAIL") {
+		t.Errorf("output of an interrupted suite:\n%s", s)
+	}
+}
+
+// TestWriteTableInterrupted writes the table of a configuration whose
+// live run was cut short: its row says interrupted, not FAIL, and no
+// check of it is listed as a failure.
+func TestWriteTableInterrupted(t *testing.T) {
+	r := &Report{Config: Config{Name: "local"}.WithDefaults(), Requests: 10, Verdict: VerdictFail,
+		Live:   replay.Summary{Partial: true, Completed: 4},
+		Checks: []Check{{Name: "complete", Pass: false, Judged: true, Message: "4 of 10 requests completed live (interrupted)"}}}
+	var b strings.Builder
+	if err := WriteTable(&b, []*Report{r}); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.String(); strings.Contains(s, "FAIL") || !strings.Contains(s, "| interrupted |") {
+		t.Errorf("table:\n%s", s)
+	}
 }
