@@ -73,7 +73,7 @@ func (x masterIndex) Nodes(ctx context.Context) ([]client.Node, error) {
 	}
 	var out []client.Node
 	for _, n := range x.m.Nodes() {
-		out = append(out, client.Node{ID: string(n.Info.ID), Addr: n.Info.Addr, Live: n.Alive})
+		out = append(out, client.Node{ID: string(n.Info.ID), Addr: n.Info.Addr, Live: n.Alive, BlockSize: n.Info.BlockSize})
 	}
 	return out, nil
 }

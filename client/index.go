@@ -70,4 +70,8 @@ type Node struct {
 	Addr string
 	// Live is false for a node that has missed its heartbeat TTL.
 	Live bool
+	// BlockSize is the node's slot size in bytes, as it registered it: a
+	// block of n bytes takes ceil(n/BlockSize) slots of its capacity (0:
+	// not known).
+	BlockSize int64
 }

@@ -87,7 +87,7 @@ func (x *remoteIndex) Nodes(ctx context.Context) ([]Node, error) {
 	}
 	out := make([]Node, len(list))
 	for i, n := range list {
-		out[i] = Node{ID: string(n.Info.ID), Addr: n.Info.Addr, Live: n.Alive}
+		out[i] = Node{ID: string(n.Info.ID), Addr: n.Info.Addr, Live: n.Alive, BlockSize: n.Info.BlockSize}
 	}
 	return out, nil
 }

@@ -9,7 +9,8 @@ import (
 )
 
 // NodeInfo is what one live node of a cluster reports about its caches
-// (client.NodeStats), in blocks of the replay's payload size.
+// (client.NodeStats), in blocks of the replay's payload size, each taking
+// whole slots of the node's block size.
 type NodeInfo struct {
 	// ID is the node's ID.
 	ID string `json:"id"`
@@ -49,7 +50,7 @@ func (c *ClusterInfo) Uniform() bool {
 
 // Probe asks the live nodes of the cluster o.Master names for their
 // capacities and stored blocks, through the client, in blocks of
-// o.PayloadBytes (the nodes' block size).
+// o.PayloadBytes, each taking whole slots of its node's block size.
 func Probe(ctx context.Context, o Options) (*ClusterInfo, error) {
 	o = o.WithDefaults()
 	cl, err := client.New(ctx, client.Options{Master: o.Master, Tenant: o.Tenant, Token: o.Token, RequestTimeout: o.IOTimeout})
@@ -75,8 +76,9 @@ func probe(ctx context.Context, cl *client.Client, payload int) (*ClusterInfo, e
 			return nil, fmt.Errorf("replay: ask node %s for its stats: %w", st.Node.ID, st.Err)
 		}
 		n := NodeInfo{ID: st.Node.ID}
+		per := blockFootprint(int64(payload), st.Node.BlockSize)
 		for _, t := range st.Tiers {
-			blocks := int(t.CapacityBytes / int64(payload))
+			blocks := int(t.CapacityBytes / per)
 			switch t.Name {
 			case "ram":
 				n.RAMBlocks = blocks
@@ -89,4 +91,14 @@ func probe(ctx context.Context, cl *client.Client, payload int) (*ClusterInfo, e
 	}
 	sort.Slice(info.Nodes, func(a, b int) bool { return info.Nodes[a].ID < info.Nodes[b].ID })
 	return info, nil
+}
+
+// blockFootprint is the capacity one block of payload bytes takes on a
+// node whose slots are blockSize bytes: whole slots (payload itself when
+// the node's block size is not known).
+func blockFootprint(payload, blockSize int64) int64 {
+	if blockSize <= 0 {
+		return payload
+	}
+	return (payload + blockSize - 1) / blockSize * blockSize
 }
