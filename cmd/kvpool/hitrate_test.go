@@ -125,7 +125,7 @@ func TestHitrateBadArgs(t *testing.T) {
 		{[]string{"--trace", path, "--out", "x.csv"}, 2, "--out needs --sweep"},
 		{[]string{"--trace", path, "--sweep", "10,ten"}, 2, `capacity "ten"`},
 		{[]string{"--trace", path, "extra"}, 2, "unexpected arguments"},
-		{[]string{"--trace", filepath.Join(t.TempDir(), "none.jsonl")}, 1, "not found"},
+		{[]string{"--trace", filepath.Join(t.TempDir(), "none.jsonl")}, 2, "not found"},
 	}
 	for _, tt := range tests {
 		code, _, stderr := runHitrateCmd(t, tt.args...)

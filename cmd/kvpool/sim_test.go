@@ -57,7 +57,7 @@ func TestSimCommand(t *testing.T) {
 		{"bad policy", []string{"--trace", path, "--policy", "lru+nope"}, 2, nil, []string{"--policy", "nope"}},
 		{"zero rate", []string{"--trace", path, "--rate", "0"}, 2, nil, []string{"--rate 0"}},
 		{"bad profile", []string{"--trace", path, "--profile", "gpt"}, 2, nil, []string{"--profile", "llama3-70b-8xa800"}},
-		{"missing trace", []string{"--trace-dir", dir, "--trace", "nope"}, 1, nil, []string{"nope"}},
+		{"missing trace", []string{"--trace-dir", dir, "--trace", "nope"}, 2, nil, []string{"nope"}},
 		{"stray argument", []string{"--trace", path, "extra"}, 2, nil, []string{"unexpected arguments"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

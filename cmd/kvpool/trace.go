@@ -402,12 +402,13 @@ func writeOutput(path string, stdout io.Writer, write func(io.Writer) error) err
 }
 
 // loadTrace resolves name along the trace search path (dir first) and reads
-// the whole trace. With lenient, bad lines are skipped and a summary of
+// the whole trace; a trace that cannot be found is a usage error (--trace).
+// With lenient, bad lines are skipped and a summary of
 // what was skipped goes to stderr, so a lenient run never hides them.
 func loadTrace(name, dir string, lenient bool, stderr io.Writer) (path string, reqs []trace.Request, err error) {
 	path, err = trace.Finder{Getenv: os.Getenv}.Find(name, dir)
 	if err != nil {
-		return "", nil, err
+		return "", nil, usageErrorf("--trace %s: %v", name, err)
 	}
 	r, c, err := openTrace(path, lenient)
 	if err != nil {

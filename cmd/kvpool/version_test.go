@@ -32,7 +32,7 @@ func TestTraceInputErrors(t *testing.T) {
 	if code, _, stderr := runKV(t, "trace", "validate", empty); code != 1 || !strings.Contains(stderr, "empty trace") {
 		t.Errorf("trace validate of an empty file: exit %d, stderr %q; want 1 and \"empty trace\"", code, stderr)
 	}
-	if code, _, stderr := runKV(t, "hitrate", "--trace", dir); code != 1 || !strings.Contains(stderr, "is a directory") {
-		t.Errorf("hitrate --trace DIR: exit %d, stderr %q; want 1 and \"is a directory\"", code, stderr)
+	if code, _, stderr := runKV(t, "hitrate", "--trace", dir); code != 2 || !strings.Contains(stderr, "is a directory") {
+		t.Errorf("hitrate --trace DIR: exit %d, stderr %q; want 2 and \"is a directory\"", code, stderr)
 	}
 }
