@@ -91,7 +91,7 @@ func TestPolicyBadArguments(t *testing.T) {
 		{"unknown flag", []string{"--nope"}, 2, "nope"},
 		{"extra argument", []string{"--trace-dir", dir, "extra"}, 2, "unexpected arguments"},
 		{"empty trace list", []string{"--trace", ","}, 2, "no trace given"},
-		{"missing trace", []string{"--trace", filepath.Join(dir, "absent.jsonl")}, 1, "absent.jsonl"},
+		{"missing trace", []string{"--trace", filepath.Join(dir, "absent.jsonl")}, 2, "absent.jsonl"},
 		{"bad workers", []string{"--trace-dir", dir, "--trace", "conversation", "--workers", "-1"}, 2, "--workers -1"},
 	}
 	for _, tt := range tests {
