@@ -165,6 +165,7 @@ func TestBadFlags(t *testing.T) {
 		{"trace gen", []string{"--rate", "0"}, "--rate"},
 		{"trace gen", []string{"--input-sigma", "9"}, "--input-sigma"},
 		{"trace gen", []string{"--max-input", "1000"}, "--system-prompt-blocks"},
+		{"trace gen", []string{"--system-prompt-blocks", "9223372036854775807"}, "--system-prompt-blocks"},
 		{"trace fetch", []string{"--name", "nosuch"}, "--name"},
 		{"trace fetch", []string{"--base-url", "ftp://x"}, "--base-url"},
 		{"trace validate", []string{"--nosuch", "x.jsonl"}, "--nosuch"},

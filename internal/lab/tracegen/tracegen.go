@@ -178,7 +178,9 @@ func (o Options) Validate() error {
 		return err
 	}
 	d := o.WithDefaults()
-	if d.SystemPrompts > 0 && d.SystemPromptBlocks*trace.BlockTokens >= d.MaxInputTokens {
+	// SystemPromptBlocks*BlockTokens >= MaxInputTokens, without the
+	// product overflowing for a huge SystemPromptBlocks.
+	if d.SystemPrompts > 0 && d.SystemPromptBlocks > (d.MaxInputTokens-1)/trace.BlockTokens {
 		return fmt.Errorf("tracegen: %w", option.Errorf("SystemPromptBlocks", "%d blocks leave no room under the largest prompt (%d tokens)",
 			d.SystemPromptBlocks, d.MaxInputTokens))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -193,6 +194,7 @@ func TestValidate(t *testing.T) {
 		{Options{Output: LengthDist{Mean: 10, Sigma: -1}}, "Output.Sigma"},
 		{Options{MaxInputTokens: -1}, "MaxInputTokens"},
 		{Options{SystemPrompts: 1, SystemPromptBlocks: 8, MaxInputTokens: 4096}, "SystemPromptBlocks"},
+		{Options{SystemPrompts: 1, SystemPromptBlocks: math.MaxInt}, "SystemPromptBlocks"}, // blocks × tokens overflows
 	} {
 		err := tt.opts.Validate()
 		if e, _ := option.Innermost(err, func(string) (string, bool) { return "", true }); e == nil || e.Field != tt.field {
