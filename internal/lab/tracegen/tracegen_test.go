@@ -238,3 +238,14 @@ func BenchmarkGenerateChat(b *testing.B) {
 	}
 	b.ReportMetric(float64(o.Requests)*float64(b.N)/b.Elapsed().Seconds(), "req/s")
 }
+
+// TestSessionRateUnderflow checks that a session rate so low that the
+// gap to the next session is infinite (a huge MeanTurns) ends in the
+// trace-time error, not in starting sessions at +Inf for ever.
+func TestSessionRateUnderflow(t *testing.T) {
+	for _, turns := range []float64{1e300, 1e308} {
+		if _, err := Generate(Options{Requests: 10, MeanTurns: turns}); err == nil {
+			t.Errorf("MeanTurns %g: no error, want the trace time passed", turns)
+		}
+	}
+}
