@@ -278,3 +278,15 @@ func TestOptionFlagsExist(t *testing.T) {
 		}
 	}
 }
+
+// TestSampleWindowTooLarge checks that a window bound past what
+// milliseconds hold is refused as too large, not as negative.
+func TestSampleWindowTooLarge(t *testing.T) {
+	for _, f := range []string{"--from", "--to"} {
+		code, stderr := runCancelled("trace sample", f, "1e308", "x.jsonl")
+		msg := lastLine(stderr)
+		if code != 2 || !strings.Contains(msg, f) || !strings.Contains(msg, "at most") {
+			t.Errorf("trace sample %s 1e308: exit %d, %s; want exit 2 saying at most how many seconds", f, code, msg)
+		}
+	}
+}
