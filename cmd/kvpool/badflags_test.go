@@ -127,6 +127,7 @@ func TestBadFlags(t *testing.T) {
 		{"node", []string{"--cluster-id", "bad id!"}, "--cluster-id"},
 		{"node", []string{"--ram-bytes", "0"}, "--ram-bytes"},
 		{"node", []string{"--ram-bytes", "-5"}, "--ram-bytes"},
+		{"node", []string{"--ram-bytes", "9223372036854775807"}, "--ram-bytes"},
 		{"node", []string{"--listen", "bogus"}, "--listen"},
 		{"node", []string{"--listen", "127.0.0.1:99999"}, "--listen"},
 		{"node", []string{"--ram-policy", "nosuch"}, "--ram-policy"},
