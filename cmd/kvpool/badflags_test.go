@@ -85,6 +85,10 @@ func TestBadFlags(t *testing.T) {
 		{"demo", []string{"--payload", "0"}, "--payload"},
 		{"demo", []string{"--rate", "5000"}, "--rate"},
 		{"demo", []string{"--window", "1us"}, "--window"},
+		{"demo", []string{"--speed", "1e308"}, "--speed"},
+		{"demo", []string{"--ram-blocks", "9223372036854775807"}, "--ram-blocks"},
+		{"replay", []string{"--local", "2", "--speed", "1e308"}, "--speed"},
+		{"replay", []string{"--local", "2", "--ram-blocks", "9223372036854775807"}, "--ram-blocks"},
 		{"hitrate", []string{"--capacity", "-5"}, "--capacity"},
 		{"hitrate", []string{"--capacity", "many"}, "--capacity"},
 		{"hitrate", []string{"--nodes", "0"}, "--nodes"},
@@ -123,6 +127,7 @@ func TestBadFlags(t *testing.T) {
 		{"node", []string{"--cluster-id", "bad id!"}, "--cluster-id"},
 		{"node", []string{"--ram-bytes", "0"}, "--ram-bytes"},
 		{"node", []string{"--ram-bytes", "-5"}, "--ram-bytes"},
+		{"node", []string{"--ram-bytes", "9223372036854775807"}, "--ram-bytes"},
 		{"node", []string{"--listen", "bogus"}, "--listen"},
 		{"node", []string{"--listen", "127.0.0.1:99999"}, "--listen"},
 		{"node", []string{"--ram-policy", "nosuch"}, "--ram-policy"},
@@ -135,6 +140,11 @@ func TestBadFlags(t *testing.T) {
 		{"up", []string{"--block-size", "0"}, "--block-size"},
 		{"up", []string{"--base-port", "65530"}, "--base-port"},
 		{"up", []string{"--heartbeat", "-1s"}, "--heartbeat"},
+		{"up", []string{"--block-size", "1GiB"}, "--block-size"},
+		{"up", []string{"--ssd", "64KiB"}, "--ssd"},
+		{"up", []string{"--heartbeat", "5s", "--node-ttl", "2s"}, "--heartbeat"},
+		{"up", []string{"--heartbeat", "5s"}, "--heartbeat"},
+		{"up", []string{"--node-ttl", "500ms"}, "--node-ttl"},
 		{"ctl", []string{"--master", "bogus", "nodes"}, "--master"},
 		{"ctl", []string{"--master", "127.0.0.1:0", "nodes"}, "--master"},
 		{"ctl", []string{"--master", "127.0.0.1:7470", "--timeout", "0s", "nodes"}, "--timeout"},
@@ -165,6 +175,7 @@ func TestBadFlags(t *testing.T) {
 		{"trace gen", []string{"--rate", "0"}, "--rate"},
 		{"trace gen", []string{"--input-sigma", "9"}, "--input-sigma"},
 		{"trace gen", []string{"--max-input", "1000"}, "--system-prompt-blocks"},
+		{"trace gen", []string{"--system-prompt-blocks", "9223372036854775807"}, "--system-prompt-blocks"},
 		{"trace fetch", []string{"--name", "nosuch"}, "--name"},
 		{"trace fetch", []string{"--base-url", "ftp://x"}, "--base-url"},
 		{"trace validate", []string{"--nosuch", "x.jsonl"}, "--nosuch"},
@@ -270,6 +281,18 @@ func TestOptionFlagsExist(t *testing.T) {
 	for field, flag := range optionFlags() {
 		if !all[flag] {
 			t.Errorf("optionFlags: %s → --%s, which no subcommand has", field, flag)
+		}
+	}
+}
+
+// TestSampleWindowTooLarge checks that a window bound past what
+// milliseconds hold is refused as too large, not as negative.
+func TestSampleWindowTooLarge(t *testing.T) {
+	for _, f := range []string{"--from", "--to"} {
+		code, stderr := runCancelled("trace sample", f, "1e308", "x.jsonl")
+		msg := lastLine(stderr)
+		if code != 2 || !strings.Contains(msg, f) || !strings.Contains(msg, "at most") {
+			t.Errorf("trace sample %s 1e308: exit %d, %s; want exit 2 saying at most how many seconds", f, code, msg)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,6 +55,52 @@ func respServer(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// inlineRESPServer is a listener that behaves as a real Redis server
+// does to what is not RESP: it waits for a whole line (an inline
+// command), answers it with a RESP error, and closes the connection at a
+// "Host:" line (Redis's guard against HTTP requests). A HELLO, with no
+// line end, gets no answer. It stops at cleanup.
+func inlineRESPServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var conns sync.WaitGroup
+	go func() {
+		defer close(done)
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer conns.Done()
+				defer nc.Close()
+				r := bufio.NewReader(nc)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil || strings.HasPrefix(strings.ToLower(line), "host:") {
+						return
+					}
+					cmd, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+					if _, err := nc.Write([]byte("-ERR unknown command '" + cmd + "'\r\n")); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		conns.Wait()
+	})
+	return ln.Addr().String()
+}
+
 // httpServer is a real net/http server on loopback, stopped at cleanup.
 func httpServer(t *testing.T) string {
 	t.Helper()
@@ -87,6 +134,7 @@ func TestCtlWrongEndpoint(t *testing.T) {
 		{"node admin port", node.admin, "it looks like an HTTP server"},
 		{"http.Server", httpServer(t), "it looks like an HTTP server"},
 		{"RESP server", respServer(t), "it looks like a Redis server"},
+		{"Redis-like server waiting for a line", inlineRESPServer(t), "it looks like a Redis server"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := tc.addr + " is not a kvpool master: " + tc.want

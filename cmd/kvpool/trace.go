@@ -219,8 +219,9 @@ func runTraceSample(ctx context.Context, args []string, stdout, stderr io.Writer
 // (ms), checking the window in seconds.
 func sampleOptions(fs *flag.FlagSet, from, to, families float64, seed uint64, first int, scale float64) (tracesample.Options, error) {
 	ms := func(name string, s float64) (int64, error) {
-		if math.IsNaN(s) || s < 0 || s > math.MaxInt64/1000 {
-			return 0, usageErrorf("--%s %v: want seconds >= 0", name, s)
+		const most = math.MaxInt64 / 1000 / 2 // halved: s*1000 rounds well below 2^63 ms
+		if math.IsNaN(s) || s < 0 || s > most {
+			return 0, usageErrorf("--%s %v: want seconds >= 0 and at most %d", name, s, int64(most))
 		}
 		return int64(math.Round(s * 1000)), nil
 	}

@@ -334,3 +334,19 @@ func TestClusterIDProcesses(t *testing.T) {
 	other.stop(t)
 	none.stop(t)
 }
+
+// TestUpSSDOffIgnoresEnv: an up without --ssd starts nodes without an SSD
+// tier even when the environment turns SSD offload on for `kvpool node`
+// (KVPOOL_SSD_ENABLED and one KVPOOL_SSD_PATH, which every node of the
+// cluster would share).
+func TestUpSSDOffIgnoresEnv(t *testing.T) {
+	multiProcess(t)
+	shared := filepath.Join(t.TempDir(), "shared-ssd")
+	t.Setenv("KVPOOL_SSD_ENABLED", "true")
+	t.Setenv("KVPOOL_SSD_PATH", shared)
+	up := startUp(t, t.TempDir(), "up", "--nodes", "2", "--quiet")
+	up.waitLine(t, "try:", 2*time.Minute)
+	if _, err := os.Stat(shared); !os.IsNotExist(err) {
+		t.Fatalf("a node of up used the environment's SSD path %s (%v)", shared, err)
+	}
+}

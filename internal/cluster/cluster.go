@@ -243,6 +243,10 @@ func (c *Cluster) nodeArgs(i int) []string {
 	if c.opts.SSD {
 		args = append(args, "--ssd-enabled=true", "--ssd-path", filepath.Join(e.DataDir, "ssd"),
 			"--ssd-bytes", strconv.FormatInt(c.opts.SSDBytes, 10))
+	} else {
+		// Said, not left to the default: the environment or a config
+		// file could turn SSD offload on, at one path for every node.
+		args = append(args, "--ssd-enabled=false")
 	}
 	if c.opts.Heartbeat > 0 {
 		args = append(args, "--heartbeat-interval", c.opts.Heartbeat.String())

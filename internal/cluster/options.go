@@ -1,13 +1,17 @@
 package cluster
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/kvpool/kvpool/internal/config"
+	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/option"
+	"github.com/kvpool/kvpool/internal/tier/ssd"
 )
 
 // Defaults of Options (kvpool up's defaults too).
@@ -136,6 +140,21 @@ func (o Options) resolve() (Options, error) {
 		case *d.v == 0:
 			*d.v = d.def
 		}
+	}
+	// What the processes would refuse at start (exit status 2), refused
+	// here first, under the option that set it.
+	if o.RAMBytes < o.BlockSize {
+		return o, fmt.Errorf("cluster: %w", option.Errorf("BlockSize", "%v: larger than a node's RAM (%v)", config.Size(o.BlockSize), config.Size(o.RAMBytes)))
+	}
+	if slot := ssd.SlotSize(int(o.BlockSize)); o.SSD && o.SSDBytes < slot {
+		return o, fmt.Errorf("cluster: %w", option.Errorf("SSDBytes", "%v: holds no SSD slot of %v (the block size plus its header)", config.Size(o.SSDBytes), config.Size(slot)))
+	}
+	md := master.DefaultOptions()
+	if hb, ttl := cmp.Or(o.Heartbeat, md.HeartbeatInterval), cmp.Or(o.NodeTTL, md.NodeTTL); hb >= ttl {
+		if o.Heartbeat == 0 { // the TTL set is what is wrong
+			return o, fmt.Errorf("cluster: %w", option.Errorf("NodeTTL", "%v: must be longer than the heartbeat (%v)", ttl, hb))
+		}
+		return o, fmt.Errorf("cluster: %w", option.Errorf("Heartbeat", "%v: must be shorter than the node TTL (%v)", hb, ttl))
 	}
 	if o.BasePort < 0 || o.BasePort+3+2*o.Nodes > 65535 {
 		return o, fmt.Errorf("cluster: %w", option.Errorf("BasePort", "%d: want 0, or a port leaving room for %d ports below 65536", o.BasePort, 2+2*o.Nodes))

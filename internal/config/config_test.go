@@ -264,6 +264,8 @@ func TestValidationErrors(t *testing.T) {
 		{"block size huge", "block_size: 2GiB\n", nil, nil, `block_size: "2.0 GiB" (from file node.yaml:1)`},
 		{"ram smaller than a block", "", map[string]string{"KVPOOL_RAM_BYTES": "1KiB"}, nil,
 			`ram.bytes: "1.0 KiB" (from env KVPOOL_RAM_BYTES): smaller than one block (block_size 256.0 KiB)`},
+		{"ram too many slots", "", map[string]string{"KVPOOL_RAM_BYTES": "8191PiB", "KVPOOL_BLOCK_SIZE": "4KiB"}, nil,
+			`ram.bytes: "8.0 EiB" (from env KVPOOL_RAM_BYTES): makes 2251524935778304 slots of 4.0 KiB, limit 2147483647`},
 		{"ram policy unknown", "ram:\n  policy: mru\n", nil, nil, `ram.policy: "mru" (from file node.yaml:2): policy: spec "mru": unknown eviction policy`},
 		{"ram policy oracle", "", map[string]string{"KVPOOL_RAM_POLICY": "belady"}, nil, `ram.policy: "belady" (from env KVPOOL_RAM_POLICY): belady needs to know the future`},
 		{"ram low above high", "", map[string]string{"KVPOOL_RAM_HIGH_WATERMARK": "0.5", "KVPOOL_RAM_LOW_WATERMARK": "0.6"}, nil,

@@ -15,6 +15,7 @@ import (
 	"github.com/kvpool/kvpool/internal/auth"
 	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/policy"
+	"github.com/kvpool/kvpool/internal/tier/ram"
 	"github.com/kvpool/kvpool/internal/tier/ssd"
 	"github.com/kvpool/kvpool/internal/vfs"
 )
@@ -382,6 +383,8 @@ func (n Node) validateAuthToken(bad func(key string, value any, format string, a
 func (n Node) validateRAM(bad func(key string, value any, format string, a ...any)) {
 	if n.RAM.Bytes < n.BlockSize || n.RAM.Bytes <= 0 {
 		bad("ram.bytes", n.RAM.Bytes, "smaller than one block (block_size %v)", n.BlockSize)
+	} else if n.BlockSize > 0 && n.RAM.Bytes/n.BlockSize > ram.MaxSlots {
+		bad("ram.bytes", n.RAM.Bytes, "makes %d slots of %v, limit %d", n.RAM.Bytes/n.BlockSize, n.BlockSize, ram.MaxSlots)
 	}
 	if spec, err := policy.ParseSpec(n.RAM.Policy); err != nil {
 		bad("ram.policy", n.RAM.Policy, "%v", err)

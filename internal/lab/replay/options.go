@@ -195,6 +195,13 @@ func (o Options) WithDefaults() Options {
 
 func positive(v float64) bool { return v > 0 && !math.IsInf(v, 0) }
 
+// maxPaced bounds a node's byte counts and pacer rates: they are int64
+// flags of `kvpool node` (NodeArgs, ClusterOptions).
+const maxPaced = float64(math.MaxInt64)
+
+// pacedOK reports whether both pacer rates fit a node's int64 flags.
+func pacedOK(net, ssd float64) bool { return net < maxPaced && ssd < maxPaced }
+
 // Validate reports the first bad field by name. Zero fields are valid.
 func (o Options) Validate() error {
 	bad := func(field, format string, a ...any) error {
@@ -227,6 +234,16 @@ func (o Options) Validate() error {
 		return bad("RAMBlocks", "must be >= 0, got %d", o.RAMBlocks)
 	case o.SSDBlocks < 0:
 		return bad("SSDBlocks", "must be >= 0, got %d", o.SSDBlocks)
+	case float64(o.RAMBlocks)*float64(o.PayloadBytes) >= maxPaced/2:
+		// RAMSlotsFor(RAMBlocks) payloads are a node's RAM in bytes: half
+		// the bound leaves room for RAMSlotsFor's 1/0.9.
+		return bad("RAMBlocks", "%d blocks of %d bytes are more RAM than a node can have", o.RAMBlocks, o.PayloadBytes)
+	case float64(o.SSDBlocks)*float64(o.PayloadBytes) >= maxPaced/2:
+		return bad("SSDBlocks", "%d blocks of %d bytes are more SSD than a node can have", o.SSDBlocks, o.PayloadBytes)
+	case !pacedOK(o.PacerRates()):
+		net, ssd := o.PacerRates()
+		return bad("Speed", "%g makes the live pacers %.3g B/s (network) and %.3g B/s (SSD), more than a node can pace; lower the speed or the modelled bandwidths",
+			o.Speed, net, ssd)
 	case o.IOTimeout < 0:
 		return bad("IOTimeout", "must be >= 0, got %v", o.IOTimeout)
 	case o.ProgressEvery < 0:

@@ -178,7 +178,9 @@ func (o Options) Validate() error {
 		return err
 	}
 	d := o.WithDefaults()
-	if d.SystemPrompts > 0 && d.SystemPromptBlocks*trace.BlockTokens >= d.MaxInputTokens {
+	// SystemPromptBlocks*BlockTokens >= MaxInputTokens, without the
+	// product overflowing for a huge SystemPromptBlocks.
+	if d.SystemPrompts > 0 && d.SystemPromptBlocks > (d.MaxInputTokens-1)/trace.BlockTokens {
 		return fmt.Errorf("tracegen: %w", option.Errorf("SystemPromptBlocks", "%d blocks leave no room under the largest prompt (%d tokens)",
 			d.SystemPromptBlocks, d.MaxInputTokens))
 	}
@@ -307,6 +309,9 @@ func (g *Generator) turns() int {
 // from int64 overflow (2^53 ms is 285,000 years).
 const maxTimeMs = 1 << 53
 
+// errTimePassed is the error of a trace whose time would pass maxTimeMs.
+var errTimePassed = fmt.Errorf("tracegen: trace time passed %d ms; lower the number of requests, raise the rate or lower the mean turns per session", int64(maxTimeMs))
+
 // Next returns the next request in timestamp order, or io.EOF when the
 // trace is complete.
 func (g *Generator) Next() (trace.Request, error) {
@@ -316,6 +321,12 @@ func (g *Generator) Next() (trace.Request, error) {
 			break
 		}
 		if len(g.queue) == 0 || g.nextStart <= g.queue[0].at {
+			if g.nextStart >= maxTimeMs {
+				// A session rate so low that the next one is due past
+				// the bound (+Inf when the gap overflows): without this,
+				// sessions due at +Inf would start for ever.
+				return trace.Request{}, errTimePassed
+			}
 			// Start a session: its first turn is due now.
 			s := &session{turnsLeft: g.turns()}
 			if len(g.sys) > 0 {
@@ -329,7 +340,7 @@ func (g *Generator) Next() (trace.Request, error) {
 		}
 		e := heap.Pop(&g.queue).(event)
 		if e.at >= maxTimeMs {
-			return trace.Request{}, fmt.Errorf("tracegen: trace time passed %d ms; lower Requests or raise Rate", int64(maxTimeMs))
+			return trace.Request{}, errTimePassed
 		}
 		ts := int64(math.Floor(e.at))
 		if g.o.Duration > 0 && ts >= g.o.Duration.Milliseconds() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -193,6 +194,7 @@ func TestValidate(t *testing.T) {
 		{Options{Output: LengthDist{Mean: 10, Sigma: -1}}, "Output.Sigma"},
 		{Options{MaxInputTokens: -1}, "MaxInputTokens"},
 		{Options{SystemPrompts: 1, SystemPromptBlocks: 8, MaxInputTokens: 4096}, "SystemPromptBlocks"},
+		{Options{SystemPrompts: 1, SystemPromptBlocks: math.MaxInt}, "SystemPromptBlocks"}, // blocks × tokens overflows
 	} {
 		err := tt.opts.Validate()
 		if e, _ := option.Innermost(err, func(string) (string, bool) { return "", true }); e == nil || e.Field != tt.field {
@@ -235,4 +237,15 @@ func BenchmarkGenerateChat(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(o.Requests)*float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}
+
+// TestSessionRateUnderflow checks that a session rate so low that the
+// gap to the next session is infinite (a huge MeanTurns) ends in the
+// trace-time error, not in starting sessions at +Inf for ever.
+func TestSessionRateUnderflow(t *testing.T) {
+	for _, turns := range []float64{1e300, 1e308} {
+		if _, err := Generate(Options{Requests: 10, MeanTurns: turns}); err == nil {
+			t.Errorf("MeanTurns %g: no error, want the trace time passed", turns)
+		}
+	}
 }

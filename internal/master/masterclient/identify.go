@@ -16,9 +16,9 @@ import (
 // response, or none at all. Instead of decoding it as a frame ("length
 // 1280333387 … frame too large") or timing out, the handshake looks at
 // the first bytes and names what it is talking to: a kvpool node's data
-// port, an HTTP server (which waits, silent, for the end of a request
-// line our HELLO never sends: a short HTTP request on a second
-// connection finds it out), a Redis-like server, or something else.
+// port, an HTTP server or a Redis server (each waits, silent, for the
+// end of a line our HELLO never sends: a short HTTP request on a second
+// connection finds either out), or something else.
 const (
 	// probeSilence is how long the handshake waits for the first byte
 	// before probing for an HTTP server: 300 ms, hundreds of times a
@@ -47,8 +47,13 @@ func (cl *Client) readFirst(ctx context.Context, nc net.Conn, buf []byte) ([]byt
 		if n > 0 || !errors.As(err, &ne) || !ne.Timeout() {
 			return cl.readMore(nc, buf, n, err, dl)
 		}
-		if cl.probeHTTP(ctx) {
+		switch b := cl.probeHTTP(ctx); {
+		case string(b) == "HTTP/":
 			return nil, cl.notMaster("it looks like an HTTP server (an admin port?)")
+		case isRESP(b):
+			// A Redis server waits for the end of an inline command as
+			// an HTTP server waits for a request line.
+			return nil, cl.notMaster("it looks like a Redis server (it answered in RESP)")
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err // cancelled meanwhile: do not lift dial's cancellation deadline
@@ -92,7 +97,7 @@ func (cl *Client) identify(first []byte) error {
 		return cl.notMaster("it looks like a kvpool node's data port")
 	case bytes.HasPrefix(first, []byte("HTTP/")):
 		return cl.notMaster("it looks like an HTTP server (an admin port?)")
-	case len(first) > 0 && (first[0] == '-' || first[0] == '+') && textual(first):
+	case isRESP(first):
 		return cl.notMaster("it looks like a Redis server (it answered in RESP)")
 	}
 	return cl.notMaster(fmt.Sprintf("first bytes of its answer: %q", first))
@@ -114,25 +119,32 @@ func textual(b []byte) bool {
 	return true
 }
 
-// probeHTTP reports whether an HTTP server answers at the client's
-// address: a HEAD request on a second connection, answered "HTTP/".
-func (cl *Client) probeHTTP(ctx context.Context) bool {
+// isRESP reports whether b starts a RESP simple string or error: text
+// starting with '+' or '-' (a master's frame header never is text).
+func isRESP(b []byte) bool {
+	return len(b) > 0 && (b[0] == '-' || b[0] == '+') && textual(b)
+}
+
+// probeHTTP sends a HEAD request on a second connection to the client's
+// address and returns the first 5 bytes of the answer ("HTTP/" from an
+// HTTP server), or nil when none came.
+func (cl *Client) probeHTTP(ctx context.Context) []byte {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", cl.addr)
 	if err != nil {
-		return false
+		return nil
 	}
 	defer nc.Close()
 	dl, _ := ctx.Deadline()
 	nc.SetDeadline(dl)
 	if _, err := io.WriteString(nc, "HEAD / HTTP/1.0\r\nHost: "+cl.addr+"\r\n\r\n"); err != nil {
-		return false
+		return nil
 	}
 	b := make([]byte, 5)
 	if _, err := io.ReadFull(nc, b); err != nil {
-		return false
+		return nil
 	}
-	return string(b) == "HTTP/"
+	return b
 }

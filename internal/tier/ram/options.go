@@ -25,8 +25,9 @@ const (
 // maxBlockSize keeps a payload length within the slot table's 32-bit field.
 const maxBlockSize = 1 << 30
 
-// maxSlots keeps slot numbers within the index's int32.
-const maxSlots = math.MaxInt32
+// MaxSlots is the most slots a RAM tier has: slot numbers stay within
+// the index's int32.
+const MaxSlots = math.MaxInt32
 
 // Options configure a RAM tier. The zero value of every field means its
 // default.
@@ -99,8 +100,8 @@ func (o Options) Validate() error {
 	switch {
 	case slots < 1:
 		return bad("CapacityBytes", "%d holds no slot of %d bytes (BlockSize)", d.CapacityBytes, d.BlockSize)
-	case slots > maxSlots:
-		return bad("CapacityBytes", "%d makes %d slots of %d bytes, limit %d", d.CapacityBytes, slots, d.BlockSize, maxSlots)
+	case slots > MaxSlots:
+		return bad("CapacityBytes", "%d makes %d slots of %d bytes, limit %d", d.CapacityBytes, slots, d.BlockSize, MaxSlots)
 	case d.CapacityBytes > math.MaxInt:
 		return bad("CapacityBytes", "%d exceeds this platform's address space", d.CapacityBytes)
 	}
