@@ -285,9 +285,8 @@ func (r *runner) run(ctx context.Context) bool {
 	r.start = time.Now()
 	stopProgress := r.startProgress()
 	cut := false
-	for k := range r.order {
-		target := r.start.Add(time.Duration(r.arr[k] / r.o.Speed * float64(time.Second)))
-		if d := time.Until(target); d > 0 {
+	for k := 0; k < n; {
+		if d := time.Until(r.due(k)); d > 0 {
 			t := time.NewTimer(d)
 			select {
 			case <-ctx.Done():
@@ -299,15 +298,28 @@ func (r *runner) run(ctx context.Context) bool {
 			cut = true
 			break
 		}
-		lag := max(time.Since(target), 0)
-		r.recMu.Lock()
-		r.lags = append(r.lags, lag)
-		r.recMu.Unlock()
-		j := r.arrive(ctx, k, lag)
-		if j == nil {
-			continue
+		// Every request due by now arrives in one burst (the published
+		// traces give many requests the same timestamp): their lookups
+		// go to the master together, and then each is routed and planned
+		// in arrival order, as the simulator takes simultaneous arrivals.
+		// A request's lag is how late the dispatcher woke for it; its
+		// lookup is the store's time, in its queue and TTFT.
+		now := time.Now()
+		m := k + 1
+		for m < n && !r.due(m).After(now) {
+			m++
 		}
-		r.workers[j.worker].queue <- j
+		hss := r.lookups(ctx, k, m)
+		for x := k; x < m; x++ {
+			lag := max(now.Sub(r.due(x)), 0)
+			r.recMu.Lock()
+			r.lags = append(r.lags, lag)
+			r.recMu.Unlock()
+			if j := r.arrive(ctx, x, lag, hss[x-k]); j != nil {
+				r.workers[j.worker].queue <- j
+			}
+		}
+		k = m
 	}
 	for _, w := range r.workers {
 		close(w.queue)
@@ -318,13 +330,35 @@ func (r *runner) run(ctx context.Context) bool {
 	return cut || ctx.Err() != nil
 }
 
-// arrive routes and plans sorted request k at its arrival and starts its
-// transfer when prefetching. It returns nil when the request could not be
-// planned (the error is remembered).
-func (r *runner) arrive(ctx context.Context, k int, lag time.Duration) *job {
+// due returns when sorted request k is to arrive, in live time.
+func (r *runner) due(k int) time.Time {
+	return r.start.Add(time.Duration(r.arr[k] / r.o.Speed * float64(time.Second)))
+}
+
+// lookups looks sorted requests k to m-1 up on the master at once (the
+// master client pipelines them on its connection), each as lookup does.
+func (r *runner) lookups(ctx context.Context, k, m int) [][][]sim.Holder {
+	out := make([][][]sim.Holder, m-k)
+	if m-k == 1 {
+		out[0] = r.lookup(ctx, k)
+		return out
+	}
+	var wg sync.WaitGroup
+	for x := k; x < m; x++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); out[x-k] = r.lookup(ctx, x) }()
+	}
+	wg.Wait()
+	return out
+}
+
+// arrive routes and plans sorted request k at its arrival, with hs the
+// holders of its leading blocks (lookup), and starts its transfer when
+// prefetching. It returns nil when the request could not be planned (the
+// error is remembered).
+func (r *runner) arrive(ctx context.Context, k int, lag time.Duration, hs [][]sim.Holder) *job {
 	req := &r.reqs[r.order[k]]
 	j := &job{k: k, req: req, arrival: r.arr[k], lag: lag, xfer: make(chan struct{}), localDone: make(chan struct{})}
-	hs := r.lookup(ctx, k)
 	t := r.now()
 	r.mu.Lock()
 	v := liveView{r}
