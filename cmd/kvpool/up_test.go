@@ -108,26 +108,15 @@ func (p *upProc) wait(t *testing.T, timeout time.Duration) int {
 	}
 }
 
-// freePorts returns a base port with n consecutive ports free at the
-// moment of the check.
+// freePorts returns a base port with n consecutive ports free at the moment
+// of the check (FreePortRange).
 func freePorts(t *testing.T, n int) int {
 	t.Helper()
-	for base := 20000 + os.Getpid()%20000; base+n < 65000; base += n {
-		ok := true
-		for p := base; p < base+n && ok; p++ {
-			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-			if err != nil {
-				ok = false
-				break
-			}
-			ln.Close()
-		}
-		if ok {
-			return base
-		}
+	base, err := cluster.FreePortRange("127.0.0.1", n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port range")
-	return 0
+	return base
 }
 
 // adminNodes returns the node IDs the master at admin lists.

@@ -15,27 +15,15 @@ import (
 	"github.com/kvpool/kvpool/internal/option"
 )
 
-// freeBase returns a base port with n consecutive ports free at the
-// moment of the check (another program may take one later; the tests
-// that use it hold the port they need themselves).
+// freeBase returns a base port with n consecutive ports free at the moment
+// of the check (FreePortRange).
 func freeBase(t *testing.T, n int) int {
 	t.Helper()
-	for base := 20000 + os.Getpid()%20000; base < 60000; base += n {
-		ok := true
-		for p := base; p < base+n && ok; p++ {
-			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-			if err != nil {
-				ok = false
-				break
-			}
-			ln.Close()
-		}
-		if ok {
-			return base
-		}
+	base, err := FreePortRange("127.0.0.1", n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port range")
-	return 0
+	return base
 }
 
 // TestStartAddressTaken: with a base port, an address held by another
