@@ -296,3 +296,29 @@ func TestSampleWindowTooLarge(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagPackageMessagesDashDash checks that the parse errors the flag
+// package prints itself, before the usage, name the flag as the user
+// typed it ("--x"), like the usage error that follows them.
+func TestFlagPackageMessagesDashDash(t *testing.T) {
+	for _, args := range [][]string{
+		{"sim", "--no-such-flag"},
+		{"sim", "--mode"},
+		{"hitrate", "--capacity=x"},
+	} {
+		code, _, stderr := runKV(t, args...)
+		if code != 2 {
+			t.Errorf("kvpool %v: exit %d, want 2", args, code)
+		}
+		flagName := strings.TrimPrefix(strings.SplitN(args[1], "=", 2)[0], "--")
+		if !strings.Contains(stderr, "--"+flagName) {
+			t.Errorf("kvpool %v: stderr does not name --%s:\n%s", args, flagName, stderr)
+		}
+		for _, line := range strings.Split(stderr, "\n") {
+			// The usage's flag list (indented) is the flag package's own.
+			if !strings.HasPrefix(line, " ") && strings.Contains(line, " -"+flagName) {
+				t.Errorf("kvpool %v: a message names the flag with one dash: %q", args, line)
+			}
+		}
+	}
+}

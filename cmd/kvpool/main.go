@@ -143,8 +143,26 @@ func usage(w io.Writer) {
 // of exiting, writing help to stderr.
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("kvpool "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(flagOutput{stderr})
 	return fs
+}
+
+// flagOutput is a flag set's output: the flag package prints a parse
+// error ("flag provided but not defined: -x") before the usage, and it
+// is written with the flag as "--x", as the user typed it and as the
+// error parseFlags returns says it.
+type flagOutput struct{ w io.Writer }
+
+func (o flagOutput) Write(p []byte) (int, error) {
+	if msg := string(p); strings.HasPrefix(msg, "flag provided but not defined: ") ||
+		strings.HasPrefix(msg, "invalid ") || strings.HasPrefix(msg, "flag needs an argument: ") ||
+		strings.HasPrefix(msg, "bad flag syntax: ") {
+		if _, err := io.WriteString(o.w, dashDash(msg)); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return o.w.Write(p)
 }
 
 // parseFlags parses args into fs, turning flag errors into usage errors;
