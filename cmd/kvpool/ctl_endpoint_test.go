@@ -16,60 +16,19 @@ import (
 	"github.com/kvpool/kvpool/client"
 )
 
-// respServer is a listener that answers every line, and every chunk that
-// is not a line, with a RESP error, as a Redis server answers an unknown
-// command. It stops at cleanup.
-func respServer(t *testing.T) string {
+// serveConns is a loopback listener that runs handle on each connection
+// it accepts (handle closes nothing; the connection is closed after it).
+// It stops at cleanup, waiting for every handler.
+func serveConns(t *testing.T, handle func(nc net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer nc.Close()
-				r := bufio.NewReader(nc)
-				buf := make([]byte, 512)
-				for {
-					if _, err := r.Read(buf); err != nil {
-						return
-					}
-					if _, err := nc.Write([]byte("-ERR unknown command\r\n")); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-	})
-	return ln.Addr().String()
-}
-
-// inlineRESPServer is a listener that behaves as a real Redis server
-// does to what is not RESP: it waits for a whole line (an inline
-// command), answers it with a RESP error, and closes the connection at a
-// "Host:" line (Redis's guard against HTTP requests). A HELLO, with no
-// line end, gets no answer. It stops at cleanup.
-func inlineRESPServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
 	var conns sync.WaitGroup
+	conns.Add(1)
 	go func() {
-		defer close(done)
+		defer conns.Done()
 		for {
 			nc, err := ln.Accept()
 			if err != nil {
@@ -79,26 +38,55 @@ func inlineRESPServer(t *testing.T) string {
 			go func() {
 				defer conns.Done()
 				defer nc.Close()
-				r := bufio.NewReader(nc)
-				for {
-					line, err := r.ReadString('\n')
-					if err != nil || strings.HasPrefix(strings.ToLower(line), "host:") {
-						return
-					}
-					cmd, _, _ := strings.Cut(strings.TrimSpace(line), " ")
-					if _, err := nc.Write([]byte("-ERR unknown command '" + cmd + "'\r\n")); err != nil {
-						return
-					}
-				}
+				handle(nc)
 			}()
 		}
 	}()
 	t.Cleanup(func() {
 		ln.Close()
-		<-done
 		conns.Wait()
 	})
 	return ln.Addr().String()
+}
+
+// respServer is a listener that answers every line, and every chunk that
+// is not a line, with a RESP error, as a Redis server answers an unknown
+// command. It stops at cleanup.
+func respServer(t *testing.T) string {
+	t.Helper()
+	return serveConns(t, func(nc net.Conn) {
+		buf := make([]byte, 512)
+		for {
+			if _, err := nc.Read(buf); err != nil {
+				return
+			}
+			if _, err := nc.Write([]byte("-ERR unknown command\r\n")); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// inlineRESPServer is a listener that behaves as a real Redis server
+// does to what is not RESP: it waits for a whole line (an inline
+// command), answers it with a RESP error, and closes the connection at a
+// "Host:" line (Redis's guard against HTTP requests). A HELLO, with no
+// line end, gets no answer. It stops at cleanup.
+func inlineRESPServer(t *testing.T) string {
+	t.Helper()
+	return serveConns(t, func(nc net.Conn) {
+		r := bufio.NewReader(nc)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil || strings.HasPrefix(strings.ToLower(line), "host:") {
+				return
+			}
+			cmd, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+			if _, err := nc.Write([]byte("-ERR unknown command '" + cmd + "'\r\n")); err != nil {
+				return
+			}
+		}
+	})
 }
 
 // httpServer is a real net/http server on loopback, stopped at cleanup.
