@@ -302,8 +302,9 @@ func (r *runner) run(ctx context.Context) bool {
 		// traces give many requests the same timestamp): their lookups
 		// go to the master together, and then each is routed and planned
 		// in arrival order, as the simulator takes simultaneous arrivals.
-		// A request's lag is how late the dispatcher woke for it; its
-		// lookup is the store's time, in its queue and TTFT.
+		// A request's lag is how late it was planned: the dispatcher's
+		// wake-up, the burst's lookups and the planning of the requests
+		// before it in the burst.
 		now := time.Now()
 		m := k + 1
 		for m < n && !r.due(m).After(now) {
@@ -311,7 +312,7 @@ func (r *runner) run(ctx context.Context) bool {
 		}
 		hss := r.lookups(ctx, k, m)
 		for x := k; x < m; x++ {
-			lag := max(now.Sub(r.due(x)), 0)
+			lag := max(time.Since(r.due(x)), 0)
 			r.recMu.Lock()
 			r.lags = append(r.lags, lag)
 			r.recMu.Unlock()
