@@ -47,3 +47,29 @@ type Stats struct {
 	Corruptions   uint64 // checksum/header failures detected (copies dropped)
 	IOErrors      uint64 // read/write errors from the device
 }
+
+// Segments is a payload held in pieces, in order: a RAM tier stores an
+// object in chunks that need not be adjacent, and hands it out in place as
+// the runs of adjacent chunks it occupies. A writer sends it with writev
+// (net.Buffers); a tier that needs it in one piece copies it (AppendTo).
+type Segments [][]byte
+
+// Len returns the payload's length.
+func (s Segments) Len() int {
+	n := 0
+	for _, b := range s {
+		n += len(b)
+	}
+	return n
+}
+
+// AppendTo appends the payload to dst and returns the result.
+func (s Segments) AppendTo(dst []byte) []byte {
+	for _, b := range s {
+		dst = append(dst, b...)
+	}
+	return dst
+}
+
+// Checksum returns block.Checksum(k, payload) without joining the pieces.
+func (s Segments) Checksum(k block.Key) uint32 { return block.ChecksumSegments(k, s) }

@@ -54,14 +54,16 @@ type File interface {
 }
 
 // Ref is a block pinned by Backend.Acquire. Exactly one of two forms:
-//   - in memory: Payload holds the bytes (File is nil);
+//   - in memory: Payload holds the bytes, in one piece or several (a RAM
+//     tier's chunks), in order (File is nil);
 //   - in a file: the Len bytes at offset Off of File (Payload is nil).
 type Ref struct {
 	// Sum is the checksum stored with the block:
 	// block.Checksum(key, payload).
 	Sum uint32
-	// Payload is the block's bytes, in place (a RAM slot), when File is nil.
-	Payload []byte
+	// Payload is the block's bytes, in place (a RAM tier's chunks), when
+	// File is nil. The server sends the pieces with one writev.
+	Payload [][]byte
 	// File, Off and Len locate the payload in a file when File is not nil.
 	File File
 	Off  int64
@@ -75,7 +77,11 @@ func (r *Ref) size() int {
 	if r.File != nil {
 		return r.Len
 	}
-	return len(r.Payload)
+	n := 0
+	for _, p := range r.Payload {
+		n += len(p)
+	}
+	return n
 }
 
 // release calls r.Release if set.

@@ -527,7 +527,7 @@ func (c *conn) writeBlocks(ctx context.Context, ents []entry, headLen int) error
 		vec = append(vec, c.head[pos:end])
 		pos = end
 		if e.ref.File == nil {
-			vec = append(vec, e.ref.Payload)
+			vec = append(vec, e.ref.Payload...)
 			vecPayload += uint64(n)
 			if !paced {
 				continue

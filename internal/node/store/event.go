@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/internal/tier/ssd"
 )
 
@@ -150,8 +151,8 @@ func (s *Store) Demote(ctx context.Context, k block.Key) error {
 		return s.dropRAMLocked(ctx, k, gen, "demote")
 	}
 	if !s.ssd.Contains(k) {
-		err := s.ram.View(k, func(p []byte, sum uint32) error {
-			return s.ssd.Put(ctx, k, p, sum)
+		err := s.ram.View(k, func(p tier.Segments, sum uint32) error {
+			return s.ssd.PutSegments(ctx, k, p, sum)
 		})
 		if err != nil {
 			if errors.Is(err, kvpool.ErrFull) {

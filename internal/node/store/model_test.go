@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/internal/tier/tiertest"
 	"github.com/kvpool/kvpool/internal/vfs"
 )
@@ -105,7 +106,8 @@ func runModel(t *testing.T, seed uint64, keys, ramSlots, ssdSlots int, ssdKeepsA
 		if rng.IntN(2) == 0 {
 			got, _, _, err = s.Get(ctx, k, nil)
 		} else {
-			err = s.View(ctx, k, func(p []byte, sum uint32, _ Location) error {
+			err = s.View(ctx, k, func(seg tier.Segments, sum uint32, _ Location) error {
+				p := seg.AppendTo(nil)
 				if !block.Verify(k, p, sum) {
 					return fmt.Errorf("checksum mismatch")
 				}

@@ -379,12 +379,12 @@ func (s *Store) demote(ev ram.Evicted) {
 	}
 	if ev.Clean && s.ssd.Contains(ev.Key) {
 		s.c.demotionsClean.Add(1)
-		s.emit(Event{Kind: EventDemoted, Key: ev.Key, Size: len(ev.Payload), Sum: ev.Sum})
+		s.emit(Event{Kind: EventDemoted, Key: ev.Key, Size: ev.Payload.Len(), Sum: ev.Sum})
 		return
 	}
 	// Not the evicting Put's context: its caller giving up must not lose
 	// a block that is already leaving RAM.
-	if err := s.ssd.Put(context.Background(), ev.Key, ev.Payload, ev.Sum); err != nil {
+	if err := s.ssd.PutSegments(context.Background(), ev.Key, ev.Payload, ev.Sum); err != nil {
 		s.c.demotionFailures.Add(1)
 		if errors.Is(err, kvpool.ErrFull) {
 			s.c.demotionsFull.Add(1)
@@ -394,8 +394,8 @@ func (s *Store) demote(ev ram.Evicted) {
 		return
 	}
 	s.c.demotions.Add(1)
-	s.c.demotedBytes.Add(uint64(len(ev.Payload)))
-	s.emit(Event{Kind: EventDemoted, Key: ev.Key, Size: len(ev.Payload), Sum: ev.Sum})
+	s.c.demotedBytes.Add(uint64(ev.Payload.Len()))
+	s.emit(Event{Kind: EventDemoted, Key: ev.Key, Size: ev.Payload.Len(), Sum: ev.Sum})
 }
 
 // Get appends k's payload to dst[:0] and returns it with its checksum and
@@ -467,14 +467,14 @@ func (s *Store) ssdHit(k block.Key) {
 // copy, not verified: the receiver verifies); from SSD they are read into
 // a pooled buffer and verified first. fn must not modify or retain the
 // bytes. Misses are reported as by Get; fn's error is returned wrapped.
-func (s *Store) View(ctx context.Context, k block.Key, fn func(payload []byte, sum uint32, from Location) error) error {
+func (s *Store) View(ctx context.Context, k block.Key, fn func(payload tier.Segments, sum uint32, from Location) error) error {
 	if err := s.begin("view", k); err != nil {
 		return err
 	}
 	defer s.ops.Done()
 	s.c.reads.Add(1)
 	called := false
-	err := s.ram.View(k, func(p []byte, sum uint32) error {
+	err := s.ram.View(k, func(p tier.Segments, sum uint32) error {
 		called = true
 		return fn(p, sum, InRAM)
 	})
@@ -500,7 +500,7 @@ func (s *Store) View(ctx context.Context, k block.Key, fn func(payload []byte, s
 	}
 	*bp = out[:0]
 	s.ssdHit(k)
-	if err := fn(out, sum, InSSD); err != nil {
+	if err := fn(tier.Segments{out}, sum, InSSD); err != nil {
 		return fmt.Errorf("store: view %s: %w", k, err)
 	}
 	return nil
@@ -513,8 +513,9 @@ func (s *Store) View(ctx context.Context, k block.Key, fn func(payload []byte, s
 // only by the receiver). Call Release once the bytes are sent.
 type Ref struct {
 	From Location // InRAM or InSSD
-	// Payload is the block's bytes (RAM, or a verified SSD read); read-only.
-	Payload []byte
+	// Payload is the block's bytes (RAM chunks in place, or a verified SSD
+	// read); read-only.
+	Payload tier.Segments
 	// Len is the payload's length; File and Off locate it on SSD (From
 	// == InSSD).
 	Len  int
@@ -546,7 +547,7 @@ func (s *Store) Acquire(ctx context.Context, k block.Key) (Ref, error) {
 	p, sum, rel, err := s.ram.Acquire(k)
 	if err == nil {
 		s.c.hitsRAM.Add(1)
-		return Ref{From: InRAM, Payload: p, Len: len(p), Sum: sum, release: rel}, nil
+		return Ref{From: InRAM, Payload: p, Len: p.Len(), Sum: sum, release: rel}, nil
 	}
 	if err := s.ramMiss(k, err); err != nil {
 		return Ref{}, err
@@ -567,7 +568,7 @@ func (s *Store) Acquire(ctx context.Context, k block.Key) (Ref, error) {
 		s.ssdHit(k)
 		var once sync.Once
 		release := func() { once.Do(func() { *bp = p[:0]; s.bufs.Put(bp) }) }
-		return Ref{From: InSSD, Payload: p, Len: len(p), Sum: sum, release: release}, nil
+		return Ref{From: InSSD, Payload: tier.Segments{p}, Len: len(p), Sum: sum, release: release}, nil
 	}
 	f, off, n, sum, rel, err := s.ssd.Section(k)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/internal/tier/tiertest"
 )
 
@@ -91,9 +92,11 @@ func BenchmarkView(b *testing.B) {
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
 			r, _, _ := benchTier(b, size, Options{})
 			var sink byte
-			fn := func(p []byte, _ uint32) error {
-				for i := 0; i < len(p); i += 4096 {
-					sink ^= p[i]
+			fn := func(segs tier.Segments, _ uint32) error {
+				for _, p := range segs {
+					for i := 0; i < len(p); i += 4096 {
+						sink ^= p[i]
+					}
 				}
 				return nil
 			}

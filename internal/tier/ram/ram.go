@@ -78,8 +78,8 @@ var (
 //     replacement by Put, a corrupt copy dropped by Get, or Close.
 type Evicted struct {
 	Key     block.Key
-	Payload []byte // the tier's own bytes: read-only, valid during the call
-	Sum     uint32 // block.Checksum(Key, Payload)
+	Payload tier.Segments // the tier's own bytes: read-only, valid during the call
+	Sum     uint32        // block.Checksum(Key, Payload)
 	// Gen is the copy's generation (see RAM.Generation).
 	Gen uint64
 	// Clean reports that the copy was stored by an Insert with Clean set
@@ -683,7 +683,7 @@ func (r *RAM) evictLocked() (s int32, reusable, ok bool) {
 	r.pinLocked(v)
 	ev := Evicted{
 		Key:     block.Key{Tenant: r.tenants[m.tenant], ID: m.id},
-		Payload: r.slot(v, m.n),
+		Payload: tier.Segments{r.slot(v, m.n)},
 		Sum:     m.sum,
 		Gen:     m.gen,
 		Clean:   m.clean,
@@ -806,13 +806,13 @@ func (r *RAM) pin(what string, k block.Key) (int32, slotMeta, error) {
 // overwritten, and fn may hand the bytes to writev. fn must not modify or
 // retain them. View does not verify the checksum (the receiver does). It
 // counts as a hit; fn's error is returned wrapped.
-func (r *RAM) View(k block.Key, fn func(payload []byte, sum uint32) error) error {
+func (r *RAM) View(k block.Key, fn func(payload tier.Segments, sum uint32) error) error {
 	s, m, err := r.pin("view", k)
 	if err != nil {
 		return err
 	}
 	defer r.ops.Done()
-	ferr := fn(r.slot(s, m.n), m.sum)
+	ferr := fn(tier.Segments{r.slot(s, m.n)}, m.sum)
 	r.mu.Lock()
 	r.unpinLocked(s)
 	r.mu.Unlock()
@@ -827,7 +827,7 @@ func (r *RAM) View(k block.Key, fn func(payload []byte, sum uint32) error) error
 // release is called (once; later calls do nothing); they must not be
 // modified. Like View it does not verify, and counts a hit. A slot held
 // for long keeps eviction from reusing it: release promptly.
-func (r *RAM) Acquire(k block.Key) (payload []byte, sum uint32, release func(), err error) {
+func (r *RAM) Acquire(k block.Key) (payload tier.Segments, sum uint32, release func(), err error) {
 	s, m, err := r.pin("acquire", k)
 	if err != nil {
 		return nil, 0, nil, err
@@ -841,7 +841,7 @@ func (r *RAM) Acquire(k block.Key) (payload []byte, sum uint32, release func(), 
 			r.mu.Unlock()
 		}
 	}
-	return r.slot(s, m.n), m.sum, release, nil
+	return tier.Segments{r.slot(s, m.n)}, m.sum, release, nil
 }
 
 // Delete removes k (see tier.Tier). A copy being read is freed when its

@@ -465,6 +465,15 @@ func (t *Tier) beginLocked(what string, k block.Key) error {
 // Put stores payload under k (see tier.Tier). It claims a slot under t.mu,
 // writes the block without the lock, and publishes it under t.mu again;
 // only then is the block visible to Get.
+// PutSegments is Put of a payload held in pieces (a RAM tier's chunks, as
+// a demotion hands them over).
+func (t *Tier) PutSegments(ctx context.Context, k block.Key, payload tier.Segments, sum uint32) error {
+	if len(payload) == 1 {
+		return t.Put(ctx, k, payload[0], sum)
+	}
+	return t.Put(ctx, k, payload.AppendTo(make([]byte, 0, payload.Len())), sum)
+}
+
 func (t *Tier) Put(ctx context.Context, k block.Key, payload []byte, sum uint32) error {
 	if err := t.checkPut(ctx, k, payload, sum); err != nil {
 		return err
