@@ -36,8 +36,13 @@ type Tier interface {
 
 // Stats is a snapshot of a tier's counters.
 type Stats struct {
-	Blocks        int   // resident blocks
-	Bytes         int64 // resident payload bytes
+	Blocks int   // resident objects
+	Bytes  int64 // resident payload bytes: the sum of the objects' lengths
+	// HeldBytes is the tier's memory or disk space the resident objects
+	// occupy: their chunks or pages (names and padding included) and
+	// their per-object metadata. HeldBytes/Bytes is the tier's space
+	// overhead.
+	HeldBytes     int64
 	CapacityBytes int64 // configured capacity
 	Hits, Misses  uint64
 	BytesIn       uint64 // payload bytes written by Put

@@ -23,14 +23,21 @@ import (
 
 // Config describes the tier a subtest asks the Opener for.
 type Config struct {
-	// BlockSize is the largest payload the tier must accept; a payload of
-	// BlockSize+1 bytes must be refused with kvpool.ErrTooLarge.
+	// BlockSize is the size of the subtest's typical object. Unless
+	// MaxObjectSize is set, it is also the largest payload the tier must
+	// accept: a payload of one byte more must be refused with
+	// kvpool.ErrTooLarge.
 	BlockSize int
-	// Blocks is how many blocks of up to BlockSize bytes the tier must hold
-	// before it evicts anything. When a subtest asks for 2, the tier must
-	// evict by LRU and only what it must: a third put evicts exactly the
-	// least recently used block.
+	// Blocks is how many objects of up to BlockSize bytes (chain keys, or
+	// names of up to 64 bytes) the tier must hold before it evicts
+	// anything. When a subtest asks for 2, the tier must evict by LRU and
+	// only what it must: a third put evicts exactly the least recently
+	// used object.
 	Blocks int
+	// MaxObjectSize, when set, is the largest payload the tier must accept
+	// (at least BlockSize); the tier's capacity is still sized by Blocks
+	// objects of BlockSize bytes.
+	MaxObjectSize int
 }
 
 // Opener returns a new, empty tier for cfg. Run closes it.
