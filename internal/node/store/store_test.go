@@ -131,7 +131,7 @@ func (a asTier) Stats() tier.Stats { return a.Store.Stats().RAM }
 
 func TestConformance(t *testing.T) {
 	tiertest.Run(t, func(t *testing.T, cfg tiertest.Config) tier.Tier {
-		s, err := Open(ctx, Options{RAM: ram.Options{BlockSize: cfg.BlockSize, CapacityBytes: int64(cfg.BlockSize * cfg.Blocks)}})
+		s, err := Open(ctx, Options{RAM: ram.ForObjects(cfg.BlockSize, cfg.Blocks, cfg.MaxObjectSize)})
 		if err != nil {
 			t.Fatal(err)
 		}

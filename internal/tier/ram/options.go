@@ -21,10 +21,12 @@ const (
 	DefaultCapacityBytes = 1 << 30
 	// DefaultChunkSize is the arena's chunk size: a memory page, so a
 	// 28-byte metadata object wastes under 4 KiB and an object of many
-	// pages is sent as few long runs (see the package doc). A tier sized
-	// for smaller typical objects (BlockSize below 4 KiB) gets chunks of
-	// the power of two at or above BlockSize instead, at least
-	// MinChunkSize, so each such object still takes one chunk.
+	// pages is sent as few long runs (see the package doc). It is the
+	// default when BlockSize is a multiple of it (as the default 256 KiB
+	// is); otherwise the chunk defaults to BlockSize itself, so that a
+	// tier configured by its typical object size alone (CapacityBytes /
+	// BlockSize objects, as slots were) holds exactly that many objects of
+	// up to BlockSize bytes, one chunk each.
 	DefaultChunkSize = 4 << 10
 	// MinChunkSize and MaxChunkSize bound Options.ChunkSize: below 512
 	// bytes the chunk tables (8 bytes a chunk) and the object table (one
@@ -65,11 +67,12 @@ type Options struct {
 	// capacity of HighWatermark × CapacityBytes / BlockSize objects, as
 	// the simulator sizes its caches. It does not limit an object's size
 	// (MaxObjectSize does); it sets the default ChunkSize when below
-	// 4 KiB.
+	// 4 KiB or not a multiple of 4 KiB (see DefaultChunkSize).
 	BlockSize int
 	// ChunkSize is the arena's allocation unit (a power of two from
-	// MinChunkSize to MaxChunkSize; default DefaultChunkSize, or the power
-	// of two at or above BlockSize when BlockSize is smaller).
+	// MinChunkSize to MaxChunkSize; default DefaultChunkSize when
+	// BlockSize is a multiple of it, else BlockSize: see
+	// DefaultChunkSize).
 	ChunkSize int
 	// CapacityBytes is the byte budget; the arena has CapacityBytes /
 	// ChunkSize chunks, allocated at Open (default DefaultCapacityBytes).
@@ -192,8 +195,8 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ChunkSize == 0 {
 		o.ChunkSize = DefaultChunkSize
-		for o.ChunkSize/2 >= max(o.BlockSize, MinChunkSize) {
-			o.ChunkSize /= 2
+		if o.BlockSize%DefaultChunkSize != 0 {
+			o.ChunkSize = o.BlockSize
 		}
 	}
 	if o.CapacityBytes == 0 {

@@ -305,7 +305,6 @@ func Open(opts Options) (*RAM, error) {
 	r := &RAM{
 		bs:        o.BlockSize,
 		cs:        o.ChunkSize,
-		csShift:   uint(bits.TrailingZeros(uint(o.ChunkSize))),
 		nChunks:   n,
 		maxObject: o.MaxObjectSize,
 		objCap:    objCap,
@@ -413,7 +412,7 @@ func mixKey(id, tenant uint64) policy.Key {
 // chunksFor returns the chunks an object of nameLen + n bytes takes (at
 // least one, so the object table never runs out before the chunks).
 func (r *RAM) chunksFor(nameLen, n int) int {
-	return max((nameLen+n+r.cs-1)>>r.csShift, 1)
+	return max((nameLen+n+r.cs-1)/r.cs, 1)
 }
 
 // walker reads an object's bytes (name, then payload) run by run. The
@@ -427,8 +426,8 @@ type walker struct {
 
 func (r *RAM) walk(first int32) walker {
 	w := walker{r: r, run: first}
-	w.off = int(first) << r.csShift
-	w.end = w.off + int(r.runLen[first])<<r.csShift
+	w.off = int(first) * r.cs
+	w.end = w.off + int(r.runLen[first])*r.cs
 	return w
 }
 
@@ -436,8 +435,8 @@ func (r *RAM) walk(first int32) walker {
 func (w *walker) next(n int) []byte {
 	if w.off == w.end {
 		w.run = w.r.runNext[w.run]
-		w.off = int(w.run) << w.r.csShift
-		w.end = w.off + int(w.r.runLen[w.run])<<w.r.csShift
+		w.off = int(w.run) * w.r.cs
+		w.end = w.off + int(w.r.runLen[w.run])*w.r.cs
 	}
 	m := min(n, w.end-w.off)
 	b := w.r.arena[w.off : w.off+m : w.off+m]

@@ -67,9 +67,9 @@ func TestConformance(t *testing.T) {
 		name string
 		opts func(cfg tiertest.Config) Options
 	}{
-		{"plain", func(cfg tiertest.Config) Options { return small(cfg.BlockSize, cfg.Blocks) }},
+		{"plain", func(cfg tiertest.Config) Options { return ForObjects(cfg.BlockSize, cfg.Blocks, cfg.MaxObjectSize) }},
 		{"hook", func(cfg tiertest.Config) Options {
-			o := small(cfg.BlockSize, cfg.Blocks)
+			o := ForObjects(cfg.BlockSize, cfg.Blocks, cfg.MaxObjectSize)
 			o.OnEvict = func(ev Evicted) {
 				if !block.Verify(ev.Key, ev.Payload.AppendTo(nil), ev.Sum) {
 					panic(fmt.Sprintf("OnEvict %s: payload does not match its checksum", ev.Key))
@@ -78,7 +78,7 @@ func TestConformance(t *testing.T) {
 			return o
 		}},
 		{"noverify", func(cfg tiertest.Config) Options {
-			o := small(cfg.BlockSize, cfg.Blocks)
+			o := ForObjects(cfg.BlockSize, cfg.Blocks, cfg.MaxObjectSize)
 			o.SkipVerifyReads = true
 			return o
 		}},

@@ -74,6 +74,11 @@ func Run(t *testing.T, open Opener) {
 		{"Stats", testStats},
 		{"Concurrent", testConcurrent},
 		{"Closed", testClosed},
+		{"MixedSizes", testMixedSizes},
+		{"NameCollisions", testNameCollisions},
+		{"Churn", testChurn},
+		{"ReadersDuringEviction", testReadersDuringEviction},
+		{"Limits", testLimits},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, open) })
