@@ -264,6 +264,7 @@ type RAM struct {
 	batch      policy.Batcher       // pol as a Batcher, or nil
 	high, low  int                  // trim past high chunks of live objects down to low
 	liveChunks int                  // chunks of objects in state objLive
+	pinnedLive int                  // chunks of pinned objects in state objLive
 	heldChunks int                  // chunks of indexed objects
 	adm        policy.Admission     // nil admits everything
 	skip       []int32              // scratch: pinned victims to reinsert
@@ -542,6 +543,9 @@ func (r *RAM) pinLocked(o int32) {
 	if m.pins == 0 {
 		r.pinned++
 		r.pinnedCh += int(m.chunks)
+		if m.state == objLive {
+			r.pinnedLive += int(m.chunks)
+		}
 	}
 	m.pins++
 }
@@ -553,6 +557,9 @@ func (r *RAM) unpinLocked(o int32) {
 	if m.pins == 0 {
 		r.pinned--
 		r.pinnedCh -= int(m.chunks)
+		if m.state == objLive {
+			r.pinnedLive -= int(m.chunks)
+		}
 		if m.state == objDropping {
 			r.freeLocked(o)
 		}
@@ -734,10 +741,19 @@ func (r *RAM) dropLocked(o int32) {
 		return
 	}
 	r.polRemoveLocked(o)
-	r.liveChunks -= int(m.chunks)
+	r.leaveLiveLocked(m)
 	m.state = objDropping
 	if m.pins == 0 {
 		r.freeLocked(o)
+	}
+}
+
+// leaveLiveLocked takes live object m out of the live counters, before
+// its state changes.
+func (r *RAM) leaveLiveLocked(m *object) {
+	r.liveChunks -= int(m.chunks)
+	if m.pins > 0 {
+		r.pinnedLive -= int(m.chunks)
 	}
 }
 
@@ -921,7 +937,7 @@ func (r *RAM) supersedeLocked(cur int32) bool {
 		return false
 	}
 	r.unindexLocked(cur)
-	r.liveChunks -= int(m.chunks)
+	r.leaveLiveLocked(m)
 	m.state = objDropping
 	if m.pins == 0 {
 		r.freeLocked(cur)
@@ -956,12 +972,12 @@ func (r *RAM) reserveLocked(need int, noEvict bool) (int32, error) {
 			r.full++
 			return 0, fmt.Errorf("%d chunks needed, %d of %d free, and eviction not allowed: %w", need, r.freeChunks, r.nChunks, kvpool.ErrFull)
 		}
-		if r.freeChunks+r.liveChunks < need {
-			// Not even evicting every resident object would make room:
-			// the rest is pinned or being written. Evict nothing.
+		if r.freeChunks+r.liveChunks-r.pinnedLive < need {
+			// Not even evicting every unpinned resident object would make
+			// room: the rest is pinned or being written. Evict nothing.
 			r.full++
 			return 0, fmt.Errorf("%d chunks needed, %d of %d free and %d held by pinned objects or writes in progress: %w",
-				need, r.freeChunks, r.nChunks, r.nChunks-r.freeChunks-r.liveChunks, kvpool.ErrFull)
+				need, r.freeChunks, r.nChunks, r.nChunks-r.freeChunks-r.liveChunks+r.pinnedLive, kvpool.ErrFull)
 		}
 		if !r.evictLocked() {
 			r.full++
@@ -1000,7 +1016,7 @@ func (r *RAM) evictLocked() bool {
 		return false
 	}
 	m := &r.objs[v]
-	r.liveChunks -= int(m.chunks)
+	r.leaveLiveLocked(m) // a victim is never pinned
 	if r.onEvict == nil {
 		r.unindexLocked(v)
 		r.stats.Evicted++
@@ -1419,7 +1435,7 @@ func (r *RAM) Check() error {
 			names = append(names, name)
 		}
 	}
-	if pinned != r.pinned || r.pinnedCh != 0 {
+	if pinned != r.pinned || r.pinnedCh != 0 || r.pinnedLive != 0 {
 		bad("%d objects pinned, counters say %d objects, %d chunks", pinned, r.pinned, r.pinnedCh)
 	}
 	if live != chained || live != r.pol.Len() || live != len(r.polObj) || live != r.stats.Blocks {
