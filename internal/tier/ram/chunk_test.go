@@ -3,11 +3,13 @@ package ram
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/internal/tier"
 	"github.com/kvpool/kvpool/internal/tier/tiertest"
 )
@@ -201,5 +203,48 @@ func TestNamedZeroAllocs(t *testing.T) {
 		}
 	}); a != 0 {
 		t.Errorf("Get: %v allocs/op", a)
+	}
+}
+
+// TestEveryPolicyOverCapacity: with objects much smaller than BlockSize
+// the tier holds more objects than its policies were sized for (64
+// chunks, policies sized for 8 objects); every policy copes, and no
+// reader sees a wrong object. A batch policy (mooncake) counts objects
+// and keeps to its capacity.
+func TestEveryPolicyOverCapacity(t *testing.T) {
+	for _, name := range policy.EvictionNames() {
+		if (policy.Spec{Eviction: name}).NeedsFuture() {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			r := mustOpen(t, Options{BlockSize: 4096, ChunkSize: 512, CapacityBytes: 512 * 64, Eviction: name, HighWatermark: 0.9, LowWatermark: 0.8})
+			rng := rand.New(rand.NewPCG(3, 4))
+			for i := range 3000 {
+				id := uint64(rng.IntN(200))
+				if rng.IntN(2) == 0 {
+					p := tiertest.Payload(id, uint64(i), 16+rng.IntN(1500))
+					if err := r.Put(ctx, key(id), p, block.Checksum(key(id), p)); err != nil && !errors.Is(err, ErrNotAdmitted) {
+						t.Fatalf("Put: %v", err)
+					}
+					continue
+				}
+				got, _, err := r.Get(ctx, key(id), nil)
+				if errors.Is(err, kvpool.ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := tiertest.CheckPayload(id, got); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A batch policy counts objects (it keeps at most the 8 it is
+			// sized for); the others are bounded by the chunks only.
+			_, batch := r.pol.(policy.Batcher)
+			if st := r.Stats(); st.Evicted == 0 || batch && st.Blocks > 8 || !batch && st.Blocks <= 8 {
+				t.Errorf("Stats %+v: want churn, and more than 8 objects resident unless the policy batches (%v)", st, batch)
+			}
+		})
 	}
 }

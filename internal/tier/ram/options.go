@@ -98,7 +98,8 @@ type Options struct {
 	// only when a Put finds too few free chunks (exact LRU). Mooncake's
 	// master uses 0.95 and 0.90 (eviction_high_watermark_ratio,
 	// eviction_ratio 0.05). A batch eviction policy (policy.Batcher, e.g.
-	// "mooncake") may evict more, its batch counted in chunks too.
+	// "mooncake") may evict more: its batch, counted in objects as the
+	// policy is sized.
 	HighWatermark, LowWatermark float64
 	// SkipVerifyReads turns off checksum verification in Get. By default
 	// (VerifyReads on) Get verifies every copy it returns, as the tier

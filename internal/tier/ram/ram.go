@@ -988,18 +988,21 @@ func (r *RAM) reserveLocked(need int, noEvict bool) (int32, error) {
 }
 
 // trimLocked evicts after a Put published an object: past the high
-// watermark of chunks held by resident objects down to the low one, or a
-// batch policy's batch (counted in chunks). Pinned objects stay; it gives
-// up when only they are left.
+// watermark of chunks held by resident objects down to the low one, and
+// a batch policy's batch. A batch policy counts in its own unit, objects
+// (it is sized for Slots of them, as in the simulator), so its batch is
+// asked for and evicted in objects. Pinned objects stay; it gives up when
+// only they are left.
 func (r *RAM) trimLocked() {
 	target := r.nChunks
 	if r.liveChunks > r.high {
 		target = r.low
 	}
+	objects := math.MaxInt
 	if r.batch != nil {
-		target = min(target, r.batch.EvictTo(r.liveChunks, r.nChunks))
+		objects = r.batch.EvictTo(r.pol.Len(), r.objCap)
 	}
-	for r.liveChunks > target {
+	for r.liveChunks > target || r.pol.Len() > objects {
 		if !r.evictLocked() {
 			return
 		}
