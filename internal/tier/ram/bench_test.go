@@ -143,7 +143,8 @@ func BenchmarkParallelGet(b *testing.B) {
 // 0.90) with each mix of spaceMixes until 10× its size has been written,
 // and reports the space the resident objects hold per payload byte
 // (held/payload, issue 15's target ≤ 1.10) and how full the tier is
-// (payload/capacity).
+// (payload/capacity), and into how many runs of adjacent chunks (the
+// Segments a reader gets) the resident objects fall.
 func BenchmarkSpace(b *testing.B) {
 	for _, mix := range spaceMixes {
 		b.Run(mix.name, func(b *testing.B) {
@@ -154,6 +155,7 @@ func BenchmarkSpace(b *testing.B) {
 			b.ReportMetric(float64(res.held)/float64(res.payload), "held/payload")
 			b.ReportMetric(float64(res.payload)/float64(res.capacity), "payload/capacity")
 			b.ReportMetric(float64(res.objects), "objects")
+			b.ReportMetric(float64(res.runs)/float64(res.objects), "runs/object")
 		})
 	}
 }

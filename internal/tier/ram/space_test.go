@@ -32,6 +32,7 @@ var spaceMixes = []spaceMix{
 type spaceResult struct {
 	held, payload, capacity int64
 	objects                 int
+	runs                    int // runs of adjacent chunks of the resident objects
 	written                 int64
 }
 
@@ -65,7 +66,17 @@ func runSpace(tb testing.TB, capacity int64, mix spaceMix, seed uint64) spaceRes
 		tb.Fatal(err)
 	}
 	st := r.Stats()
-	return spaceResult{held: st.HeldBytes, payload: st.Bytes, capacity: st.CapacityBytes, objects: st.Blocks, written: written}
+	runs := 0
+	r.mu.Lock()
+	for i := range r.objs {
+		if r.objs[i].state == objLive {
+			for run := r.objs[i].first; run >= 0; run = r.runNext[run] {
+				runs++
+			}
+		}
+	}
+	r.mu.Unlock()
+	return spaceResult{held: st.HeldBytes, payload: st.Bytes, capacity: st.CapacityBytes, objects: st.Blocks, runs: runs, written: written}
 }
 
 // TestSpace: after 10× the tier's size has churned through it, the
@@ -77,7 +88,7 @@ func TestSpace(t *testing.T) {
 			res := runSpace(t, 64<<20, mix, 1)
 			ratio := float64(res.held) / float64(res.payload)
 			fill := float64(res.payload) / float64(res.capacity)
-			t.Logf("%d objects: held/payload %.4f, payload/capacity %.3f", res.objects, ratio, fill)
+			t.Logf("%d objects in %d runs: held/payload %.4f, payload/capacity %.3f", res.objects, res.runs, ratio, fill)
 			if ratio > 1.10 || res.held < res.payload {
 				t.Errorf("held/payload %.4f (%d / %d), want within [1, 1.10]", ratio, res.held, res.payload)
 			}
