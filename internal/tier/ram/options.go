@@ -23,9 +23,10 @@ const (
 	// 28-byte metadata object wastes under 4 KiB and an object of many
 	// pages is sent as few long runs (see the package doc). It is the
 	// default when BlockSize is a multiple of it (as the default 256 KiB
-	// is); otherwise the chunk defaults to BlockSize itself, so that a
-	// tier configured by its typical object size alone (CapacityBytes /
-	// BlockSize objects, as slots were) holds exactly that many objects of
+	// is) or above MaxChunkSize; otherwise the chunk defaults to BlockSize
+	// itself, so that a tier configured by its typical object size alone
+	// (CapacityBytes / BlockSize objects, as slots were; the tests of the
+	// packages above the tier do this) holds exactly that many objects of
 	// up to BlockSize bytes, one chunk each.
 	DefaultChunkSize = 4 << 10
 	// MinChunkSize and MaxChunkSize bound Options.ChunkSize: below 512
@@ -196,7 +197,7 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ChunkSize == 0 {
 		o.ChunkSize = DefaultChunkSize
-		if o.BlockSize%DefaultChunkSize != 0 {
+		if o.BlockSize%DefaultChunkSize != 0 && o.BlockSize <= MaxChunkSize {
 			o.ChunkSize = o.BlockSize
 		}
 	}
