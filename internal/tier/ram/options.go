@@ -29,10 +29,10 @@ const (
 	// packages above the tier do this) holds exactly that many objects of
 	// up to BlockSize bytes, one chunk each.
 	DefaultChunkSize = 4 << 10
-	// MinChunkSize and MaxChunkSize bound Options.ChunkSize: below 512
-	// bytes the chunk tables (8 bytes a chunk) and the object table (one
-	// entry per chunk) cost over 10% of the arena; above 1 MiB a small
-	// object wastes more than the largest objects the live runs use.
+	// MinChunkSize and MaxChunkSize bound Options.ChunkSize: a chunk costs
+	// 72 bytes of tables (its object table entry and run tables), 14% of a
+	// 512-byte chunk and more below; above 1 MiB a small object wastes
+	// more than a whole typical KV object.
 	MinChunkSize = 512
 	MaxChunkSize = 1 << 20
 	// DefaultMaxObjectSize is the largest payload accepted by default:
