@@ -131,7 +131,7 @@ func (a asTier) Stats() tier.Stats { return a.Store.Stats().RAM }
 
 func TestConformance(t *testing.T) {
 	tiertest.Run(t, func(t *testing.T, cfg tiertest.Config) tier.Tier {
-		s, err := Open(ctx, Options{RAM: ram.Options{BlockSize: cfg.BlockSize, CapacityBytes: int64(cfg.BlockSize * cfg.Blocks)}})
+		s, err := Open(ctx, Options{RAM: ram.ForObjects(cfg.BlockSize, cfg.Blocks, cfg.MaxObjectSize)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -438,7 +438,6 @@ func TestViewAndAcquire(t *testing.T) {
 
 // TestViewAllocs: a View served from RAM allocates nothing.
 func TestViewAllocs(t *testing.T) {
-	t.Skip("interim: the chunked RAM tier (issue 15 branch ram) restores zero-alloc Segments")
 	s := mustOpen(t, testOpts(4096, 4, vfs.NewMem(), 8))
 	put(t, s, key(1), tiertest.Payload(1, 1, 4096))
 	n := 0

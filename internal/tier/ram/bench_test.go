@@ -10,13 +10,19 @@ import (
 	"github.com/kvpool/kvpool/internal/tier/tiertest"
 )
 
-// benchSizes are the live-run payload sizes the brief asks about.
-var benchSizes = []int{256 << 10, 1 << 20}
+// benchSizes are the payload sizes of issue 15: a 32 KiB and a 256 KiB
+// block (the live-run range), 1 MiB, and a 4 MiB object.
+var benchSizes = []int{32 << 10, 256 << 10, 1 << 20, 4 << 20}
 
-// benchTier returns a tier of 64 slots of size bytes holding blocks 0..63,
-// and their payloads and sums.
+// benchObjects is how many objects of size bytes a benchmark tier holds:
+// 64, fewer for large objects so the arena stays within 64 MiB.
+func benchObjects(size int) int { return max(8, min(64, (64<<20)/size)) }
+
+// benchTier returns a tier (default 4 KiB chunks) holding
+// benchObjects(size) objects of size bytes, blocks 0..n-1, and the
+// payloads and sums of blocks 0..2n-1.
 func benchTier(b *testing.B, size int, o Options) (*RAM, [][]byte, []uint32) {
-	const n = 64
+	n := benchObjects(size)
 	o.BlockSize, o.CapacityBytes = size, int64(n*size)
 	r, err := Open(o)
 	if err != nil {
@@ -74,7 +80,7 @@ func BenchmarkGet(b *testing.B) {
 				b.ResetTimer()
 				for i := range b.N {
 					var err error
-					if dst, _, err = r.Get(ctx, key(uint64(i%64)), dst); err != nil {
+					if dst, _, err = r.Get(ctx, key(uint64(i%benchObjects(size))), dst); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -103,7 +109,7 @@ func BenchmarkView(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
-				if err := r.View(key(uint64(i%64)), fn); err != nil {
+				if err := r.View(key(uint64(i%benchObjects(size))), fn); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -131,4 +137,25 @@ func BenchmarkParallelGet(b *testing.B) {
 		}
 	})
 	reportGBs(b, size)
+}
+
+// BenchmarkSpace fills a 256 MiB tier (4 KiB chunks, watermarks 0.95 and
+// 0.90) with each mix of spaceMixes until 10× its size has been written,
+// and reports the space the resident objects hold per payload byte
+// (held/payload, issue 15's target ≤ 1.10) and how full the tier is
+// (payload/capacity), and into how many runs of adjacent chunks (the
+// Segments a reader gets) the resident objects fall.
+func BenchmarkSpace(b *testing.B) {
+	for _, mix := range spaceMixes {
+		b.Run(mix.name, func(b *testing.B) {
+			var res spaceResult
+			for i := range b.N {
+				res = runSpace(b, 256<<20, mix, uint64(i+1))
+			}
+			b.ReportMetric(float64(res.held)/float64(res.payload), "held/payload")
+			b.ReportMetric(float64(res.payload)/float64(res.capacity), "payload/capacity")
+			b.ReportMetric(float64(res.objects), "objects")
+			b.ReportMetric(float64(res.runs)/float64(res.objects), "runs/object")
+		})
+	}
 }

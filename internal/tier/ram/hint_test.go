@@ -167,16 +167,17 @@ func TestPolicyKeyCollision(t *testing.T) {
 	// Forge the collision: re-key a's slot to b's policy key.
 	b := block.Key{Tenant: "b", ID: 1}
 	r.mu.Lock()
-	s := r.polSlot[PolicyKey(a)]
+	s := r.polObj[PolicyKey(a)]
 	r.pol.Remove(PolicyKey(a))
-	delete(r.polSlot, PolicyKey(a))
-	r.slots[s].pk = PolicyKey(b)
+	delete(r.polObj, PolicyKey(a))
+	r.objs[s].pk = PolicyKey(b)
 	r.polInsertLocked(s, policy.Access{Key: PolicyKey(b)})
-	err := r.collisionLocked(b, ikey{id: b.ID, tenant: r.internLocked(b.Tenant)}, PolicyKey(b))
+	r.internLocked(b.Tenant)
+	err := r.collisionLocked(b, PolicyKey(b))
 	// Undo, so Check passes.
 	r.pol.Remove(PolicyKey(b))
-	delete(r.polSlot, PolicyKey(b))
-	r.slots[s].pk = PolicyKey(a)
+	delete(r.polObj, PolicyKey(b))
+	r.objs[s].pk = PolicyKey(a)
 	r.polInsertLocked(s, policy.Access{Key: PolicyKey(a)})
 	r.mu.Unlock()
 	if !errors.Is(err, ErrNotAdmitted) {

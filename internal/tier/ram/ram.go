@@ -1,32 +1,81 @@
 // Package ram is the RAM tier of a node: a fixed byte budget split into
-// fixed-size slots of one arena allocated at Open, so that a Put copies the
-// payload into memory that already exists (no per-block allocation) and the
-// garbage collector never scans payloads (the arena, the slot table and the
-// index hold no pointers). It implements tier.Tier.
+// fixed-size chunks of one arena allocated at Open. An object — a chain
+// key's block or a named object, from 0 bytes to Options.MaxObjectSize —
+// is a chain of chunks holding its name and then its payload, handed out
+// in place as tier.Segments, one per run of adjacent chunks. A Put copies
+// the payload into memory that already exists (no per-object allocation),
+// and the garbage collector never scans the tier: the arena, the chunk
+// tables, the object table and the index hold no pointers. It implements
+// tier.Tier.
+//
+// Why chunks. The tier must hold objects from a 28-byte metadata record to
+// tens of MiB (an LMCache chunk) under churn, in memory that exists from
+// start-up. Size classes (a slab per class, as memcached) waste up to a
+// class step inside every object and, worse, strand memory in the classes
+// the workload has moved away from unless slabs are rebalanced. An extent
+// allocator (best fit over byte ranges) wastes nothing inside an object
+// but fragments externally under churn: after a while the free space is
+// many holes, none large enough for a 4 MiB object, and compaction would
+// have to move pinned payloads. Fixed chunks chained per object have no
+// external fragmentation at all — any free chunk serves any object, so a
+// Put succeeds whenever enough chunks are free — and waste at most one
+// chunk per object (the tail of its last chunk; the name is stored, not
+// wasted): with 4 KiB chunks a 1–8 MiB object wastes under 0.4%, a
+// 32 KiB block only its share of the tables (0.4%), and only tiny objects
+// pay a whole chunk each — which the LMCache mix, a 28-byte object beside
+// every 1–8 MiB one, amortises (held/payload 1.003 for both mixes after
+// 10× churn: TestSpace, BenchmarkSpace). Allocation is next-fit over a
+// free bitmap: from where the last allocation ended it takes each free
+// run it meets until the object fits, so under churn (an LRU frees the
+// oldest objects, just ahead of the cursor) objects mostly come out as
+// one or a few runs of adjacent chunks; a reader sends them with one
+// writev (the runs are the Segments) and Get copies them with one copy
+// per run.
+//
+// Names. A named object's full name is stored in the arena in front of its
+// payload. The index is keyed by (ID, interned tenant); names whose IDs
+// collide are chained in the same entry, and every read compares the
+// stored name with the key's: a read never returns an object stored under
+// another name. The checksum covers tenant, name and payload
+// (block.Checksum), and Get verifies it unless Options.SkipVerifyReads.
 //
 // Eviction and admission are the shared policy objects the simulator
 // drives (package policy), and both see what the simulator's see: the
-// block's key (a 64-bit hash of tenant and ID, PolicyKey), so history a
-// policy keeps about a key (ghosts, frequency sketches) follows the block,
-// not the slot it happened to occupy; and, when the caller knows them, the
-// block's position in its request's prefix chain (a block.Hint, which
-// policy.Access carries), which chain-aware policies (kvchain) need. A Put of a resident
+// object's key (a 64-bit hash of tenant and ID, and of the name of a named
+// object, PolicyKey), so history a policy keeps about a key (ghosts,
+// frequency sketches) follows the object, not the chunks it happened to
+// occupy; and, when the caller knows them, the block's position in its
+// request's prefix chain (a block.Hint, which policy.Access carries),
+// which chain-aware policies (kvchain) need. The policies count objects
+// and are sized for HighWatermark × CapacityBytes / BlockSize of them
+// (BlockSize is the typical object size), so a tier whose objects are
+// BlockSize bytes has the policies it had with slots. A Put of a resident
 // key is a hit for the eviction policy, as an access of a resident key is
-// in the simulator; Touch records an access without moving data. A pinned slot
-// — one being read by Get, View or Acquire — is never evicted or
+// in the simulator; Touch records an access without moving data. A pinned
+// object — one being read by Get, View or Acquire — is never evicted or
 // overwritten: eviction skips it (Stats counts EvictAttempts against
-// Evicted), and a Put that finds every slot pinned fails with
-// kvpool.ErrFull. A Put evicts when it finds no free slot and, optionally,
-// keeps headroom: past a high watermark it evicts down to a low one (or a
-// batch policy's batch), so promotions from a lower tier find free slots.
+// Evicted), and a Put that cannot free enough chunks fails with
+// kvpool.ErrFull. A Put evicts until its chunks are free and, optionally,
+// keeps headroom: past a high watermark of the chunks it evicts down to a
+// low one (or a batch policy's batch), so promotions from a lower tier
+// find free chunks. An object that could never fit (more chunks than the
+// arena has, or over MaxObjectSize) is refused up front with
+// kvpool.ErrTooLarge, before anything is evicted.
 //
-// An evicted block is handed to Options.OnEvict before its slot is reused,
-// so a tiered store can demote it to SSD; see Evicted for the ordering
-// guarantees. Contents are volatile: Close drops everything.
+// An evicted object is handed to Options.OnEvict before its chunks are
+// reused, so a tiered store can demote it to SSD; see Evicted for the
+// ordering guarantees. Contents are volatile: Close drops everything.
+//
+// Space accounting: Stats.Bytes is the sum of the resident payloads;
+// Stats.HeldBytes is what they occupy: their chunks (names and the unused
+// tail of the last chunk included), plus, per chunk they hold, its 8 bytes
+// of chunk tables, plus, per object, its object table entry (ObjectEntryBytes).
+// The index and policy maps (a few tens of bytes per object) and the free
+// bitmap (one bit per chunk) are not counted.
 //
 // Concurrency: a RAM is safe for concurrent use. One mutex guards the
-// index, the slot table, the policies and the counters; payload copies,
-// checksums and OnEvict run outside it, on pinned slots.
+// index, the chunk and object tables, the policies and the counters;
+// payload copies, checksums and OnEvict run outside it, on pinned objects.
 package ram
 
 import (
@@ -38,8 +87,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
@@ -58,12 +109,12 @@ var (
 	ErrExists = errors.New("block already resident")
 )
 
-// Evicted is what Options.OnEvict receives for a block the tier evicts.
+// Evicted is what Options.OnEvict receives for an object the tier evicts.
 //
 // Ordering guarantees:
 //   - OnEvict runs synchronously on the goroutine of the Put (or Insert)
 //     whose eviction it is, without the tier's lock held, before that Put
-//     returns: before it stores its own block when the eviction makes room
+//     returns: before it stores its own object when the eviction makes room
 //     for it, after when the Put trims the tier to its low watermark or a
 //     batch policy's batch. Evictions caused by concurrent Puts may run
 //     concurrently, so OnEvict must be safe for concurrent use.
@@ -72,8 +123,9 @@ var (
 //     unless a Put or Delete of the same key supersedes it meanwhile (then
 //     Generation reports another generation or absence, and the copy is
 //     stale). The copy leaves the tier when OnEvict returns.
-//   - Payload is valid only until OnEvict returns; the slot is not reused
-//     before OnEvict has returned and every reader has released it.
+//   - Payload is valid only until OnEvict returns (the slice of segments
+//     too: it is reused); the chunks are not reused before OnEvict has
+//     returned and every reader has released them.
 //   - OnEvict is called at most once per copy, and never for a Delete, a
 //     replacement by Put, a corrupt copy dropped by Get, or Close.
 type Evicted struct {
@@ -98,92 +150,136 @@ const MaxHintDepth = 1 << 16
 type InsertOptions struct {
 	// Hint is the access's chain position, for the eviction policy.
 	Hint block.Hint
-	// IfAbsent stores the block only if the key is not resident; otherwise
-	// Insert returns ErrExists and changes nothing.
+	// IfAbsent stores the object only if the key is not resident;
+	// otherwise Insert returns ErrExists and changes nothing.
 	IfAbsent bool
-	// NoEvict stores the block only into a free slot; with none, Insert
-	// returns kvpool.ErrFull rather than evicting.
+	// NoEvict stores the object only into free chunks; with too few,
+	// Insert returns kvpool.ErrFull rather than evicting.
 	NoEvict bool
 	// Clean marks the copy clean (see Evicted.Clean).
 	Clean bool
-	// SkipAdmission stores the block without consulting the admission
+	// SkipAdmission stores the object without consulting the admission
 	// policy (the caller already decided, as a promotion does).
 	SkipAdmission bool
 }
 
 // Counters are the RAM tier's own counters beyond tier.Stats.
 type Counters struct {
-	Slots       int    // slots in the tier
-	UsedSlots   int    // slots not free (resident, being written, evicted or released)
-	PinnedSlots int    // slots held by readers or by an eviction in progress
-	Rejected    uint64 // Puts the admission policy refused (ErrNotAdmitted)
-	Full        uint64 // Puts and Inserts that found no slot (ErrFull)
+	ChunkSize     int // bytes per chunk
+	Chunks        int // chunks in the arena
+	UsedChunks    int // chunks not free (resident, being written, evicted or released objects)
+	PinnedChunks  int // chunks of objects held by readers or by an eviction in progress
+	Objects       int // object table entries in use (as UsedChunks, in objects)
+	PinnedObjects int // objects held by readers or by an eviction in progress
+	// Slots, UsedSlots and PinnedSlots are the counters' names from before
+	// chunks: Chunks, UsedChunks and PinnedObjects.
+	Slots, UsedSlots, PinnedSlots int
+	Rejected                      uint64 // Puts the admission policy refused (ErrNotAdmitted)
+	Full                          uint64 // Puts and Inserts that found too few chunks (ErrFull)
 }
 
-type slotState uint8
+type objState uint8
 
 const (
-	slotFree     slotState = iota // on the free list
-	slotWriting                   // reserved by a Put copying its payload in
-	slotLive                      // in the index and the eviction policy
-	slotEvicting                  // chosen as a victim: OnEvict runs; maybe still indexed, not in the policy
-	slotDropping                  // out of the index; freed when its last pin is released
+	objFree     objState = iota // on the free list
+	objWriting                  // reserved by a Put copying its name and payload in
+	objLive                     // in the index and the eviction policy
+	objEvicting                 // chosen as a victim: OnEvict runs; maybe still indexed, not in the policy
+	objDropping                 // out of the index; freed when its last pin is released
 )
 
-// slotMeta is one slot's entry in the slot table. It holds no pointers.
-type slotMeta struct {
-	gen    uint64
-	id     uint64
-	pk     policy.Key // PolicyKey of the block: its key in the policies
-	tenant uint32     // interned tenant (RAM.tenants)
-	n      uint32
-	sum    uint32
-	pins   int32
-	state  slotState
-	clean  bool
+// object is one object's entry in the object table. It holds no
+// pointers. Its chunks are a list of runs of adjacent chunks starting at
+// first (see RAM.runLen and RAM.runNext); they hold nameLen bytes of name
+// and then n bytes of payload.
+type object struct {
+	gen     uint64
+	id      uint64
+	pk      policy.Key // PolicyKey of the object: its key in the policies
+	n       uint32     // payload bytes
+	sum     uint32
+	tenant  uint32 // interned tenant (RAM.tenants)
+	first   int32  // first chunk (head of the first run)
+	chunks  int32  // chunks held
+	link    int32  // next object of the same index entry (an ID collision), or -1
+	pins    int32
+	nameLen uint16
+	state   objState
+	clean   bool
+	indexed bool
 }
 
-// ikey is the index key: the block ID and its interned tenant, with no
-// pointers, so the index is not scanned by the garbage collector.
+// ObjectEntryBytes is the size of one object table entry, counted in
+// Stats.HeldBytes per resident object.
+const ObjectEntryBytes = int64(unsafe.Sizeof(object{}))
+
+// chunkTableBytes is what the chunk tables (runLen, runNext) cost per
+// chunk, counted in Stats.HeldBytes per held chunk.
+const chunkTableBytes = 8
+
+// ikey is the index key: the object's ID and its interned tenant, with no
+// pointers, so the index is not scanned by the garbage collector. Names
+// whose IDs collide share one entry, chained through object.link.
 type ikey struct {
 	id     uint64
 	tenant uint32
 }
 
+// segBuf is a reusable slice of segments for View and OnEvict, so handing
+// out an object in pieces allocates nothing in steady state.
+type segBuf struct{ s tier.Segments }
+
 // RAM is the RAM tier. Build it with Open.
 type RAM struct {
-	bs      int
-	nSlots  int
-	arena   []byte
-	verify  bool
-	onEvict func(Evicted)
+	bs        int  // typical object size (Options.BlockSize)
+	cs        int  // chunk size
+	csShift   uint // log2(cs)
+	nChunks   int  // chunks in the arena
+	maxObject int  // Options.MaxObjectSize
+	objCap    int  // CapacityBytes / BlockSize: the objects the tier is sized for
+	arena     []byte
+	verify    bool
+	onEvict   func(Evicted)
+	segs      sync.Pool // *segBuf
 
 	ops sync.WaitGroup // operations in flight; Close waits for them
 
 	mu     sync.Mutex
 	closed bool
-	slots  []slotMeta
-	index  map[ikey]int32
-	free   []int32
-	// Tenants are interned to small integers so that the slot table and
+	// Chunk tables: at the head chunk of each run, the run's length and
+	// the head of the object's next run (-1 after the last). freeMap has a
+	// set bit per free chunk; cursor is where next-fit looks first.
+	runLen     []int32
+	runNext    []int32
+	freeMap    []uint64
+	freeChunks int
+	cursor     int
+	objs       []object // at most one object per chunk
+	freeObjs   []int32
+	index      map[ikey]int32 // head of each entry's chain
+	// Tenants are interned to small integers so that the object table and
 	// the index hold no strings. Interned names are never forgotten: there
 	// are few tenants, and the server sets them.
-	tenantIDs map[string]uint32
-	tenants   []string
-	tenantKey []uint64 // per interned tenant: the tenant part of its policy keys
-	keySecret []byte   // Options.KeySecret
-	pol       policy.Eviction
-	polSlot   map[policy.Key]int32 // the live slot of each key in pol
-	batch     policy.Batcher       // pol as a Batcher, or nil
-	high, low int                  // trim past high resident blocks down to low
-	adm       policy.Admission     // nil admits everything
-	skip      []int32              // scratch: pinned victims to reinsert
-	clock     int64
-	gen       uint64
-	pinned    int
-	stats     tier.Stats
-	rejected  uint64
-	full      uint64
+	tenantIDs  map[string]uint32
+	tenants    []string
+	tenantKey  []uint64 // per interned tenant: the tenant part of its policy keys
+	keySecret  []byte   // Options.KeySecret
+	pol        policy.Eviction
+	polObj     map[policy.Key]int32 // the live object of each key in pol
+	batch      policy.Batcher       // pol as a Batcher, or nil
+	high, low  int                  // trim past high chunks of live objects down to low
+	liveChunks int                  // chunks of objects in state objLive
+	pinnedLive int                  // chunks of pinned objects in state objLive
+	heldChunks int                  // chunks of indexed objects
+	adm        policy.Admission     // nil admits everything
+	skip       []int32              // scratch: pinned victims to reinsert
+	clock      int64
+	gen        uint64
+	pinned     int // objects with pins
+	pinnedCh   int // chunks of objects with pins
+	stats      tier.Stats
+	rejected   uint64
+	full       uint64
 }
 
 var _ tier.Tier = (*RAM)(nil)
@@ -194,60 +290,81 @@ func Open(opts Options) (*RAM, error) {
 		return nil, err
 	}
 	o := opts.withDefaults()
-	n := int(o.CapacityBytes / int64(o.BlockSize))
-	// The epsilon keeps 0.95*20 from rounding to 20 or 0.9*10 to 8.
-	high := min(max(int(math.Ceil(o.HighWatermark*float64(n)-1e-9)), 1), n)
-	low := min(max(int(math.Floor(o.LowWatermark*float64(n)+1e-9)), 0), high)
-	// The policies are sized for the blocks the tier keeps resident (the
-	// high watermark's), as the simulator sizes its caches for their
-	// capacity: policies that size queues from it (kvchain, S3-FIFO, ARC)
-	// then behave as they do there.
-	ev, err := policy.NewEviction(o.Eviction, high)
+	n := int(o.CapacityBytes / int64(o.ChunkSize))
+	objCap := max(int(o.CapacityBytes/int64(o.BlockSize)), 1)
+	// The policies are sized for the objects the tier keeps resident (the
+	// high watermark's, of typical size), as the simulator sizes its
+	// caches for their capacity: policies that size queues from it
+	// (kvchain, S3-FIFO, ARC) then behave as they do there. The epsilon
+	// keeps 0.95*20 from rounding to 20 or 0.9*10 to 8.
+	polCap := min(max(int(math.Ceil(o.HighWatermark*float64(objCap)-1e-9)), 1), objCap)
+	ev, err := policy.NewEviction(o.Eviction, polCap)
 	if err != nil {
 		return nil, fmt.Errorf("ram: open: %w", err)
 	}
 	var adm policy.Admission
 	if o.Admission != "all" {
-		if adm, err = policy.NewAdmission(o.Admission, high); err != nil {
+		if adm, err = policy.NewAdmission(o.Admission, polCap); err != nil {
 			return nil, fmt.Errorf("ram: open: %w", err)
 		}
 	}
 	r := &RAM{
 		bs:        o.BlockSize,
-		nSlots:    n,
-		arena:     make([]byte, n*o.BlockSize),
+		cs:        o.ChunkSize,
+		nChunks:   n,
+		maxObject: o.MaxObjectSize,
+		objCap:    objCap,
+		arena:     make([]byte, n*o.ChunkSize),
 		verify:    !o.SkipVerifyReads,
 		onEvict:   o.OnEvict,
-		slots:     make([]slotMeta, n),
-		index:     make(map[ikey]int32, n),
-		free:      make([]int32, n),
+		runLen:    make([]int32, n),
+		runNext:   make([]int32, n),
+		freeMap:   make([]uint64, (n+63)/64),
+		objs:      make([]object, n),
+		freeObjs:  make([]int32, n),
+		index:     make(map[ikey]int32, min(n, objCap*2)),
 		tenantIDs: map[string]uint32{},
 		keySecret: bytes.Clone(o.KeySecret),
 		pol:       ev,
-		polSlot:   make(map[policy.Key]int32, n),
+		polObj:    make(map[policy.Key]int32, min(n, objCap*2)),
 		adm:       adm,
 	}
+	r.segs.New = func() any { return new(segBuf) }
 	r.batch, _ = ev.(policy.Batcher)
-	r.high, r.low = high, low
+	r.high = min(max(int(math.Ceil(o.HighWatermark*float64(n)-1e-9)), 1), n)
+	r.low = min(max(int(math.Floor(o.LowWatermark*float64(n)+1e-9)), 0), r.high)
 	for i := range n {
-		r.free[i] = int32(n - 1 - i) // popped from the end: slot 0 first
+		r.freeObjs[i] = int32(n - 1 - i) // popped from the end: object 0 first
+		r.freeMap[i/64] |= 1 << (i % 64)
 	}
-	r.stats.CapacityBytes = int64(n) * int64(o.BlockSize)
+	r.freeChunks = n
+	r.stats.CapacityBytes = int64(n) * int64(o.ChunkSize)
 	return r, nil
 }
 
-// PolicyKey is the public policy key of k: a 64-bit hash of its tenant and
-// ID, the key a RAM opened without Options.KeySecret gives its policies
-// (RAM.PolicyKey). Anyone can compute it, and so construct another
-// tenant's collisions: a RAM serving mutually distrusting tenants sets
-// KeySecret. It is block.PolicyKey.
+// PolicyKey is the public policy key of k, the key a RAM opened without
+// Options.KeySecret gives its policies (RAM.PolicyKey): for a chain key a
+// 64-bit hash of its tenant and ID (block.PolicyKey); for a named object
+// the name is mixed in too, so two names whose IDs collide are two keys to
+// the policies. Anyone can compute it, and so construct another tenant's
+// collisions: a RAM serving mutually distrusting tenants sets KeySecret.
 func PolicyKey(k block.Key) policy.Key {
-	return block.PolicyKey(k)
+	if k.Name == "" {
+		return block.PolicyKey(k)
+	}
+	return mixKey(k.ID^nameSalt(k.Name), tenantKey(nil, k.Tenant))
+}
+
+// nameSalt is the name's part of a named object's policy key: a second
+// hash of the name, independent of block.NameID's, so that names sharing
+// an ID do not share a policy key.
+func nameSalt(name string) uint64 {
+	return bits.RotateLeft64(block.FNV1a(name)*block.Golden64, 29) | 1
 }
 
 // PublicCollision returns the ID in tenant to whose public PolicyKey equals
-// from's. The public key mixes the tenant in with one XOR before a
-// bijection, so anyone can compute this; it is why a RAM serving
+// from's (a chain key). The public key mixes the tenant in with one XOR
+// before a bijection, so anyone can compute this; it is why a RAM serving
 // mutually distrusting tenants sets Options.KeySecret (and what tests of
 // that use).
 func PublicCollision(from block.Key, to string) uint64 {
@@ -256,9 +373,9 @@ func PublicCollision(from block.Key, to string) uint64 {
 
 // PolicyKey is the key the eviction and admission policies see for k: a
 // 64-bit hash of its tenant (keyed with Options.KeySecret when set) and
-// its ID, a bijection of the ID within a tenant; see collisionLocked for
-// the rare cross-tenant collision. A tiered store's promotion sketch uses
-// the same key.
+// its ID (and name, for a named object), a bijection of the ID within a
+// tenant for chain keys; see collisionLocked for the rare collision. A
+// tiered store's promotion sketch uses the same key.
 func (r *RAM) PolicyKey(k block.Key) policy.Key {
 	if len(r.keySecret) == 0 {
 		return PolicyKey(k)
@@ -271,10 +388,14 @@ func (r *RAM) PolicyKey(k block.Key) policy.Key {
 // policyKeyLocked is PolicyKey with r.mu held. It does not intern a
 // tenant it has not seen.
 func (r *RAM) policyKeyLocked(k block.Key) policy.Key {
-	if t, ok := r.tenantIDs[k.Tenant]; ok {
-		return mixKey(k.ID, r.tenantKey[t])
+	id := k.ID
+	if k.Name != "" {
+		id ^= nameSalt(k.Name)
 	}
-	return mixKey(k.ID, tenantKey(r.keySecret, k.Tenant))
+	if t, ok := r.tenantIDs[k.Tenant]; ok {
+		return mixKey(id, r.tenantKey[t])
+	}
+	return mixKey(id, tenantKey(r.keySecret, k.Tenant))
 }
 
 // tenantKey is the tenant part of a policy key: FNV-1a of the tenant
@@ -294,10 +415,91 @@ func mixKey(id, tenant uint64) policy.Key {
 	return block.Mix64(id ^ tenant*block.Golden64)
 }
 
-// slot returns the first n bytes of slot s.
-func (r *RAM) slot(s int32, n uint32) []byte {
-	off := int(s) * r.bs
-	return r.arena[off : off+int(n) : off+int(n)]
+// chunksFor returns the chunks an object of nameLen + n bytes takes (at
+// least one, so the object table never runs out before the chunks).
+func (r *RAM) chunksFor(nameLen, n int) int {
+	return max((nameLen+n+r.cs-1)/r.cs, 1)
+}
+
+// walker reads an object's bytes (name, then payload) run by run. The
+// object must be pinned or being written by the caller, so its runs do
+// not change; the chunk tables are read without r.mu.
+type walker struct {
+	r        *RAM
+	run      int32
+	off, end int // the current run's unread arena bytes
+}
+
+func (r *RAM) walk(first int32) walker {
+	w := walker{r: r, run: first}
+	w.off = int(first) * r.cs
+	w.end = w.off + int(r.runLen[first])*r.cs
+	return w
+}
+
+// next returns the next at most n bytes of the object, within one run.
+func (w *walker) next(n int) []byte {
+	if w.off == w.end {
+		w.run = w.r.runNext[w.run]
+		w.off = int(w.run) * w.r.cs
+		w.end = w.off + int(w.r.runLen[w.run])*w.r.cs
+	}
+	m := min(n, w.end-w.off)
+	b := w.r.arena[w.off : w.off+m : w.off+m]
+	w.off += m
+	return b
+}
+
+// skip passes over n bytes.
+func (w *walker) skip(n int) {
+	for n > 0 {
+		n -= len(w.next(n))
+	}
+}
+
+// appendSegs appends object o's payload to segs, one piece per run.
+func (r *RAM) appendSegs(segs tier.Segments, o *object) tier.Segments {
+	w := r.walk(o.first)
+	w.skip(int(o.nameLen))
+	for n := int(o.n); n > 0; {
+		b := w.next(n)
+		segs = append(segs, b)
+		n -= len(b)
+	}
+	return segs
+}
+
+// nameEq reports whether object o's stored name is name.
+func (r *RAM) nameEq(o *object, name string) bool {
+	if int(o.nameLen) != len(name) {
+		return false
+	}
+	w := r.walk(o.first)
+	for len(name) > 0 {
+		b := w.next(len(name))
+		if string(b) != name[:len(b)] {
+			return false
+		}
+		name = name[len(b):]
+	}
+	return true
+}
+
+// keyOf returns object o's key, its name read from the arena.
+func (r *RAM) keyOf(o *object) block.Key {
+	k := block.Key{Tenant: r.tenants[o.tenant], ID: o.id}
+	if o.nameLen > 0 {
+		var buf [block.MaxNameLen]byte
+		name := buf[:0]
+		w := r.walk(o.first)
+		for n := int(o.nameLen); n > 0; {
+			b := w.next(n)
+			name = append(name, b...)
+			n -= len(b)
+		}
+		k.Name = string(name)
+	}
+	return k
 }
 
 // beginLocked registers an operation; it fails once the tier is closed.
@@ -310,14 +512,23 @@ func (r *RAM) beginLocked(what string, k block.Key) error {
 	return nil
 }
 
-// lookupLocked returns the slot indexed for k.
+// lookupLocked returns the indexed object of k: the one in k's index
+// entry whose stored name is k.Name. Another name with k's ID is a miss.
 func (r *RAM) lookupLocked(k block.Key) (int32, bool) {
 	t, ok := r.tenantIDs[k.Tenant]
 	if !ok {
 		return 0, false
 	}
-	s, ok := r.index[ikey{id: k.ID, tenant: t}]
-	return s, ok
+	o, ok := r.index[ikey{id: k.ID, tenant: t}]
+	if !ok {
+		return 0, false
+	}
+	for ; o >= 0; o = r.objs[o].link {
+		if r.nameEq(&r.objs[o], k.Name) {
+			return o, true
+		}
+	}
+	return 0, false
 }
 
 // internLocked returns the interned ID of tenant, adding it if new.
@@ -332,34 +543,102 @@ func (r *RAM) internLocked(tenant string) uint32 {
 	return t
 }
 
-func (r *RAM) pinLocked(s int32) {
-	m := &r.slots[s]
+func (r *RAM) pinLocked(o int32) {
+	m := &r.objs[o]
 	if m.pins == 0 {
 		r.pinned++
+		r.pinnedCh += int(m.chunks)
+		if m.state == objLive {
+			r.pinnedLive += int(m.chunks)
+		}
 	}
 	m.pins++
 }
 
-// unpinLocked releases a pin; the last pin of a dropped slot frees it.
-func (r *RAM) unpinLocked(s int32) {
-	m := &r.slots[s]
+// unpinLocked releases a pin; the last pin of a dropped object frees it.
+func (r *RAM) unpinLocked(o int32) {
+	m := &r.objs[o]
 	m.pins--
 	if m.pins == 0 {
 		r.pinned--
-		if m.state == slotDropping {
-			r.freeLocked(s)
+		r.pinnedCh -= int(m.chunks)
+		if m.state == objLive {
+			r.pinnedLive -= int(m.chunks)
+		}
+		if m.state == objDropping {
+			r.freeLocked(o)
 		}
 	}
 }
 
-// freeLocked returns slot s to the free list.
-func (r *RAM) freeLocked(s int32) {
-	r.slots[s] = slotMeta{}
-	r.free = append(r.free, s)
+// allocLocked takes need free chunks (need <= r.freeChunks) by next-fit:
+// from the cursor on, each free run it meets, as long as needed. It
+// returns the head of the first run; the runs are chained.
+func (r *RAM) allocLocked(need int) int32 {
+	r.freeChunks -= need
+	first, prev := int32(-1), int32(-1)
+	for need > 0 {
+		start := r.nextFree(r.cursor)
+		end := start + 1
+		for lim := min(start+need, r.nChunks); end < lim && r.freeMap[end>>6]&(1<<(end&63)) != 0; end++ {
+		}
+		for c := start; c < end; c++ {
+			r.freeMap[c>>6] &^= 1 << (c & 63)
+		}
+		r.runLen[start], r.runNext[start] = int32(end-start), -1
+		if prev >= 0 {
+			r.runNext[prev] = int32(start)
+		} else {
+			first = int32(start)
+		}
+		prev = int32(start)
+		need -= end - start
+		r.cursor = end
+		if r.cursor == r.nChunks {
+			r.cursor = 0
+		}
+	}
+	return first
 }
 
-// accessLocked returns the policy access to the block with policy key pk
-// in tenant t described by h, advancing the clock.
+// nextFree returns the first free chunk at or after from, wrapping
+// around. There must be one.
+func (r *RAM) nextFree(from int) int {
+	w := from >> 6
+	word := r.freeMap[w] &^ (1<<(from&63) - 1)
+	for word == 0 {
+		w++
+		if w == len(r.freeMap) {
+			w = 0
+		}
+		word = r.freeMap[w]
+	}
+	return w<<6 + bits.TrailingZeros64(word)
+}
+
+// releaseChunksLocked returns the chunks of the run list at first.
+func (r *RAM) releaseChunksLocked(first int32) {
+	for run := first; run >= 0; {
+		n := int(r.runLen[run])
+		for c := int(run); c < int(run)+n; c++ {
+			r.freeMap[c>>6] |= 1 << (c & 63)
+		}
+		r.freeChunks += n
+		next := r.runNext[run]
+		r.runLen[run], r.runNext[run] = 0, 0
+		run = next
+	}
+}
+
+// freeLocked returns object o's chunks and table entry.
+func (r *RAM) freeLocked(o int32) {
+	r.releaseChunksLocked(r.objs[o].first)
+	r.objs[o] = object{}
+	r.freeObjs = append(r.freeObjs, o)
+}
+
+// accessLocked returns the policy access to the object with policy key
+// pk in tenant t described by h, advancing the clock.
 func (r *RAM) accessLocked(pk policy.Key, t string, h block.Hint) policy.Access {
 	r.clock++
 	a := policy.Access{Key: pk, Hint: block.Hint{Depth: max(0, min(h.Depth, MaxHintDepth))}, Time: r.clock, NextUse: policy.NoNextUse}
@@ -369,24 +648,24 @@ func (r *RAM) accessLocked(pk policy.Key, t string, h block.Hint) policy.Access 
 	return a
 }
 
-// touchLocked records a read of slot s with the eviction policy.
-func (r *RAM) touchLocked(s int32) {
-	if m := &r.slots[s]; m.state == slotLive {
+// touchLocked records a read of object o with the eviction policy.
+func (r *RAM) touchLocked(o int32) {
+	if m := &r.objs[o]; m.state == objLive {
 		r.pol.Hit(r.accessLocked(m.pk, r.tenants[m.tenant], block.Hint{}))
 	}
 }
 
-// polInsertLocked puts live slot s into the eviction policy.
-func (r *RAM) polInsertLocked(s int32, a policy.Access) {
-	r.polSlot[a.Key] = s
+// polInsertLocked puts live object o into the eviction policy.
+func (r *RAM) polInsertLocked(o int32, a policy.Access) {
+	r.polObj[a.Key] = o
 	r.pol.Insert(a)
 }
 
-// polRemoveLocked takes slot s out of the eviction policy.
-func (r *RAM) polRemoveLocked(s int32) {
-	pk := r.slots[s].pk
+// polRemoveLocked takes object o out of the eviction policy.
+func (r *RAM) polRemoveLocked(o int32) {
+	pk := r.objs[o].pk
 	r.pol.Remove(pk)
-	delete(r.polSlot, pk)
+	delete(r.polObj, pk)
 }
 
 // Touch records an access to k described by h with the eviction policy,
@@ -401,42 +680,92 @@ func (r *RAM) Touch(k block.Key, h block.Hint) bool {
 	if r.closed {
 		return false
 	}
-	s, ok := r.lookupLocked(k)
-	if !ok || r.slots[s].state != slotLive {
+	o, ok := r.lookupLocked(k)
+	if !ok || r.objs[o].state != objLive {
 		return false
 	}
-	r.pol.Hit(r.accessLocked(r.slots[s].pk, k.Tenant, h))
+	r.pol.Hit(r.accessLocked(r.objs[o].pk, k.Tenant, h))
 	return true
 }
 
-// unindexLocked takes indexed slot s out of the index and the resident
-// counters.
-func (r *RAM) unindexLocked(s int32) {
-	m := &r.slots[s]
-	delete(r.index, ikey{id: m.id, tenant: m.tenant})
-	r.stats.Blocks--
-	r.stats.Bytes -= int64(m.n)
+// indexLocked adds object o to the index (at the head of its entry's
+// chain) and to the resident counters.
+func (r *RAM) indexLocked(o int32) {
+	m := &r.objs[o]
+	ik := ikey{id: m.id, tenant: m.tenant}
+	m.link = -1
+	if h, ok := r.index[ik]; ok {
+		m.link = h
+	}
+	r.index[ik] = o
+	m.indexed = true
+	r.stats.Blocks++
+	r.stats.Bytes += int64(m.n)
+	r.heldChunks += int(m.chunks)
+	r.stats.HeldBytes += r.heldBytes(m)
 }
 
-// dropLocked removes indexed slot s (a Delete, a replacement, a corrupt
-// copy). A live slot leaves the policy and is freed now or by its last
-// reader; an evicting slot is finished by the Put evicting it.
-func (r *RAM) dropLocked(s int32) {
-	r.unindexLocked(s)
-	m := &r.slots[s]
-	if m.state != slotLive {
+// heldBytes is what object m adds to Stats.HeldBytes.
+func (r *RAM) heldBytes(m *object) int64 {
+	return int64(m.chunks)*(int64(r.cs)+chunkTableBytes) + ObjectEntryBytes
+}
+
+// unindexLocked takes indexed object o out of the index and the resident
+// counters.
+func (r *RAM) unindexLocked(o int32) {
+	m := &r.objs[o]
+	ik := ikey{id: m.id, tenant: m.tenant}
+	h := r.index[ik]
+	switch {
+	case h == o && m.link < 0:
+		delete(r.index, ik)
+	case h == o:
+		r.index[ik] = m.link
+	default:
+		p := h
+		for r.objs[p].link != o {
+			p = r.objs[p].link
+		}
+		r.objs[p].link = m.link
+	}
+	m.link = -1
+	m.indexed = false
+	r.stats.Blocks--
+	r.stats.Bytes -= int64(m.n)
+	r.heldChunks -= int(m.chunks)
+	r.stats.HeldBytes -= r.heldBytes(m)
+}
+
+// dropLocked removes indexed object o (a Delete, a replacement, a corrupt
+// copy). A live object leaves the policy and is freed now or by its last
+// reader; an evicting object is finished by the Put evicting it.
+func (r *RAM) dropLocked(o int32) {
+	r.unindexLocked(o)
+	m := &r.objs[o]
+	if m.state != objLive {
 		return
 	}
-	r.polRemoveLocked(s)
-	m.state = slotDropping
+	r.polRemoveLocked(o)
+	r.leaveLiveLocked(m)
+	m.state = objDropping
 	if m.pins == 0 {
-		r.freeLocked(s)
+		r.freeLocked(o)
+	}
+}
+
+// leaveLiveLocked takes live object m out of the live counters, before
+// its state changes.
+func (r *RAM) leaveLiveLocked(m *object) {
+	r.liveChunks -= int(m.chunks)
+	if m.pins > 0 {
+		r.pinnedLive -= int(m.chunks)
 	}
 }
 
 // Put stores payload under k (see tier.Tier). A key that is not resident
 // is first offered to the admission policy: a refusal returns
-// ErrNotAdmitted. With every slot pinned it returns kvpool.ErrFull.
+// ErrNotAdmitted. When not enough chunks can be freed (every resident
+// object pinned) it returns kvpool.ErrFull.
 func (r *RAM) Put(ctx context.Context, k block.Key, payload []byte, sum uint32) error {
 	_, err := r.Insert(ctx, k, payload, sum, InsertOptions{})
 	return err
@@ -447,12 +776,13 @@ func (r *RAM) Put(ctx context.Context, k block.Key, payload []byte, sum uint32) 
 // first, Insert returns its own copy's generation and nil, and the newer
 // copy stays.
 //
-// It decides and reserves a slot under r.mu, copies the payload in
-// without the lock (the slot is slotWriting, so no one else touches it),
-// and publishes the copy under r.mu again, deciding then against whatever
-// copy of k arrived meanwhile.
+// It decides and reserves chunks under r.mu, copies the name and payload
+// in without the lock (the object is objWriting, so no one else touches
+// it), and publishes the copy under r.mu again, deciding then against
+// whatever copy of k arrived meanwhile.
 func (r *RAM) Insert(ctx context.Context, k block.Key, payload []byte, sum uint32, how InsertOptions) (uint64, error) {
-	if err := r.checkPut(ctx, k, payload, sum); err != nil {
+	need, err := r.checkPut(ctx, k, payload, sum)
+	if err != nil {
 		return 0, err
 	}
 
@@ -464,59 +794,79 @@ func (r *RAM) Insert(ctx context.Context, k block.Key, payload []byte, sum uint3
 	defer r.ops.Done()
 	ik := ikey{id: k.ID, tenant: r.internLocked(k.Tenant)}
 	pk := r.policyKeyLocked(k)
-	if err := r.admitLocked(k, ik, pk, how); err != nil {
+	if err := r.admitLocked(k, pk, how); err != nil {
 		r.mu.Unlock()
 		return 0, err
 	}
-	s, err := r.reserveLocked(how.NoEvict)
+	first, err := r.reserveLocked(need, how.NoEvict)
 	if err != nil {
 		r.mu.Unlock()
-		return 0, fmt.Errorf("ram: put %s: %w", k, err)
+		return 0, fmt.Errorf("ram: put %s (%d bytes): %w", k, len(payload), err)
 	}
+	o := r.freeObjs[len(r.freeObjs)-1]
+	r.freeObjs = r.freeObjs[:len(r.freeObjs)-1]
 	r.gen++
 	gen := r.gen
-	r.slots[s] = slotMeta{gen: gen, id: k.ID, pk: pk, tenant: ik.tenant, n: uint32(len(payload)), sum: sum, state: slotWriting, clean: how.Clean}
+	r.objs[o] = object{gen: gen, id: k.ID, pk: pk, tenant: ik.tenant, n: uint32(len(payload)), sum: sum,
+		first: first, chunks: int32(need), link: -1, nameLen: uint16(len(k.Name)), state: objWriting, clean: how.Clean}
 	r.mu.Unlock()
 
-	copy(r.slot(s, uint32(len(payload))), payload)
+	w := r.walk(first)
+	for name := k.Name; len(name) > 0; {
+		b := w.next(len(name))
+		copy(b, name)
+		name = name[len(b):]
+	}
+	for p := payload; len(p) > 0; {
+		b := w.next(len(p))
+		copy(b, p)
+		p = p[len(b):]
+	}
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.publishLocked(s, gen, len(payload), k, ik, pk, how)
+	return r.publishLocked(o, gen, k, pk, how)
 }
 
 // checkPut rejects a put that must not reach the arena: a done context,
-// an invalid key, a payload larger than a slot, or a checksum that does
-// not match the payload.
-func (r *RAM) checkPut(ctx context.Context, k block.Key, payload []byte, sum uint32) error {
+// an invalid key or name, a payload over the maximum object size or
+// needing more chunks than the arena has, or a checksum that does not
+// match the payload. It returns the chunks the object takes.
+func (r *RAM) checkPut(ctx context.Context, k block.Key, payload []byte, sum uint32) (int, error) {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("ram: put %s: %w", k, err)
+		return 0, fmt.Errorf("ram: put %s: %w", k, err)
 	}
 	if err := k.Validate(); err != nil {
-		return fmt.Errorf("ram: put %s: %w", k, err)
+		return 0, fmt.Errorf("ram: put %s: %w", k, err)
 	}
-	if len(payload) > r.bs {
-		return fmt.Errorf("ram: put %s: %d bytes, block size %d: %w", k, len(payload), r.bs, kvpool.ErrTooLarge)
+	if len(payload) > r.maxObject {
+		return 0, fmt.Errorf("ram: put %s: %d-byte payload over the maximum object size of %d bytes (RAM tier option MaxObjectSize; a node's --max-object-bytes): %w",
+			k, len(payload), r.maxObject, kvpool.ErrTooLarge)
+	}
+	need := r.chunksFor(len(k.Name), len(payload))
+	if need > r.nChunks {
+		return 0, fmt.Errorf("ram: put %s: %d-byte name and %d-byte payload need %d chunks of %d bytes, the RAM tier has %d (%d bytes): %w",
+			k, len(k.Name), len(payload), need, r.cs, r.nChunks, r.stats.CapacityBytes, kvpool.ErrTooLarge)
 	}
 	if got := block.Checksum(k, payload); got != sum {
-		return fmt.Errorf("ram: put %s: checksum %08x given, payload has %08x: %w", k, sum, got, kvpool.ErrCorrupt)
+		return 0, fmt.Errorf("ram: put %s: checksum %08x given, payload has %08x: %w", k, sum, got, kvpool.ErrCorrupt)
 	}
-	return nil
+	return need, nil
 }
 
-// admitLocked decides, before a slot is reserved, whether a new copy of k
-// (index key ik, policy key pk) may be stored: with IfAbsent, k must not
-// be resident; a key that is not resident must not collide with another
-// tenant's policy key and, unless SkipAdmission is set, must pass the
-// admission policy. Called with r.mu held.
-func (r *RAM) admitLocked(k block.Key, ik ikey, pk policy.Key, how InsertOptions) error {
-	if _, ok := r.index[ik]; ok {
+// admitLocked decides, before chunks are reserved, whether a new copy of
+// k (policy key pk) may be stored: with IfAbsent, k must not be resident;
+// a key that is not resident must not collide with another object's
+// policy key and, unless SkipAdmission is set, must pass the admission
+// policy. Called with r.mu held.
+func (r *RAM) admitLocked(k block.Key, pk policy.Key, how InsertOptions) error {
+	if _, ok := r.lookupLocked(k); ok {
 		if how.IfAbsent {
 			return fmt.Errorf("ram: insert %s: %w", k, ErrExists)
 		}
 		return nil
 	}
-	if err := r.collisionLocked(k, ik, pk); err != nil {
+	if err := r.collisionLocked(k, pk); err != nil {
 		return err
 	}
 	if r.adm != nil && !how.SkipAdmission && !r.adm.Admit(r.accessLocked(pk, k.Tenant, how.Hint)) {
@@ -526,59 +876,59 @@ func (r *RAM) admitLocked(k block.Key, ik ikey, pk policy.Key, how InsertOptions
 	return nil
 }
 
-// publishLocked makes slot s, into which Insert copied a new copy of k
-// (generation gen, n bytes), the resident copy of k, unless the copy of k
-// resident now wins (see below), and then trims the tier unless NoEvict is
-// set. It returns the copy's generation, or the error for which it freed
-// slot s. Called with r.mu held.
-func (r *RAM) publishLocked(s int32, gen uint64, n int, k block.Key, ik ikey, pk policy.Key, how InsertOptions) (uint64, error) {
-	replaced := false // k's policy entry passes from a live older copy to s
-	if cur, ok := r.index[ik]; ok {
+// publishLocked makes object o, into which Insert copied a new copy of k
+// (generation gen), the resident copy of k, unless the copy of k resident
+// now wins (see below), and then trims the tier unless NoEvict is set. It
+// returns the copy's generation, or the error for which it freed object
+// o. Called with r.mu held.
+func (r *RAM) publishLocked(o int32, gen uint64, k block.Key, pk policy.Key, how InsertOptions) (uint64, error) {
+	m := &r.objs[o]
+	replaced := false // k's policy entry passes from a live older copy to o
+	if cur, ok := r.lookupLocked(k); ok {
 		switch {
 		case how.IfAbsent:
-			r.freeLocked(s)
+			r.freeLocked(o)
 			return 0, fmt.Errorf("ram: insert %s: %w", k, ErrExists)
-		case r.slots[cur].gen > gen && !(r.slots[cur].clean && !how.Clean):
+		case r.objs[cur].gen > gen && !(r.objs[cur].clean && !how.Clean):
 			// A concurrent Put of k stored a newer copy: ours loses. A
 			// clean copy never beats a Put, whatever the generations: it
 			// is a lower tier's older bytes (a promotion), written before
 			// this Put began or concurrently with it, so the Put is the
 			// later write (or an equally valid order of two overlapping
 			// ones).
-			r.freeLocked(s)
-			r.stats.BytesIn += uint64(n)
+			r.stats.BytesIn += uint64(m.n)
+			r.freeLocked(o)
 			return gen, nil
 		}
 		replaced = r.supersedeLocked(cur)
 	}
 	if !replaced {
-		// Another tenant's block with the same policy key may have arrived
-		// while this one was copied in — also while an older copy of k
-		// was being evicted, its policy entry already gone.
-		if err := r.collisionLocked(k, ik, pk); err != nil {
-			r.freeLocked(s)
+		// Another object with the same policy key may have arrived while
+		// this one was copied in — also while an older copy of k was being
+		// evicted, its policy entry already gone.
+		if err := r.collisionLocked(k, pk); err != nil {
+			r.freeLocked(o)
 			return 0, err
 		}
 	}
-	r.index[ik] = s
-	r.slots[s].state = slotLive
+	r.indexLocked(o)
+	m.state = objLive
+	r.liveChunks += int(m.chunks)
 	a := r.accessLocked(pk, k.Tenant, how.Hint)
 	if replaced {
-		r.polSlot[pk] = s
+		r.polObj[pk] = o
 		r.pol.Hit(a)
 	} else {
-		r.polInsertLocked(s, a)
+		r.polInsertLocked(o, a)
 	}
-	r.stats.Blocks++
-	r.stats.Bytes += int64(n)
-	r.stats.BytesIn += uint64(n)
+	r.stats.BytesIn += uint64(m.n)
 	if !how.NoEvict {
 		r.trimLocked()
 	}
 	return gen, nil
 }
 
-// supersedeLocked takes indexed slot cur, the older copy of a key an
+// supersedeLocked takes indexed object cur, the older copy of a key an
 // Insert is replacing, out of the index. A live cur is freed now or by its
 // last reader, and supersedeLocked reports true: the key stays in the
 // policy, for which this Put is a hit on a resident key, as the
@@ -586,122 +936,118 @@ func (r *RAM) publishLocked(s int32, gen uint64, n int, k block.Key, ik ikey, pk
 // it is dropped (finished by the Put evicting it) and the result is false.
 // Called with r.mu held.
 func (r *RAM) supersedeLocked(cur int32) bool {
-	if r.slots[cur].state != slotLive {
+	m := &r.objs[cur]
+	if m.state != objLive {
 		r.dropLocked(cur)
 		return false
 	}
 	r.unindexLocked(cur)
-	r.slots[cur].state = slotDropping
-	if r.slots[cur].pins == 0 {
+	r.leaveLiveLocked(m)
+	m.state = objDropping
+	if m.pins == 0 {
 		r.freeLocked(cur)
 	}
 	return true
 }
 
-// collisionLocked refuses a new copy of k (index key ik, not resident)
-// when another resident block has the same policy key pk: the policies
-// could not tell the two apart. Only blocks of different tenants can
-// collide (PolicyKey is a bijection of the ID within a tenant), with
-// probability about n²/2⁶⁴ for n resident blocks; the refusal is
-// ErrNotAdmitted, so a tiered store writes the block to SSD instead.
-func (r *RAM) collisionLocked(k block.Key, ik ikey, pk policy.Key) error {
-	s, ok := r.polSlot[pk]
+// collisionLocked refuses a new copy of k (not resident) when another
+// resident object has the same policy key pk: the policies could not tell
+// the two apart. Chain keys of one tenant never collide (PolicyKey is a
+// bijection of the ID within a tenant); other keys do with probability
+// about n²/2⁶⁴ for n resident objects; the refusal is ErrNotAdmitted, so a
+// tiered store writes the object to SSD instead.
+func (r *RAM) collisionLocked(k block.Key, pk policy.Key) error {
+	o, ok := r.polObj[pk]
 	if !ok {
 		return nil
 	}
-	if m := r.slots[s]; m.id == ik.id && m.tenant == ik.tenant {
+	if m := &r.objs[o]; m.id == k.ID && r.tenants[m.tenant] == k.Tenant && r.nameEq(m, k.Name) {
 		return nil
 	}
 	r.rejected++
-	return fmt.Errorf("ram: put %s: its policy key %016x is held by another tenant's block: %w", k, pk, ErrNotAdmitted)
+	return fmt.Errorf("ram: put %s: its policy key %016x is held by another object: %w", k, pk, ErrNotAdmitted)
 }
 
-// reserveLocked returns a slot for a new copy: a free one, or one it
-// frees by evicting. It releases r.mu while OnEvict runs and returns with
-// r.mu held.
-func (r *RAM) reserveLocked(noEvict bool) (int32, error) {
-	for {
-		if n := len(r.free); n > 0 {
-			s := r.free[n-1]
-			r.free = r.free[:n-1]
-			return s, nil
-		}
+// reserveLocked returns need chunks for a new copy: free ones, and ones
+// it frees by evicting. It releases r.mu while OnEvict runs and returns
+// with r.mu held.
+func (r *RAM) reserveLocked(need int, noEvict bool) (int32, error) {
+	for r.freeChunks < need {
 		if noEvict {
 			r.full++
-			return 0, fmt.Errorf("no free slot among %d, and eviction not allowed: %w", r.nSlots, kvpool.ErrFull)
+			return 0, fmt.Errorf("%d chunks needed, %d of %d free, and eviction not allowed: %w", need, r.freeChunks, r.nChunks, kvpool.ErrFull)
 		}
-		s, reusable, ok := r.evictLocked()
-		if !ok {
+		if r.freeChunks+r.liveChunks-r.pinnedLive < need {
+			// Not even evicting every unpinned resident object would make
+			// room: the rest is pinned or being written. Evict nothing.
 			r.full++
-			return 0, fmt.Errorf("all %d slots are pinned or being written: %w", r.nSlots, kvpool.ErrFull)
+			return 0, fmt.Errorf("%d chunks needed, %d of %d free and %d held by pinned objects or writes in progress: %w",
+				need, r.freeChunks, r.nChunks, r.nChunks-r.freeChunks-r.liveChunks+r.pinnedLive, kvpool.ErrFull)
 		}
-		if reusable {
-			return s, nil
+		if !r.evictLocked() {
+			r.full++
+			return 0, fmt.Errorf("%d chunks needed, %d of %d free, and every resident object is pinned: %w", need, r.freeChunks, r.nChunks, kvpool.ErrFull)
 		}
 	}
+	return r.allocLocked(need), nil
 }
 
-// trimLocked evicts after a Put published a block: past the high
-// watermark down to the low one, or a batch policy's batch. Pinned blocks
-// stay; it gives up when only they are left.
+// trimLocked evicts after a Put published an object: past the high
+// watermark of chunks held by resident objects down to the low one, and
+// a batch policy's batch. A batch policy counts in its own unit, objects
+// (it is sized for Slots of them, as in the simulator), so its batch is
+// asked for and evicted in objects. Pinned objects stay; it gives up when
+// only they are left.
 func (r *RAM) trimLocked() {
-	n := r.pol.Len()
-	target := r.nSlots
-	if n > r.high {
+	target := r.nChunks
+	if r.liveChunks > r.high {
 		target = r.low
 	}
+	objects := math.MaxInt
 	if r.batch != nil {
-		target = min(target, r.batch.EvictTo(n, r.nSlots))
+		objects = r.batch.EvictTo(r.pol.Len(), r.objCap)
 	}
-	for r.pol.Len() > target {
-		s, reusable, ok := r.evictLocked()
-		if !ok {
+	for r.liveChunks > target || r.pol.Len() > objects {
+		if !r.evictLocked() {
 			return
-		}
-		if reusable {
-			r.freeLocked(s)
 		}
 	}
 }
 
-// evictLocked evicts one unpinned block, calling OnEvict (with r.mu
-// released) if set. It returns the victim's slot and whether the caller
-// may reuse it now; a slot a reader pinned during OnEvict is freed by its
-// last unpin instead. ok is false when every resident block is pinned.
-func (r *RAM) evictLocked() (s int32, reusable, ok bool) {
+// evictLocked evicts one unpinned object, calling OnEvict (with r.mu
+// released) if set. Its chunks are free when it returns unless a reader
+// pinned it during OnEvict (then its last unpin frees them). It reports
+// false when every resident object is pinned.
+func (r *RAM) evictLocked() bool {
 	v, found := r.victimLocked()
 	if !found {
-		return 0, false, false
+		return false
 	}
+	m := &r.objs[v]
+	r.leaveLiveLocked(m) // a victim is never pinned
 	if r.onEvict == nil {
 		r.unindexLocked(v)
 		r.stats.Evicted++
-		return v, true, true
+		r.freeLocked(v)
+		return true
 	}
-	m := &r.slots[v]
-	m.state = slotEvicting
+	m.state = objEvicting
 	r.pinLocked(v)
-	ev := Evicted{
-		Key:     block.Key{Tenant: r.tenants[m.tenant], ID: m.id},
-		Payload: tier.Segments{r.slot(v, m.n)},
-		Sum:     m.sum,
-		Gen:     m.gen,
-		Clean:   m.clean,
-	}
+	buf := r.segs.Get().(*segBuf)
+	buf.s = r.appendSegs(buf.s[:0], m)
+	ev := Evicted{Key: r.keyOf(m), Payload: buf.s, Sum: m.sum, Gen: m.gen, Clean: m.clean}
 	r.mu.Unlock()
 	r.onEvict(ev)
+	clear(buf.s)
+	r.segs.Put(buf)
 	r.mu.Lock()
 	r.stats.Evicted++
-	if cur, ok := r.index[ikey{id: m.id, tenant: m.tenant}]; ok && cur == v {
+	if m.indexed {
 		r.unindexLocked(v)
 	}
-	m.pins--
-	if m.pins == 0 {
-		r.pinned--
-		return v, true, true
-	}
-	m.state = slotDropping // a reader holds it: its last unpin frees it
-	return v, false, true
+	m.state = objDropping
+	r.unpinLocked(v)
+	return true
 }
 
 // victimLocked asks the eviction policy for victims until one is not
@@ -715,18 +1061,18 @@ func (r *RAM) victimLocked() (int32, bool) {
 			break
 		}
 		r.stats.EvictAttempts++
-		s := r.polSlot[key]
-		r.polRemoveLocked(s)
-		if r.slots[s].pins > 0 {
-			r.skip = append(r.skip, s)
+		o := r.polObj[key]
+		r.polRemoveLocked(o)
+		if r.objs[o].pins > 0 {
+			r.skip = append(r.skip, o)
 		} else {
-			v, found = s, true
+			v, found = o, true
 			break
 		}
 	}
-	for _, s := range r.skip {
-		m := &r.slots[s]
-		r.polInsertLocked(s, r.accessLocked(m.pk, r.tenants[m.tenant], block.Hint{}))
+	for _, o := range r.skip {
+		m := &r.objs[o]
+		r.polInsertLocked(o, r.accessLocked(m.pk, r.tenants[m.tenant], block.Hint{}))
 	}
 	r.skip = r.skip[:0]
 	return v, found
@@ -745,18 +1091,25 @@ func (r *RAM) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint32,
 		return dst[:0], 0, err
 	}
 	defer r.ops.Done()
-	s, ok := r.lookupLocked(k)
+	o, ok := r.lookupLocked(k)
 	if !ok {
 		r.stats.Misses++
 		r.mu.Unlock()
-		return dst[:0], 0, fmt.Errorf("ram: get %s: %w", k, kvpool.ErrNotFound)
+		return dst[:0], 0, &missError{what: "get", key: k}
 	}
-	m := r.slots[s]
-	r.pinLocked(s)
-	r.touchLocked(s)
+	m := r.objs[o]
+	r.pinLocked(o)
+	r.touchLocked(o)
 	r.mu.Unlock()
 
-	out := append(dst[:0], r.slot(s, m.n)...)
+	out := dst[:0]
+	w := r.walk(m.first)
+	w.skip(int(m.nameLen))
+	for n := int(m.n); n > 0; {
+		b := w.next(n)
+		out = append(out, b...)
+		n -= len(b)
+	}
 	good := !r.verify || block.Verify(k, out, m.sum)
 
 	r.mu.Lock()
@@ -766,55 +1119,60 @@ func (r *RAM) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint32,
 	} else {
 		r.stats.Misses++
 		r.stats.Corruptions++
-		if cur, ok := r.lookupLocked(k); ok && cur == s && r.slots[s].gen == m.gen {
-			r.dropLocked(s)
+		if cur, ok := r.lookupLocked(k); ok && cur == o && r.objs[o].gen == m.gen {
+			r.dropLocked(o)
 		}
 	}
-	r.unpinLocked(s)
+	r.unpinLocked(o)
 	r.mu.Unlock()
 	if !good {
-		return dst[:0], 0, fmt.Errorf("ram: get %s from slot %d: payload checksum %08x, stored %08x: %w",
-			k, s, block.Checksum(k, out), m.sum, kvpool.ErrCorrupt)
+		return dst[:0], 0, fmt.Errorf("ram: get %s from chunk %d: payload checksum %08x, stored %08x: %w",
+			k, m.first, block.Checksum(k, out), m.sum, kvpool.ErrCorrupt)
 	}
 	return out, m.sum, nil
 }
 
-// pin finds and pins k's slot for a zero-copy read, counting a hit or a
+// pin finds and pins k's object for a zero-copy read, counting a hit or a
 // miss. On success the caller must unpin and call r.ops.Done.
-func (r *RAM) pin(what string, k block.Key) (int32, slotMeta, error) {
+func (r *RAM) pin(what string, k block.Key) (int32, object, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.beginLocked(what, k); err != nil {
-		return 0, slotMeta{}, err
+		return 0, object{}, err
 	}
-	s, ok := r.lookupLocked(k)
+	o, ok := r.lookupLocked(k)
 	if !ok {
 		r.stats.Misses++
 		r.ops.Done()
-		return 0, slotMeta{}, &missError{what: what, key: k}
+		return 0, object{}, &missError{what: what, key: k}
 	}
-	r.pinLocked(s)
-	r.touchLocked(s)
-	m := r.slots[s]
+	r.pinLocked(o)
+	r.touchLocked(o)
+	m := r.objs[o]
 	r.stats.Hits++
 	r.stats.BytesOut += uint64(m.n)
-	return s, m, nil
+	return o, m, nil
 }
 
 // View calls fn with k's payload and checksum in place, without copying:
-// the slot is pinned while fn runs, so it is neither evicted nor
-// overwritten, and fn may hand the bytes to writev. fn must not modify or
-// retain them. View does not verify the checksum (the receiver does). It
-// counts as a hit; fn's error is returned wrapped.
+// the object is pinned while fn runs, so it is neither evicted nor
+// overwritten, and fn may hand the segments to writev. fn must not modify
+// or retain them (the slice of segments is reused after fn returns). View
+// does not verify the checksum (the receiver does). It counts as a hit;
+// fn's error is returned wrapped.
 func (r *RAM) View(k block.Key, fn func(payload tier.Segments, sum uint32) error) error {
-	s, m, err := r.pin("view", k)
+	o, m, err := r.pin("view", k)
 	if err != nil {
 		return err
 	}
 	defer r.ops.Done()
-	ferr := fn(tier.Segments{r.slot(s, m.n)}, m.sum)
+	buf := r.segs.Get().(*segBuf)
+	buf.s = r.appendSegs(buf.s[:0], &m)
+	ferr := fn(buf.s, m.sum)
+	clear(buf.s)
+	r.segs.Put(buf)
 	r.mu.Lock()
-	r.unpinLocked(s)
+	r.unpinLocked(o)
 	r.mu.Unlock()
 	if ferr != nil {
 		return fmt.Errorf("ram: view %s: %w", k, ferr)
@@ -822,26 +1180,28 @@ func (r *RAM) View(k block.Key, fn func(payload tier.Segments, sum uint32) error
 	return nil
 }
 
-// Acquire pins k's slot and returns its payload in place, for a sender
+// Acquire pins k's object and returns its payload in place, for a sender
 // that finishes asynchronously. The bytes stay valid and unchanged until
 // release is called (once; later calls do nothing); they must not be
-// modified. Like View it does not verify, and counts a hit. A slot held
-// for long keeps eviction from reusing it: release promptly.
+// modified. Like View it does not verify, and counts a hit. An object
+// held for long keeps eviction from reusing its chunks: release promptly.
 func (r *RAM) Acquire(k block.Key) (payload tier.Segments, sum uint32, release func(), err error) {
-	s, m, err := r.pin("acquire", k)
+	o, m, err := r.pin("acquire", k)
 	if err != nil {
 		return nil, 0, nil, err
 	}
 	r.ops.Done()
+	segs := r.appendSegs(make(tier.Segments, 0, 1), &m)
+	sum = m.sum
 	var once atomic.Bool
 	release = func() {
 		if once.CompareAndSwap(false, true) {
 			r.mu.Lock()
-			r.unpinLocked(s)
+			r.unpinLocked(o)
 			r.mu.Unlock()
 		}
 	}
-	return tier.Segments{r.slot(s, m.n)}, m.sum, release, nil
+	return segs, sum, release, nil
 }
 
 // Delete removes k (see tier.Tier). A copy being read is freed when its
@@ -855,11 +1215,11 @@ func (r *RAM) Delete(ctx context.Context, k block.Key) error {
 	if r.closed {
 		return fmt.Errorf("ram: delete %s: %w", k, kvpool.ErrClosed)
 	}
-	s, ok := r.lookupLocked(k)
+	o, ok := r.lookupLocked(k)
 	if !ok {
 		return fmt.Errorf("ram: delete %s: %w", k, kvpool.ErrNotFound)
 	}
-	r.dropLocked(s)
+	r.dropLocked(o)
 	return nil
 }
 
@@ -884,11 +1244,11 @@ func (r *RAM) Generation(k block.Key) (uint64, bool) {
 	if r.closed {
 		return 0, false
 	}
-	s, ok := r.lookupLocked(k)
+	o, ok := r.lookupLocked(k)
 	if !ok {
 		return 0, false
 	}
-	return r.slots[s].gen, true
+	return r.objs[o].gen, true
 }
 
 // Stats returns a snapshot of the counters.
@@ -902,27 +1262,43 @@ func (r *RAM) Stats() tier.Stats {
 func (r *RAM) Counters() Counters {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	used := r.nChunks - r.freeChunks
+	objects := r.nChunks - len(r.freeObjs)
 	return Counters{
-		Slots:       r.nSlots,
-		UsedSlots:   r.nSlots - len(r.free),
-		PinnedSlots: r.pinned,
-		Rejected:    r.rejected,
-		Full:        r.full,
+		ChunkSize:     r.cs,
+		Chunks:        r.nChunks,
+		UsedChunks:    used,
+		PinnedChunks:  r.pinnedCh,
+		Objects:       objects,
+		PinnedObjects: r.pinned,
+		Slots:         r.nChunks,
+		UsedSlots:     used,
+		PinnedSlots:   r.pinned,
+		Rejected:      r.rejected,
+		Full:          r.full,
 	}
 }
 
-// Watermark returns the fraction of slots in use (not free), in [0, 1].
+// Watermark returns the fraction of chunks in use (not free), in [0, 1].
 func (r *RAM) Watermark() float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return float64(r.nSlots-len(r.free)) / float64(r.nSlots)
+	return float64(r.nChunks-r.freeChunks) / float64(r.nChunks)
 }
 
-// BlockSize returns the largest payload a slot holds.
+// BlockSize returns the typical object size the policies are sized for
+// (Options.BlockSize).
 func (r *RAM) BlockSize() int { return r.bs }
 
-// Slots returns the number of slots.
-func (r *RAM) Slots() int { return r.nSlots }
+// ChunkSize returns the arena's chunk size.
+func (r *RAM) ChunkSize() int { return r.cs }
+
+// MaxObjectSize returns the largest payload a Put accepts.
+func (r *RAM) MaxObjectSize() int { return r.maxObject }
+
+// Slots returns how many objects of BlockSize bytes the tier holds
+// (CapacityBytes / BlockSize), the number the policies are sized from.
+func (r *RAM) Slots() int { return r.objCap }
 
 // Close waits for operations in flight and closes the tier; its contents
 // are gone. Payloads still held through Acquire stay readable until
@@ -939,69 +1315,148 @@ func (r *RAM) Close() error {
 	return nil
 }
 
-// Check verifies the tier's invariants: index, slot table, free list and
-// policy agree, and every counter matches. Call it only while no operation
-// is in flight and no slot is held through Acquire (tests call it in
+// Check verifies the tier's invariants: the free bitmap, the run chains,
+// the object table, the index and its collision chains and the policy
+// agree, and every counter matches. Call it only while no operation is in
+// flight and no object is held through Acquire (tests call it in
 // t.Cleanup).
 func (r *RAM) Check() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf("ram: check: "+format, a...)) }
-	freeSet := make(map[int32]bool, len(r.free))
-	for _, s := range r.free {
-		if freeSet[s] {
-			bad("slot %d twice on the free list", s)
-		}
-		freeSet[s] = true
-		if r.slots[s].state != slotFree {
-			bad("slot %d on the free list in state %d", s, r.slots[s].state)
+	bad := func(format string, a ...any) {
+		if len(errs) < 20 {
+			errs = append(errs, fmt.Errorf("ram: check: "+format, a...))
 		}
 	}
-	var bytes int64
-	live, pinned := 0, 0
-	for i, m := range r.slots {
-		s := int32(i)
+	free := 0
+	for c := range r.nChunks {
+		if r.freeMap[c>>6]&(1<<(c&63)) != 0 {
+			free++
+		}
+	}
+	if free != r.freeChunks {
+		bad("free bitmap has %d chunks, counter %d", free, r.freeChunks)
+	}
+	owner := make([]int32, r.nChunks) // object+1 holding each chunk
+	freeObj := make(map[int32]bool, len(r.freeObjs))
+	for _, o := range r.freeObjs {
+		if freeObj[o] {
+			bad("object %d twice on the free list", o)
+		}
+		freeObj[o] = true
+		if r.objs[o].state != objFree {
+			bad("object %d on the free list in state %d", o, r.objs[o].state)
+		}
+	}
+	var payload int64
+	live, pinned, liveChunks, used := 0, 0, 0, 0
+	for i := range r.objs {
+		o, m := int32(i), &r.objs[i]
 		if m.pins != 0 {
 			pinned++
-			bad("slot %d has %d pins at rest", s, m.pins)
+			bad("object %d has %d pins at rest", o, m.pins)
 		}
 		switch m.state {
-		case slotFree:
-			if !freeSet[s] {
-				bad("free slot %d not on the free list", s)
+		case objFree:
+			if !freeObj[o] {
+				bad("free object %d not on the free list", o)
 			}
-		case slotLive:
-			live++
-			bytes += int64(m.n)
-			if int(m.tenant) >= len(r.tenants) {
-				bad("live slot %d has tenant %d of %d interned", s, m.tenant, len(r.tenants))
-				continue
-			}
-			if got, ok := r.index[ikey{id: m.id, tenant: m.tenant}]; !ok || got != s {
-				bad("live slot %d (%s) not indexed", s, block.Key{Tenant: r.tenants[m.tenant], ID: m.id})
-			}
-			if !r.pol.Contains(m.pk) || r.polSlot[m.pk] != s {
-				bad("live slot %d not in the policy under its key %016x", s, m.pk)
-			}
-			if want := mixKey(m.id, r.tenantKey[m.tenant]); m.pk != want {
-				bad("live slot %d has policy key %016x, want %016x", s, m.pk, want)
-			}
-			if int(m.n) > r.bs {
-				bad("live slot %d holds %d bytes > block size %d", s, m.n, r.bs)
-			}
+			continue
+		case objLive:
 		default:
-			bad("slot %d in transient state %d at rest", s, m.state)
+			bad("object %d in transient state %d at rest", o, m.state)
+			continue
+		}
+		live++
+		payload += int64(m.n)
+		liveChunks += int(m.chunks)
+		// Its runs: in range, used, owned by it alone, as many chunks as
+		// it counts and enough for its name and payload.
+		got, runs := 0, 0
+		for run := m.first; run >= 0 && runs <= r.nChunks; run = r.runNext[run] {
+			runs++
+			if int(run) >= r.nChunks || r.runLen[run] < 1 || int(run)+int(r.runLen[run]) > r.nChunks {
+				bad("object %d has a bad run at chunk %d (length %d)", o, run, r.runLen[run])
+				break
+			}
+			for c := int(run); c < int(run)+int(r.runLen[run]); c++ {
+				if r.freeMap[c>>6]&(1<<(c&63)) != 0 {
+					bad("object %d holds free chunk %d", o, c)
+				}
+				if owner[c] != 0 {
+					bad("chunk %d held by objects %d and %d", c, owner[c]-1, o)
+				}
+				owner[c] = o + 1
+			}
+			got += int(r.runLen[run])
+		}
+		used += got
+		if got != int(m.chunks) || got != r.chunksFor(int(m.nameLen), int(m.n)) {
+			bad("object %d holds %d chunks, counts %d, needs %d", o, got, m.chunks, r.chunksFor(int(m.nameLen), int(m.n)))
+		}
+		if int(m.n) > r.maxObject || int(m.nameLen) > block.MaxNameLen {
+			bad("object %d holds %d bytes named by %d (limits %d, %d)", o, m.n, m.nameLen, r.maxObject, block.MaxNameLen)
+		}
+		if int(m.tenant) >= len(r.tenants) {
+			bad("live object %d has tenant %d of %d interned", o, m.tenant, len(r.tenants))
+			continue
+		}
+		k := r.keyOf(m)
+		if !m.indexed {
+			bad("live object %d (%s) not indexed", o, k)
+		} else if got, ok := r.lookupLocked(k); !ok || got != o {
+			bad("live object %d (%s) not found by its key (found %d, %v)", o, k, got, ok)
+		}
+		if !r.pol.Contains(m.pk) || r.polObj[m.pk] != o {
+			bad("live object %d not in the policy under its key %016x", o, m.pk)
+		}
+		if want := r.policyKeyLocked(k); m.pk != want {
+			bad("live object %d has policy key %016x, want %016x", o, m.pk, want)
 		}
 	}
-	if pinned != r.pinned {
-		bad("%d slots pinned, counter says %d", pinned, r.pinned)
+	if used+r.freeChunks != r.nChunks {
+		bad("objects hold %d chunks, %d free, of %d", used, r.freeChunks, r.nChunks)
 	}
-	if live != len(r.index) || live != r.pol.Len() || live != len(r.polSlot) || live != r.stats.Blocks {
-		bad("live slots %d, index %d, policy %d (slot map %d), Stats.Blocks %d", live, len(r.index), r.pol.Len(), len(r.polSlot), r.stats.Blocks)
+	// Index: every chain's objects are live, indexed under the entry's key,
+	// with distinct names; together they are the live objects.
+	chained := 0
+	for ik, h := range r.index {
+		var names []string
+		for o, n := h, 0; o >= 0; o, n = r.objs[o].link, n+1 {
+			if n > r.nChunks {
+				bad("index entry %016x/%d: chain loops", ik.id, ik.tenant)
+				break
+			}
+			m := &r.objs[o]
+			chained++
+			if m.state != objLive || !m.indexed || m.id != ik.id || m.tenant != ik.tenant {
+				bad("index entry %016x/%d chains object %d (state %d, indexed %v, id %016x, tenant %d)", ik.id, ik.tenant, o, m.state, m.indexed, m.id, m.tenant)
+				continue
+			}
+			name := r.keyOf(m).Name
+			for _, other := range names {
+				if other == name {
+					bad("index entry %016x/%d chains name %q twice", ik.id, ik.tenant, name)
+				}
+			}
+			names = append(names, name)
+		}
 	}
-	if bytes != r.stats.Bytes {
-		bad("live bytes %d, Stats.Bytes %d", bytes, r.stats.Bytes)
+	if pinned != r.pinned || r.pinnedCh != 0 || r.pinnedLive != 0 {
+		bad("%d objects pinned, counters say %d objects, %d chunks", pinned, r.pinned, r.pinnedCh)
+	}
+	if live != chained || live != r.pol.Len() || live != len(r.polObj) || live != r.stats.Blocks {
+		bad("live objects %d, indexed %d, policy %d (object map %d), Stats.Blocks %d", live, chained, r.pol.Len(), len(r.polObj), r.stats.Blocks)
+	}
+	if liveChunks != r.liveChunks || liveChunks != r.heldChunks {
+		bad("live objects hold %d chunks, counters say %d live, %d held", liveChunks, r.liveChunks, r.heldChunks)
+	}
+	if payload != r.stats.Bytes {
+		bad("live bytes %d, Stats.Bytes %d", payload, r.stats.Bytes)
+	}
+	if want := int64(liveChunks)*(int64(r.cs)+chunkTableBytes) + int64(live)*ObjectEntryBytes; want != r.stats.HeldBytes {
+		bad("Stats.HeldBytes %d, want %d", r.stats.HeldBytes, want)
 	}
 	if r.stats.Evicted > r.stats.EvictAttempts {
 		bad("Evicted %d > EvictAttempts %d", r.stats.Evicted, r.stats.EvictAttempts)

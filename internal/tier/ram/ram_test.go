@@ -38,9 +38,10 @@ func mustOpen(t testing.TB, o Options) *RAM {
 	return r
 }
 
-// small returns options for n slots of bs bytes.
+// small returns options for a tier holding n objects of up to bs bytes,
+// one chunk each (the slots of before chunks).
 func small(bs, n int) Options {
-	return Options{BlockSize: bs, CapacityBytes: int64(bs * n)}
+	return ForObjects(bs, n, 0)
 }
 
 func put(t testing.TB, r *RAM, k block.Key, p []byte) {
@@ -66,9 +67,9 @@ func TestConformance(t *testing.T) {
 		name string
 		opts func(cfg tiertest.Config) Options
 	}{
-		{"plain", func(cfg tiertest.Config) Options { return small(cfg.BlockSize, cfg.Blocks) }},
+		{"plain", func(cfg tiertest.Config) Options { return ForObjects(cfg.BlockSize, cfg.Blocks, cfg.MaxObjectSize) }},
 		{"hook", func(cfg tiertest.Config) Options {
-			o := small(cfg.BlockSize, cfg.Blocks)
+			o := ForObjects(cfg.BlockSize, cfg.Blocks, cfg.MaxObjectSize)
 			o.OnEvict = func(ev Evicted) {
 				if !block.Verify(ev.Key, ev.Payload.AppendTo(nil), ev.Sum) {
 					panic(fmt.Sprintf("OnEvict %s: payload does not match its checksum", ev.Key))
@@ -77,7 +78,7 @@ func TestConformance(t *testing.T) {
 			return o
 		}},
 		{"noverify", func(cfg tiertest.Config) Options {
-			o := small(cfg.BlockSize, cfg.Blocks)
+			o := ForObjects(cfg.BlockSize, cfg.Blocks, cfg.MaxObjectSize)
 			o.SkipVerifyReads = true
 			return o
 		}},
@@ -106,7 +107,15 @@ func TestOptionsValidate(t *testing.T) {
 		{"huge block size", Options{BlockSize: 2 << 30}, "BlockSize"},
 		{"negative capacity", Options{CapacityBytes: -5}, "CapacityBytes"},
 		{"no slot", Options{BlockSize: 4096, CapacityBytes: 4095}, "CapacityBytes"},
-		{"too many slots", Options{BlockSize: 1, CapacityBytes: 1 << 32}, "CapacityBytes"},
+		{"too many chunks", Options{ChunkSize: 512, CapacityBytes: 1 << 41}, "CapacityBytes"},
+		{"chunk not a power of two", Options{ChunkSize: 1000}, "ChunkSize"},
+		{"chunk too small", Options{ChunkSize: 256}, "ChunkSize"},
+		{"chunk too large", Options{ChunkSize: 2 << 20}, "ChunkSize"},
+		{"negative max object", Options{MaxObjectSize: -1}, "MaxObjectSize"},
+		{"max object over 512 MiB", Options{MaxObjectSize: 512<<20 + 1}, "MaxObjectSize"},
+		{"max object over capacity", Options{CapacityBytes: 1 << 20, MaxObjectSize: 2 << 20}, "MaxObjectSize"},
+		{"max object 512 MiB", Options{CapacityBytes: 1 << 30, MaxObjectSize: 512 << 20}, ""},
+		{"small capacity clamps the default max object", Options{CapacityBytes: 1 << 20}, ""},
 		{"unknown eviction", Options{Eviction: "mru"}, "Eviction"},
 		{"oracle eviction", Options{Eviction: "belady"}, "Eviction"},
 		{"unknown admission", Options{Admission: "never"}, "Admission"},
@@ -406,14 +415,14 @@ func TestCorruptionDetected(t *testing.T) {
 			p := tiertest.Payload(1, 1, 64)
 			put(t, r, key(1), p)
 			s, _ := r.lookupLocked(key(1))
-			r.arena[int(s)*r.bs+40] ^= 0x10 // a bit flips in memory
+			r.arena[int(r.objs[s].first)*r.cs+40] ^= 0x10 // a bit flips in memory
 			got, _, err := r.Get(ctx, key(1), nil)
 			st := r.Stats()
 			if !verify {
 				if err != nil || bytes.Equal(got, p) || st.Corruptions != 0 {
 					t.Fatalf("without verification: %v, corruptions %d; want the flipped bytes served", err, st.Corruptions)
 				}
-				r.arena[int(s)*r.bs+40] ^= 0x10
+				r.arena[int(r.objs[s].first)*r.cs+40] ^= 0x10
 				return
 			}
 			if !errors.Is(err, kvpool.ErrCorrupt) || len(got) != 0 {
@@ -681,7 +690,6 @@ func TestViewError(t *testing.T) {
 // TestZeroAllocs: Put (with eviction and the OnEvict hook) and View
 // allocate nothing in steady state.
 func TestZeroAllocs(t *testing.T) {
-	t.Skip("interim: the chunked RAM tier (issue 15 branch ram) restores zero-alloc Segments")
 	o := small(4096, 8)
 	o.OnEvict = func(Evicted) {}
 	r := mustOpen(t, o)
@@ -747,7 +755,8 @@ func TestWatermarks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var evicted uint64
 			o := tt.opts
-			o.BlockSize, o.CapacityBytes = 16, int64(16*tt.slots)
+			f := small(16, tt.slots)
+			o.BlockSize, o.ChunkSize, o.CapacityBytes, o.MaxObjectSize = f.BlockSize, f.ChunkSize, f.CapacityBytes, f.MaxObjectSize
 			o.OnEvict = func(Evicted) { evicted++ }
 			r := mustOpen(t, o)
 			for i := range uint64(tt.puts) {
@@ -762,7 +771,9 @@ func TestWatermarks(t *testing.T) {
 		})
 	}
 	t.Run("NoEvict does not trim", func(t *testing.T) {
-		r := mustOpen(t, Options{BlockSize: 16, CapacityBytes: 16 * 4, HighWatermark: 0.5})
+		o := small(16, 4)
+		o.HighWatermark = 0.5
+		r := mustOpen(t, o)
 		for i := range uint64(4) {
 			p := []byte("x")
 			if _, err := r.Insert(ctx, key(i), p, block.Checksum(key(i), p), InsertOptions{NoEvict: true}); err != nil {

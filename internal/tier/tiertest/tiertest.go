@@ -4,6 +4,15 @@
 // keeps a model of what the tier must hold, and in t.Cleanup checks the
 // tier against the model and against its own invariants (when the tier
 // has a Check method) before closing it.
+//
+// Besides the contract of fixed-size blocks, the suite covers objects of
+// any size with names of their own (mixed.go): sizes from 1 byte to
+// Config.MaxObjectSize compared byte for byte, names that share an ID
+// with each other and with a chain key (a read returns its own object or
+// a miss, never another's), churn of ten times the capacity with the space
+// counters checked after it, readers verifying every byte while writers
+// force eviction, and the errors for a too-large object or a too-long
+// name.
 package tiertest
 
 import (
@@ -74,6 +83,11 @@ func Run(t *testing.T, open Opener) {
 		{"Stats", testStats},
 		{"Concurrent", testConcurrent},
 		{"Closed", testClosed},
+		{"MixedSizes", testMixedSizes},
+		{"NameCollisions", testNameCollisions},
+		{"Churn", testChurn},
+		{"ReadersDuringEviction", testReadersDuringEviction},
+		{"Limits", testLimits},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, open) })
@@ -418,6 +432,7 @@ func testStats(t *testing.T, open Opener) {
 		Misses:        1,
 		BytesIn:       100 * 55,
 		BytesOut:      100 * 15,
+		HeldBytes:     st.HeldBytes, // checked by the mixed-size cases
 	}
 	if st != want {
 		t.Errorf("Stats = %+v\nwant    %+v", st, want)

@@ -39,8 +39,12 @@ func (t *mapTier) Put(ctx context.Context, k block.Key, p []byte, sum uint32) er
 	if err := k.Validate(); err != nil {
 		return err
 	}
-	if len(p) > t.cfg.BlockSize {
-		return fmt.Errorf("put %s: %w", k, kvpool.ErrTooLarge)
+	limit := t.cfg.BlockSize
+	if t.cfg.MaxObjectSize > 0 {
+		limit = t.cfg.MaxObjectSize
+	}
+	if len(p) > limit {
+		return fmt.Errorf("put %s: %d bytes, limit %d: %w", k, len(p), limit, kvpool.ErrTooLarge)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -58,6 +62,7 @@ func (t *mapTier) Put(ctx context.Context, k block.Key, p []byte, sum uint32) er
 	t.m[k] = t.lru.PushFront(&entry{k, slices.Clone(p)})
 	t.stats.Blocks++
 	t.stats.Bytes += int64(len(p))
+	t.stats.HeldBytes += int64(len(p))
 	t.stats.BytesIn += uint64(len(p))
 	return nil
 }
@@ -67,6 +72,7 @@ func (t *mapTier) remove(e *list.Element) {
 	delete(t.m, en.k)
 	t.stats.Blocks--
 	t.stats.Bytes -= int64(len(en.p))
+	t.stats.HeldBytes -= int64(len(en.p))
 }
 
 func (t *mapTier) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint32, error) {
