@@ -142,10 +142,10 @@ func TestLimitsValidate(t *testing.T) {
 }
 
 // TestStatsLayoutMatchesTierStats fails when tier.Stats gains or loses a
-// field: the STATS response encodes 11 counters in declaration order, and a
-// change needs a new protocol version.
+// field: the STATS response encodes 12 counters in declaration order, and a
+// change needs a new protocol version (Version 2 added HeldBytes).
 func TestStatsLayoutMatchesTierStats(t *testing.T) {
-	want := []string{"Blocks", "Bytes", "CapacityBytes", "Hits", "Misses", "BytesIn", "BytesOut",
+	want := []string{"Blocks", "Bytes", "HeldBytes", "CapacityBytes", "Hits", "Misses", "BytesIn", "BytesOut",
 		"EvictAttempts", "Evicted", "Corruptions", "IOErrors"}
 	typ := reflect.TypeFor[tier.Stats]()
 	var got []string
@@ -161,7 +161,7 @@ func TestStatsLayoutMatchesTierStats(t *testing.T) {
 }
 
 func TestOpNames(t *testing.T) {
-	for op, want := range map[Op]string{OpGet: "GET", OpMGetResponse: "MGET response", OpError: "ERROR", 0x08: "op(0x08)", 0x88: "op(0x88)"} {
+	for op, want := range map[Op]string{OpGet: "GET", OpMGetResponse: "MGET response", OpError: "ERROR", 0x0e: "op(0x0e)", 0x8e: "op(0x8e)", OpGetNamed: "GET named", OpMPutNamedResponse: "MPUT named response"} {
 		if op.String() != want {
 			t.Errorf("%#x.String() = %q, want %q", uint8(op), op.String(), want)
 		}
