@@ -147,21 +147,21 @@ const responseBit Op = frame.ResponseBit
 type shape uint8
 
 const (
-	shapeUnknown  shape = iota
-	shapeEmpty          // STATS
-	shapeID             // GET, DELETE
-	shapeIDs            // MGET, EXISTS
-	shapeBlock          // PUT, GET response
-	shapeBlocks         // MPUT, MGET response
-	shapeStatus         // PUT response, DELETE response
-	shapeStatuses       // MPUT response, EXISTS response
-	shapeStats          // STATS response
-	shapeError          // ERROR
-	shapeAccess         // ACCESS
-	shapeName           // GET named, DELETE named
-	shapeNames          // MGET named, EXISTS named
-	shapeNamedBlock     // PUT named
-	shapeNamedBlocks    // MPUT named
+	shapeUnknown     shape = iota
+	shapeEmpty             // STATS
+	shapeID                // GET, DELETE
+	shapeIDs               // MGET, EXISTS
+	shapeBlock             // PUT, GET response
+	shapeBlocks            // MPUT, MGET response
+	shapeStatus            // PUT response, DELETE response
+	shapeStatuses          // MPUT response, EXISTS response
+	shapeStats             // STATS response
+	shapeError             // ERROR
+	shapeAccess            // ACCESS
+	shapeName              // GET named, DELETE named
+	shapeNames             // MGET named, EXISTS named
+	shapeNamedBlock        // PUT named
+	shapeNamedBlocks       // MPUT named
 )
 
 func (o Op) shape() shape {
