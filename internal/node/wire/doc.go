@@ -230,7 +230,7 @@
 //	2     corrupt           kvpool.ErrCorrupt
 //	3     too large         kvpool.ErrTooLarge (also frame.ErrFrameTooLarge, frame.ErrPayloadTooLarge)
 //	4     full              kvpool.ErrFull
-//	5     bad request       frame.ErrBadRequest (also frame.ErrMalformed, frame.ErrBatchTooLong, frame.ErrTooLong, frame.ErrBadMagic, bad tenant)
+//	5     bad request       frame.ErrBadRequest (also frame.ErrMalformed, frame.ErrBatchTooLong, frame.ErrTooLong, frame.ErrBadMagic, bad tenant or name)
 //	6     unsupported op    frame.ErrUnknownOp
 //	7     unauthorized      kvpool.ErrUnauthorized
 //	8     internal          frame.ErrInternal (and any error CodeOf does not know)
