@@ -176,3 +176,28 @@ func TestOpNames(t *testing.T) {
 		t.Error("non-requests must be answered with ERROR")
 	}
 }
+
+// TestLimitsFor: a node's limits derived from its max object size accept
+// a named PUT of the largest object under the longest name, up to
+// MaxObjectSize (512 MiB), within the u32 frame length.
+func TestLimitsFor(t *testing.T) {
+	for _, max := range []int{1, 4096, DefaultMaxPayload, MaxObjectSize} {
+		lim, err := LimitsFor(max).Resolve()
+		if err != nil {
+			t.Fatalf("LimitsFor(%d): %v", max, err)
+		}
+		if lim.MaxPayload != max {
+			t.Errorf("LimitsFor(%d).MaxPayload = %d", max, lim.MaxPayload)
+		}
+		name := strings.Repeat("n", block.MaxNameLen)
+		if need := HeaderLen + countLen + NamedBlocksLen(1, uint64(len(name))) + uint64(max); need > uint64(lim.MaxFrame) {
+			t.Errorf("LimitsFor(%d): an MPUT named of one max object needs %d bytes, MaxFrame is %d", max, need, lim.MaxFrame)
+		}
+		if _, err := AppendNamedBlockFrameHead(nil, OpPutNamed, 1, 1, uint64(len(name)), uint64(max)); err != nil {
+			t.Errorf("LimitsFor(%d): head of the largest PUT named: %v", max, err)
+		}
+	}
+	if d := DefaultLimits(); LimitsFor(DefaultMaxPayload).MaxFrame != d.MaxFrame {
+		t.Errorf("LimitsFor(DefaultMaxPayload).MaxFrame = %d, DefaultLimits().MaxFrame = %d", LimitsFor(DefaultMaxPayload).MaxFrame, d.MaxFrame)
+	}
+}
