@@ -27,12 +27,14 @@
 //	master: 10.0.0.1:7470
 //	cluster_id: prod-eu-1        # join only a master of this cluster
 //	heartbeat_interval: 1s
-//	block_size: 256KiB
+//	block_size: 256KiB         # typical object size (sizes the policies), not a limit
+//	max_object_bytes: 64MiB    # largest object, at most 512MiB
 //	auth_token: "…"            # never printed
 //	tenant_tokens_file: /etc/kvpool/tenant-tokens   # "tenant token" lines, mode 600
 //	shared_namespaces: "public:alice,bob; docs"     # readable by every tenant
 //	ram:
 //	  bytes: 4GiB
+//	  chunk_bytes: 4KiB        # objects occupy chains of chunks
 //	  policy: s3fifo+second-hit
 //	ssd:
 //	  enabled: true

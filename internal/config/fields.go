@@ -97,7 +97,8 @@ func fields() []field {
 		strField("master", "master address host:port (empty: standalone)", func(n *Node) *string { return &n.Master }),
 		strField("cluster_id", "cluster ID: join only a master of this cluster (empty: a master without one)", func(n *Node) *string { return &n.ClusterID }),
 		durationField("heartbeat_interval", "interval between heartbeats to the master", func(n *Node) *time.Duration { return &n.HeartbeatInterval }),
-		sizeField("block_size", "largest block payload (e.g. 256KiB)", func(n *Node) *Size { return &n.BlockSize }),
+		sizeField("block_size", "typical object size the tiers' eviction policies are sized for (e.g. 256KiB); not a limit on object size", func(n *Node) *Size { return &n.BlockSize }),
+		sizeField("max_object_bytes", "largest object the node stores (e.g. 64MiB, at most 512MiB)", func(n *Node) *Size { return &n.MaxObjectBytes }),
 		{
 			key: "auth_token", usage: "shared secret clients must present (prefer the file or KVPOOL_AUTH_TOKEN: flags are visible in the process list)", secret: true,
 			set:  func(n *Node, v string) error { n.AuthToken = Secret(v); return nil },
@@ -117,6 +118,7 @@ func fields() []field {
 			show: func(n *Node) string { return FormatSharedNamespaces(n.SharedNamespaces) },
 		},
 		sizeField("ram.bytes", "RAM tier budget (e.g. 512MiB, 4GiB, 1.5GB)", func(n *Node) *Size { return &n.RAM.Bytes }),
+		sizeField("ram.chunk_bytes", "RAM tier chunk: objects occupy chains of chunks (a power of two, 64B to 1MiB)", func(n *Node) *Size { return &n.RAM.ChunkBytes }),
 		strField("ram.policy", "RAM eviction policy, eviction[+admission] (lru, s3fifo+second-hit, …)", func(n *Node) *string { return &n.RAM.Policy }),
 		floatField("ram.high_watermark", "RAM eviction (demotion) starts above this used share of slots", func(n *Node) *float64 { return &n.RAM.HighWatermark }),
 		floatField("ram.low_watermark", "RAM eviction stops at this used share of slots", func(n *Node) *float64 { return &n.RAM.LowWatermark }),

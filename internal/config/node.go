@@ -29,9 +29,19 @@ const (
 	// DefaultAdminListen serves /metrics and /health next to the data
 	// plane, also on loopback.
 	DefaultAdminListen = "127.0.0.1:7481"
-	// DefaultBlockSize is the SSD tier's default slot payload, the top of
-	// the live-run payload range (64–256 KiB; docs/design.md, "Scale model").
+	// DefaultBlockSize is the typical object size the tiers' eviction and
+	// admission policies are sized for (policy capacity = tier bytes /
+	// block_size objects): the top of the live-run payload range
+	// (64–256 KiB; docs/design.md, "Scale model"). It limits no object's
+	// size (max_object_bytes does).
 	DefaultBlockSize Size = ssd.DefaultBlockSize
+	// DefaultMaxObjectBytes is the largest object a node stores by
+	// default: 64 MiB (store.DefaultMaxObjectSize; an LMCache chunk of an
+	// 8B model is about 32 MiB).
+	DefaultMaxObjectBytes Size = 64 << 20
+	// DefaultRAMChunkBytes is the RAM tier's chunk: 4 KiB, one page, so a
+	// 28-byte object takes one chunk and a 32 KiB one wastes nothing.
+	DefaultRAMChunkBytes Size = 4 << 10
 	// DefaultRAMBytes gives a node 1 GiB of RAM tier: 4096 blocks of
 	// 256 KiB, enough for a laptop run of the traces.
 	DefaultRAMBytes Size = 1 << 30
@@ -81,6 +91,15 @@ const (
 	// maxBlockSize is the SSD tier's limit on a slot's payload (a 32-bit
 	// length field read with one ReadAt).
 	maxBlockSize Size = 1 << 30
+	// maxObjectBytes is the most max_object_bytes may be: 512 MiB
+	// (store.MaxObjectSizeLimit, what the node protocol's frames are
+	// sized for).
+	maxObjectBytes Size = 512 << 20
+	// minRAMChunk and maxRAMChunk bound ram.chunk_bytes: below 64 B the
+	// per-chunk metadata outweighs the payload; above 1 MiB a small object
+	// wastes most of its chunk. Powers of two keep chunks aligned.
+	minRAMChunk Size = 64
+	maxRAMChunk Size = 1 << 20
 	// minTokenLen: a shorter shared secret is guessable by brute force
 	// over the network; 16 bytes of random text is ≥ 96 bits (the same
 	// rule as tenant tokens, auth.MinTokenLen).
@@ -115,9 +134,15 @@ type Node struct {
 	// HeartbeatInterval is how often the node reports to the master (key
 	// heartbeat_interval).
 	HeartbeatInterval time.Duration
-	// BlockSize is the largest block payload the node stores (key
-	// block_size).
+	// BlockSize is the typical object size the tiers' eviction and
+	// admission policies are sized for (key block_size). It is not a
+	// limit: objects of 1 byte to MaxObjectBytes are stored.
 	BlockSize Size
+	// MaxObjectBytes is the largest object the node stores, at most
+	// 512 MiB (key max_object_bytes); a larger Put is refused with its
+	// size, this limit and the setting's name. A node whose RAM tier is
+	// smaller takes objects up to the RAM tier's size (EffectiveMaxObject).
+	MaxObjectBytes Size
 	// AuthToken is the shared secret clients present; empty disables
 	// authentication (key auth_token). It never prints.
 	AuthToken Secret
@@ -162,6 +187,10 @@ type Quota struct {
 type RAM struct {
 	// Bytes is the tier's byte budget (key ram.bytes).
 	Bytes Size
+	// ChunkBytes is the RAM tier's chunk size (key ram.chunk_bytes): an
+	// object occupies a chain of chunks, so this is the granule of its
+	// waste. The node registers it with the master as its block size.
+	ChunkBytes Size
 	// Policy is the eviction policy, eviction[+admission] as
 	// policy.ParseSpec reads it (key ram.policy).
 	Policy string // HighWatermark and LowWatermark keep room in the RAM tier: past the
@@ -213,6 +242,11 @@ type Pacers struct {
 	NetEgress, NetIngress, SSDRead, SSDWrite Bandwidth
 }
 
+// EffectiveMaxObject is the largest object the node takes: MaxObjectBytes,
+// or the RAM tier's size when that is smaller (every object passes
+// through RAM, so a small test node need not lower max_object_bytes).
+func (n Node) EffectiveMaxObject() Size { return min(n.MaxObjectBytes, n.RAM.Bytes) }
+
 // Defaults returns the default configuration.
 func Defaults() Node {
 	return Node{
@@ -220,7 +254,8 @@ func Defaults() Node {
 		AdminListen:       DefaultAdminListen,
 		HeartbeatInterval: DefaultHeartbeatInterval,
 		BlockSize:         DefaultBlockSize,
-		RAM: RAM{Bytes: DefaultRAMBytes, Policy: DefaultRAMPolicy,
+		MaxObjectBytes:    DefaultMaxObjectBytes,
+		RAM: RAM{Bytes: DefaultRAMBytes, ChunkBytes: DefaultRAMChunkBytes, Policy: DefaultRAMPolicy,
 			HighWatermark: DefaultRAMHighWatermark, LowWatermark: DefaultRAMLowWatermark},
 		SSD: SSD{
 			Bytes:         DefaultSSDBytes,
@@ -364,6 +399,9 @@ func (n Node) validateServing(bad func(key string, value any, format string, a .
 	if n.BlockSize <= 0 || n.BlockSize > maxBlockSize {
 		bad("block_size", n.BlockSize, "want 1 B to %v", maxBlockSize)
 	}
+	if n.MaxObjectBytes <= 0 || n.MaxObjectBytes > maxObjectBytes {
+		bad("max_object_bytes", n.MaxObjectBytes, "want 1 B to %v", maxObjectBytes)
+	}
 }
 
 // validateAuthToken checks the cluster token; no error shows it.
@@ -385,6 +423,12 @@ func (n Node) validateRAM(bad func(key string, value any, format string, a ...an
 		bad("ram.bytes", n.RAM.Bytes, "smaller than one block (block_size %v)", n.BlockSize)
 	} else if n.BlockSize > 0 && n.RAM.Bytes/n.BlockSize > ram.MaxSlots {
 		bad("ram.bytes", n.RAM.Bytes, "makes %d slots of %v, limit %d", n.RAM.Bytes/n.BlockSize, n.BlockSize, ram.MaxSlots)
+	}
+	switch c := n.RAM.ChunkBytes; {
+	case c < minRAMChunk || c > maxRAMChunk || c&(c-1) != 0:
+		bad("ram.chunk_bytes", c, "want a power of two from %v to %v", minRAMChunk, maxRAMChunk)
+	case n.RAM.Bytes > 0 && c > n.RAM.Bytes:
+		bad("ram.chunk_bytes", c, "larger than the RAM tier (ram.bytes %v)", n.RAM.Bytes)
 	}
 	if spec, err := policy.ParseSpec(n.RAM.Policy); err != nil {
 		bad("ram.policy", n.RAM.Policy, "%v", err)

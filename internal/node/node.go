@@ -198,7 +198,7 @@ func (n *Node) serve(ctx context.Context, cfg config.Node, st *store.Store, pace
 	ao := cfg.AuthOptions()
 	srv, err := nodeserver.New(nodeserver.Options{
 		Backend:      backend{st},
-		Limits:       limitsFor(int(cfg.BlockSize)),
+		Limits:       wire.LimitsFor(int(cfg.EffectiveMaxObject())),
 		Egress:       pacerOrNil(pacers, pacer.NetEgress, float64(cfg.Pacers.NetEgress)),
 		Ingress:      pacerOrNil(pacers, pacer.NetIngress, float64(cfg.Pacers.NetIngress)),
 		Token:        ao.ClusterToken,
@@ -259,11 +259,13 @@ func (n *Node) announce(cfg config.Node, st *store.Store, ag *agent, addr, admin
 	}
 	if ag != nil {
 		ag.attach(st, meta.NodeInfo{
-			ID:        n.name,
-			Addr:      advertised(n.addr),
-			RAMBytes:  int64(cfg.RAM.Bytes),
-			SSDBytes:  ssdBytes(cfg),
-			BlockSize: int64(cfg.BlockSize),
+			ID:       n.name,
+			Addr:     advertised(n.addr),
+			RAMBytes: int64(cfg.RAM.Bytes),
+			SSDBytes: ssdBytes(cfg),
+			// The master rounds an object's footprint up to this: the RAM
+			// tier's chunk, the granule its objects occupy.
+			BlockSize: int64(cfg.RAM.ChunkBytes),
 		})
 		n.ag = ag
 	}
@@ -360,8 +362,12 @@ func storeOptions(cfg config.Node, pacers *pacer.Set, ag *agent) (store.Options,
 		return store.Options{}, nil, fmt.Errorf("node: ram.policy %q: %w", cfg.RAM.Policy, err)
 	}
 	so := store.Options{
+		MaxObjectSize: int(cfg.EffectiveMaxObject()), // the store hands it to both tiers
 		RAM: ram.Options{
-			BlockSize:     int(cfg.BlockSize),
+			// The typical object size the policies are sized for, not a
+			// limit on object size (max_object_bytes is).
+			BlockSize: int(cfg.BlockSize),
+			// ISSUE15-MERGE (ram): ChunkSize: int(cfg.RAM.ChunkBytes),
 			CapacityBytes: int64(cfg.RAM.Bytes),
 			Eviction:      spec.Eviction,
 			Admission:     spec.Admission,
@@ -424,16 +430,6 @@ func pacerOrNil(ps *pacer.Set, path pacer.Path, rate float64) nodeserver.Pacer {
 		return nil
 	}
 	return ps.Pacer(path)
-}
-
-// limitsFor returns the wire limits for blocks of blockSize bytes: the
-// defaults, with the payload (and frame) limit raised when a block is
-// larger than the default payload limit.
-func limitsFor(blockSize int) wire.Limits {
-	if blockSize <= wire.DefaultMaxPayload {
-		return wire.Limits{}
-	}
-	return wire.Limits{MaxPayload: blockSize, MaxFrame: blockSize + (wire.DefaultMaxFrame - wire.DefaultMaxPayload)}
 }
 
 func ssdBytes(cfg config.Node) int64 {

@@ -38,9 +38,13 @@ type DialOptions struct {
 	Tenant string
 	// Token is the auth token the node may require; never logged.
 	Token []byte
-	// Limits bound what the client accepts from the node (zero fields mean
-	// wire.DefaultLimits). The node's advertised MaxFrame must not exceed
-	// Limits.MaxFrame, or Dial fails: its responses could not be read.
+	// Limits bound what the client accepts from the node. Zero fields mean
+	// wire.DefaultLimits, except MaxFrame and MaxPayload, which default to
+	// wire.LimitsFor(wire.MaxObjectSize): a client can talk to a node of
+	// any max object size, and reads a payload only as its bytes arrive
+	// (never allocating what a length field announces). The node's
+	// advertised MaxFrame must not exceed Limits.MaxFrame, or Dial fails:
+	// its responses could not be read.
 	Limits wire.Limits
 	// Timeout bounds dialling plus the handshake, and every call whose
 	// context has no deadline (DefaultTimeout).
@@ -56,6 +60,10 @@ func (o DialOptions) Validate() error {
 func (o DialOptions) resolve() (DialOptions, error) {
 	if err := (block.Key{Tenant: o.Tenant}).Validate(); err != nil {
 		return o, fmt.Errorf("nodeclient: DialOptions.Tenant %q: %w", o.Tenant, err)
+	}
+	if o.Limits.MaxFrame == 0 && o.Limits.MaxPayload == 0 {
+		big := wire.LimitsFor(wire.MaxObjectSize)
+		o.Limits.MaxFrame, o.Limits.MaxPayload = big.MaxFrame, big.MaxPayload
 	}
 	lim, err := o.Limits.Resolve()
 	if err != nil {
@@ -120,6 +128,8 @@ type Conn struct {
 	out    net.Buffers
 	st     []wire.Status
 	ids    []uint64
+	names  []string
+	ends   []int
 
 	idleSince time.Time // set by Pool while the conn is idle
 }
@@ -392,15 +402,14 @@ func (c *Conn) readHeader(reqID uint64, want wire.Op) error {
 }
 
 // readBlock reads the next block entry of a response, expected to be key
-// id, into dst. blockErr is the block's own outcome (a status, or
-// kvpool.ErrCorrupt when it fails verification); err is a failure of the
-// response as a whole.
-func (c *Conn) readBlock(id uint64, dst []byte) (p []byte, sum uint32, blockErr, err error) {
+// k's, into dst. blockErr is the block's own outcome (a status, or
+// kvpool.ErrCorrupt when it fails verification against k: its tenant and
+// ID or name); err is a failure of the response as a whole.
+func (c *Conn) readBlock(k block.Key, dst []byte) (p []byte, sum uint32, blockErr, err error) {
 	bh, err := c.r.NextBlock()
 	if err != nil {
 		return nil, 0, nil, c.decodeErr(err)
 	}
-	k := block.Key{Tenant: c.tenant, ID: id}
 	if bh.Code != wire.CodeOK {
 		return nil, 0, fmt.Errorf("block %s: %w", k, wire.ErrorFor(bh.Code)), nil
 	}
@@ -408,7 +417,7 @@ func (c *Conn) readBlock(id uint64, dst []byte) (p []byte, sum uint32, blockErr,
 	if err != nil {
 		return nil, 0, nil, c.decodeErr(err)
 	}
-	if bh.ID != id || !block.Verify(k, p, bh.Checksum) {
+	if bh.ID != k.ID || !block.Verify(k, p, bh.Checksum) {
 		c.ctr.corruptions.Add(1)
 		return nil, 0, fmt.Errorf("block %s: %d bytes received under id %016x with checksum %08x fail verification: %w",
 			k, len(p), bh.ID, bh.Checksum, kvpool.ErrCorrupt), nil
@@ -416,20 +425,31 @@ func (c *Conn) readBlock(id uint64, dst []byte) (p []byte, sum uint32, blockErr,
 	return p, bh.Checksum, nil, nil
 }
 
-// get sends one GET and reads its block.
-func (c *Conn) get(id uint64, dst []byte) (p []byte, sum uint32, blockErr, err error) {
+// idKey returns block id's key in the connection's tenant.
+func (c *Conn) idKey(id uint64) block.Key { return block.Key{Tenant: c.tenant, ID: id} }
+
+// get sends one GET (GET named for a named key) and reads its block.
+func (c *Conn) get(k block.Key, dst []byte) (p []byte, sum uint32, blockErr, err error) {
 	reqID := c.nextID()
-	c.wbuf = wire.AppendGet(c.wbuf[:0], reqID, id)
+	want := wire.OpGetResponse
+	if k.IsNamed() {
+		if c.wbuf, err = wire.AppendGetNamed(c.wbuf[:0], reqID, k.Name); err != nil {
+			return nil, 0, nil, err
+		}
+		want = wire.OpGetNamedResponse
+	} else {
+		c.wbuf = wire.AppendGet(c.wbuf[:0], reqID, k.ID)
+	}
 	if err := c.write(c.wbuf); err != nil {
 		return nil, 0, nil, err
 	}
-	if err := c.readHeader(reqID, wire.OpGetResponse); err != nil {
+	if err := c.readHeader(reqID, want); err != nil {
 		return nil, 0, nil, err
 	}
 	if _, err := c.r.BeginBlocks(); err != nil {
 		return nil, 0, nil, c.decodeErr(err)
 	}
-	return c.readBlock(id, dst)
+	return c.readBlock(k, dst)
 }
 
 // Get fetches block id, reading its payload into dst when cap(dst) is large
@@ -441,12 +461,49 @@ func (c *Conn) Get(ctx context.Context, id uint64, dst []byte) ([]byte, uint32, 
 	if err := c.begin(ctx); err != nil {
 		return nil, 0, fmt.Errorf("nodeclient: get %016x from %s: %w", id, c.addr, err)
 	}
-	p, sum, berr, err := c.get(id, dst)
+	p, sum, berr, err := c.get(c.idKey(id), dst)
 	if err == nil {
 		err = berr
 	}
 	if err = c.end(ctx, err); err != nil {
 		return nil, 0, fmt.Errorf("nodeclient: get %016x from %s: %w", id, c.addr, err)
+	}
+	return p, sum, nil
+}
+
+// checkName reports why name cannot be an object name: it must be 1 to
+// block.MaxNameLen bytes (any bytes). The error wraps block.ErrBadName and
+// frame.ErrBadRequest.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("object name is empty (a name is 1 to %d bytes): %w: %w", block.MaxNameLen, block.ErrBadName, frame.ErrBadRequest)
+	case len(name) > block.MaxNameLen:
+		return fmt.Errorf("object name %s is %d bytes, longer than the %d-byte limit on names (fixed): %w: %w",
+			block.Key{Name: name}, len(name), block.MaxNameLen, block.ErrBadName, frame.ErrBadRequest)
+	}
+	return nil
+}
+
+// GetNamed fetches the object name in the connection's tenant, as Get
+// does: into dst when it is large enough, verified against
+// block.Named(tenant, name) (a block stored under another name, even one
+// with the same ID, is kvpool.ErrCorrupt). A name that is empty or over
+// block.MaxNameLen bytes is refused before anything is sent.
+func (c *Conn) GetNamed(ctx context.Context, name string, dst []byte) ([]byte, uint32, error) {
+	k := block.Named(c.tenant, name)
+	if err := checkName(name); err != nil {
+		return nil, 0, fmt.Errorf("nodeclient: get from %s: %w", c.addr, err)
+	}
+	if err := c.begin(ctx); err != nil {
+		return nil, 0, fmt.Errorf("nodeclient: get %s from %s: %w", k, c.addr, err)
+	}
+	p, sum, berr, err := c.get(k, dst)
+	if err == nil {
+		err = berr
+	}
+	if err = c.end(ctx, err); err != nil {
+		return nil, 0, fmt.Errorf("nodeclient: get %s from %s: %w", k, c.addr, err)
 	}
 	return p, sum, nil
 }
@@ -467,28 +524,80 @@ type Result struct {
 // order. It splits the keys into batches by the node's limits. A non-nil
 // error means the call failed as a whole.
 func (c *Conn) MGet(ctx context.Context, ids []uint64, dsts [][]byte) ([]Result, error) {
+	keys := make([]block.Key, len(ids))
+	for i, id := range ids {
+		keys[i] = c.idKey(id)
+	}
 	res := make([]Result, len(ids))
-	err := c.do(ctx, func() error { return c.mget(ids, dsts, res) })
+	err := c.do(ctx, func() error { return c.mget(keys, dsts, res, allIndexes(len(keys))) })
 	if err != nil {
 		return nil, fmt.Errorf("nodeclient: mget %d keys from %s: %w", len(ids), c.addr, err)
 	}
 	return res, nil
 }
 
-func (c *Conn) mget(ids []uint64, dsts [][]byte, res []Result) error {
+// MGetNamed fetches the objects names in the connection's tenant, as MGet
+// does, each verified against block.Named(tenant, name). A name that is
+// empty or over block.MaxNameLen bytes is not sent; its Result.Err wraps
+// block.ErrBadName.
+func (c *Conn) MGetNamed(ctx context.Context, names []string, dsts [][]byte) ([]Result, error) {
+	keys := make([]block.Key, len(names))
+	res := make([]Result, len(names))
+	pending := make([]int, 0, len(names))
+	for i, n := range names {
+		keys[i] = block.Named(c.tenant, n)
+		if err := checkName(n); err != nil {
+			res[i].Err = err
+			continue
+		}
+		pending = append(pending, i)
+	}
+	err := c.do(ctx, func() error { return c.mget(keys, dsts, res, pending) })
+	if err != nil {
+		return nil, fmt.Errorf("nodeclient: mget %d names from %s: %w", len(names), c.addr, err)
+	}
+	return res, nil
+}
+
+func allIndexes(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// keyBatch returns how many of the keys keys[i], i in pending, go in one
+// MGET, EXISTS or their named forms: at most c.maxKeys, and for names as
+// many as fit the node's frame limit (at least one).
+func (c *Conn) keyBatch(keys []block.Key, pending []int) int {
+	n := min(len(pending), c.maxKeys)
+	if len(pending) == 0 || !keys[pending[0]].IsNamed() {
+		return n
+	}
+	size := wire.HeaderLen + 4
+	for j := 0; j < n; j++ {
+		need := wire.NameHeaderLen + len(keys[pending[j]].Name)
+		if j > 0 && size+need > c.server.MaxFrame {
+			return j
+		}
+		size += need
+	}
+	return n
+}
+
+// mget fetches the keys keys[i], i in pending (all chain keys or all
+// named), into res.
+func (c *Conn) mget(keys []block.Key, dsts [][]byte, res []Result, pending []int) error {
 	dst := func(i int) []byte {
 		if i < len(dsts) {
 			return dsts[i]
 		}
 		return nil
 	}
-	pending := make([]int, len(ids)) // indexes not yet answered
-	for i := range pending {
-		pending[i] = i
-	}
 	for len(pending) > 0 {
-		batch := pending[:min(len(pending), c.maxKeys)]
-		retry, err := c.mgetBatch(ids, batch, dst, res)
+		batch := pending[:c.keyBatch(keys, pending)]
+		retry, err := c.mgetBatch(keys, batch, dst, res)
 		if err != nil {
 			return err
 		}
@@ -496,7 +605,7 @@ func (c *Conn) mget(ids []uint64, dsts [][]byte, res []Result) error {
 			// Not even the first block fitted an MGET response: ask for
 			// it alone; GET's answer is final.
 			i := retry[0]
-			p, sum, berr, err := c.get(ids[i], dst(i))
+			p, sum, berr, err := c.get(keys[i], dst(i))
 			if err != nil {
 				return err
 			}
@@ -508,22 +617,34 @@ func (c *Conn) mget(ids []uint64, dsts [][]byte, res []Result) error {
 	return nil
 }
 
-// mgetBatch sends one MGET for the keys ids[i], i in batch, and fills their
-// results, except those answered CodeTooLarge (the response frame was
-// full), which it returns to be asked again.
-func (c *Conn) mgetBatch(ids []uint64, batch []int, dst func(int) []byte, res []Result) (retry []int, err error) {
-	c.ids = c.ids[:0]
-	for _, i := range batch {
-		c.ids = append(c.ids, ids[i])
-	}
+// mgetBatch sends one MGET (or MGET named) for the keys keys[i], i in
+// batch, and fills their results, except those answered CodeTooLarge (the
+// response frame was full), which it returns to be asked again.
+func (c *Conn) mgetBatch(keys []block.Key, batch []int, dst func(int) []byte, res []Result) (retry []int, err error) {
 	reqID := c.nextID()
-	if c.wbuf, err = wire.AppendMGet(c.wbuf[:0], reqID, c.ids); err != nil {
+	want := wire.OpMGetResponse
+	if keys[batch[0]].IsNamed() {
+		clear(c.names)
+		c.names = c.names[:0]
+		for _, i := range batch {
+			c.names = append(c.names, keys[i].Name)
+		}
+		c.wbuf, err = wire.AppendMGetNamed(c.wbuf[:0], reqID, c.names)
+		want = wire.OpMGetNamedResponse
+	} else {
+		c.ids = c.ids[:0]
+		for _, i := range batch {
+			c.ids = append(c.ids, keys[i].ID)
+		}
+		c.wbuf, err = wire.AppendMGet(c.wbuf[:0], reqID, c.ids)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := c.write(c.wbuf); err != nil {
 		return nil, err
 	}
-	if err := c.readHeader(reqID, wire.OpMGetResponse); err != nil {
+	if err := c.readHeader(reqID, want); err != nil {
 		return nil, err
 	}
 	n, err := c.r.BeginBlocks()
@@ -531,10 +652,10 @@ func (c *Conn) mgetBatch(ids []uint64, batch []int, dst func(int) []byte, res []
 		return nil, c.decodeErr(err)
 	}
 	if n != len(batch) {
-		return nil, c.lost(fmt.Errorf("MGET response with %d blocks for %d keys: %w", n, len(batch), frame.ErrMalformed))
+		return nil, c.lost(fmt.Errorf("%v with %d blocks for %d keys: %w", want, n, len(batch), frame.ErrMalformed))
 	}
 	for _, i := range batch {
-		p, sum, berr, err := c.readBlock(ids[i], dst(i))
+		p, sum, berr, err := c.readBlock(keys[i], dst(i))
 		if err != nil {
 			return nil, err
 		}
@@ -550,12 +671,29 @@ func (c *Conn) mgetBatch(ids []uint64, batch []int, dst func(int) []byte, res []
 // Put stores payload as block id (its checksum computed with
 // block.Checksum). The payload is sent from where it lies (writev).
 func (c *Conn) Put(ctx context.Context, id uint64, payload []byte) error {
-	errs, err := c.mput(ctx, wire.OpPut, []uint64{id}, [][]byte{payload}, nil)
+	errs, err := c.mput(ctx, wire.OpPut, []block.Key{c.idKey(id)}, [][]byte{payload}, nil)
 	if err == nil {
 		err = errs[0]
 	}
 	if err != nil {
 		return fmt.Errorf("nodeclient: put %016x (%d bytes) to %s: %w", id, len(payload), c.addr, err)
+	}
+	return nil
+}
+
+// PutNamed stores payload as the object name in the connection's tenant
+// (checksum block.Checksum(block.Named(tenant, name), payload)), sent from
+// where it lies. A payload over the node's max object size (its
+// MaxPayload) or a name that is empty or over block.MaxNameLen bytes is
+// refused before anything is sent, with an error that gives the size and
+// the limit (kvpool.ErrTooLarge; block.ErrBadName).
+func (c *Conn) PutNamed(ctx context.Context, name string, payload []byte) error {
+	errs, err := c.mput(ctx, wire.OpPutNamed, []block.Key{block.Named(c.tenant, name)}, [][]byte{payload}, nil)
+	if err == nil {
+		err = errs[0]
+	}
+	if err != nil {
+		return fmt.Errorf("nodeclient: put %s (%d bytes) to %s: %w", block.Key{Name: name}, len(payload), c.addr, err)
 	}
 	return nil
 }
@@ -569,9 +707,32 @@ func (c *Conn) MPut(ctx context.Context, ids []uint64, payloads [][]byte) ([]err
 	if len(ids) != len(payloads) {
 		return nil, fmt.Errorf("nodeclient: mput to %s: %d ids but %d payloads", c.addr, len(ids), len(payloads))
 	}
-	errs, err := c.mput(ctx, wire.OpMPut, ids, payloads, nil)
+	keys := make([]block.Key, len(ids))
+	for i, id := range ids {
+		keys[i] = c.idKey(id)
+	}
+	errs, err := c.mput(ctx, wire.OpMPut, keys, payloads, nil)
 	if err != nil {
 		return nil, fmt.Errorf("nodeclient: mput %d blocks to %s: %w", len(ids), c.addr, err)
+	}
+	return errs, nil
+}
+
+// MPutNamed stores payloads[i] as the object names[i] in the connection's
+// tenant and returns one error per object, as MPut does; an object too
+// large for the node or with a bad name is not sent and gets its error
+// (kvpool.ErrTooLarge, block.ErrBadName).
+func (c *Conn) MPutNamed(ctx context.Context, names []string, payloads [][]byte) ([]error, error) {
+	if len(names) != len(payloads) {
+		return nil, fmt.Errorf("nodeclient: mput to %s: %d names but %d payloads", c.addr, len(names), len(payloads))
+	}
+	keys := make([]block.Key, len(names))
+	for i, n := range names {
+		keys[i] = block.Named(c.tenant, n)
+	}
+	errs, err := c.mput(ctx, wire.OpMPutNamed, keys, payloads, nil)
+	if err != nil {
+		return nil, fmt.Errorf("nodeclient: mput %d named objects to %s: %w", len(names), c.addr, err)
 	}
 	return errs, nil
 }
@@ -597,8 +758,12 @@ func (c *Conn) MAccess(ctx context.Context, ids []uint64, hints []wire.Hint, pay
 			return nil, fmt.Errorf("nodeclient: access to %s: entry %d (id %016x) is a touch with a %d-byte payload", c.addr, i, ids[i], len(payloads[i]))
 		}
 	}
+	keys := make([]block.Key, len(ids))
+	for i, id := range ids {
+		keys[i] = c.idKey(id)
+	}
 	if !c.noAccess.Load() {
-		errs, err := c.mput(ctx, wire.OpAccess, ids, payloads, hints)
+		errs, err := c.mput(ctx, wire.OpAccess, keys, payloads, hints)
 		if err == nil {
 			return errs, nil
 		}
@@ -608,20 +773,20 @@ func (c *Conn) MAccess(ctx context.Context, ids []uint64, hints []wire.Hint, pay
 		c.noAccess.Store(true)
 	}
 	errs := make([]error, len(ids))
-	var putIDs []uint64
+	var putKeys []block.Key
 	var putPayloads [][]byte
 	var at []int
 	for i, h := range hints {
 		if h.Touch {
-			errs[i] = fmt.Errorf("block %s: the node takes no touches (ACCESS): %w", block.Key{Tenant: c.tenant, ID: ids[i]}, frame.ErrUnknownOp)
+			errs[i] = fmt.Errorf("block %s: the node takes no touches (ACCESS): %w", keys[i], frame.ErrUnknownOp)
 			continue
 		}
-		putIDs, putPayloads, at = append(putIDs, ids[i]), append(putPayloads, payloads[i]), append(at, i)
+		putKeys, putPayloads, at = append(putKeys, keys[i]), append(putPayloads, payloads[i]), append(at, i)
 	}
-	if len(putIDs) == 0 {
+	if len(putKeys) == 0 {
 		return errs, nil
 	}
-	perr, err := c.mput(ctx, wire.OpMPut, putIDs, putPayloads, nil)
+	perr, err := c.mput(ctx, wire.OpMPut, putKeys, putPayloads, nil)
 	if err != nil {
 		return nil, fmt.Errorf("nodeclient: access %d blocks on %s (as MPUT): %w", len(ids), c.addr, err)
 	}
@@ -631,14 +796,50 @@ func (c *Conn) MAccess(ctx context.Context, ids []uint64, hints []wire.Hint, pay
 	return errs, nil
 }
 
-// mput sends PUT, MPUT or (with hints) ACCESS requests for the blocks.
-func (c *Conn) mput(ctx context.Context, op wire.Op, ids []uint64, payloads [][]byte, hints []wire.Hint) ([]error, error) {
-	errs := make([]error, len(ids))
+// entryLen returns the bytes block entry i of an op request takes beyond
+// its payload: the block header, and the hint (ACCESS) or name (named
+// ops).
+func entryLen(op wire.Op, k block.Key, hints []wire.Hint) int {
+	n := wire.BlockHeaderLen
+	if hints != nil {
+		n += wire.HintLen
+	}
+	if op.Named() {
+		n += wire.NameHeaderLen + len(k.Name)
+	}
+	return n
+}
+
+// refuse returns why block k with payload p cannot be sent in an op
+// request, or nil: a payload over the node's MaxPayload (its max object
+// size), a bad name, or (for a name) a frame over the node's MaxFrame.
+func (c *Conn) refuse(op wire.Op, k block.Key, p []byte) error {
+	if op.Named() {
+		if err := checkName(k.Name); err != nil {
+			return err
+		}
+	}
+	if len(p) > c.server.MaxPayload {
+		return fmt.Errorf("block %s: %d bytes, larger than the node's max object size of %d bytes "+
+			"(node flag --max-object-bytes, config max_object_bytes): %w",
+			k, len(p), c.server.MaxPayload, kvpool.ErrTooLarge)
+	}
+	if op.Named() {
+		if need := wire.HeaderLen + 4 + entryLen(op, k, nil) + len(p); need > c.server.MaxFrame {
+			return fmt.Errorf("block %s: %d bytes with a %d-byte name need a %d-byte frame, more than the node's frame limit of %d bytes: %w",
+				k, len(p), len(k.Name), need, c.server.MaxFrame, kvpool.ErrTooLarge)
+		}
+	}
+	return nil
+}
+
+// mput sends PUT, MPUT, their named forms or (with hints) ACCESS requests
+// for the blocks keys[i] (chain keys, or named keys for a named op).
+func (c *Conn) mput(ctx context.Context, op wire.Op, keys []block.Key, payloads [][]byte, hints []wire.Hint) ([]error, error) {
+	errs := make([]error, len(keys))
 	var send []int // indexes to send
 	for i, p := range payloads {
-		if len(p) > c.server.MaxPayload {
-			errs[i] = fmt.Errorf("block %s: %d bytes, the node accepts at most %d: %w",
-				block.Key{Tenant: c.tenant, ID: ids[i]}, len(p), c.server.MaxPayload, kvpool.ErrTooLarge)
+		if errs[i] = c.refuse(op, keys[i], p); errs[i] != nil {
 			continue
 		}
 		send = append(send, i)
@@ -646,20 +847,18 @@ func (c *Conn) mput(ctx context.Context, op wire.Op, ids []uint64, payloads [][]
 	err := c.do(ctx, func() error {
 		for len(send) > 0 {
 			// As many blocks as fit the node's batch and frame limits (at
-			// least one: a payload within MaxPayload always fits).
+			// least one: refuse checked that each fits alone).
 			n, size := 0, wire.HeaderLen+4
 			for n < len(send) && n < c.maxPut {
-				need := wire.BlockHeaderLen + len(payloads[send[n]])
-				if hints != nil {
-					need += wire.HintLen
-				}
+				i := send[n]
+				need := entryLen(op, keys[i], hints) + len(payloads[i])
 				if n > 0 && size+need > c.server.MaxFrame {
 					break
 				}
 				size += need
 				n++
 			}
-			if err := c.mputBatch(op, ids, payloads, hints, send[:n], errs); err != nil {
+			if err := c.mputBatch(op, keys, payloads, hints, send[:n], errs); err != nil {
 				return err
 			}
 			send = send[n:]
@@ -669,42 +868,52 @@ func (c *Conn) mput(ctx context.Context, op wire.Op, ids []uint64, payloads [][]
 	return errs, err
 }
 
-// mputBatch sends one PUT, MPUT or ACCESS (hints not nil) for the blocks
-// i in batch and records their statuses in errs.
-func (c *Conn) mputBatch(op wire.Op, ids []uint64, payloads [][]byte, hints []wire.Hint, batch []int, errs []error) error {
-	var total uint64
+// mputBatch sends one PUT, MPUT, named PUT or MPUT, or ACCESS (hints not
+// nil) for the blocks i in batch and records their statuses in errs.
+func (c *Conn) mputBatch(op wire.Op, keys []block.Key, payloads [][]byte, hints []wire.Hint, batch []int, errs []error) error {
+	var total, nameBytes uint64
 	for _, i := range batch {
 		total += uint64(len(payloads[i]))
+		nameBytes += uint64(len(keys[i].Name))
 	}
 	reqID := c.nextID()
-	head, err := wire.AppendBlockFrameHead(c.wbuf[:0], op, reqID, len(batch), total)
+	var head []byte
+	var err error
+	if op.Named() {
+		head, err = wire.AppendNamedBlockFrameHead(c.wbuf[:0], op, reqID, len(batch), nameBytes, total)
+	} else {
+		head, err = wire.AppendBlockFrameHead(c.wbuf[:0], op, reqID, len(batch), total)
+	}
 	if err != nil {
 		return err
 	}
-	frameHead := len(head)
-	entryLen := wire.BlockHeaderLen
+	ends := c.ends[:0] // where each entry's headers end in head
 	for _, i := range batch {
-		p := payloads[i]
-		bh := wire.BlockHeader{ID: ids[i], Code: wire.CodeOK, Len: uint32(len(p))}
+		p, k := payloads[i], keys[i]
+		bh := wire.BlockHeader{ID: k.ID, Code: wire.CodeOK, Len: uint32(len(p))}
 		if hints != nil {
-			entryLen = wire.HintLen + wire.BlockHeaderLen
 			head = wire.AppendHint(head, hints[i])
 		}
+		if op.Named() {
+			if head, err = wire.AppendName(head, k.Name); err != nil {
+				return err // cannot happen: refuse checked the name
+			}
+		}
 		if hints == nil || !hints[i].Touch {
-			bh.Checksum = block.Checksum(block.Key{Tenant: c.tenant, ID: ids[i]}, p)
+			bh.Checksum = block.Checksum(k, p)
 		}
 		head = wire.AppendBlockHeader(head, bh)
+		ends = append(ends, len(head))
 	}
-	c.wbuf = head
+	c.wbuf, c.ends = head, ends
 	vec := c.vec[:0]
 	pos := 0
 	for j, i := range batch {
-		end := frameHead + (j+1)*entryLen
-		vec = append(vec, head[pos:end])
+		vec = append(vec, head[pos:ends[j]])
 		if len(payloads[i]) > 0 {
 			vec = append(vec, payloads[i])
 		}
-		pos = end
+		pos = ends[j]
 	}
 	c.vec = vec
 	if err := c.writev(vec); err != nil {
@@ -722,11 +931,15 @@ func (c *Conn) mputBatch(op wire.Op, ids []uint64, payloads [][]byte, hints []wi
 		return c.lost(fmt.Errorf("%v response with %d statuses for %d blocks: %w", op, len(st), len(batch), frame.ErrMalformed))
 	}
 	for j, i := range batch {
-		if st[j].ID != ids[i] {
-			return c.lost(fmt.Errorf("%v response status %d is for id %016x, want %016x: %w", op, j, st[j].ID, ids[i], frame.ErrMalformed))
+		if st[j].ID != keys[i].ID {
+			return c.lost(fmt.Errorf("%v response status %d is for id %016x, want %016x: %w", op, j, st[j].ID, keys[i].ID, frame.ErrMalformed))
 		}
 		if e := wire.ErrorFor(st[j].Code); e != nil {
-			errs[i] = fmt.Errorf("block %s: %w", block.Key{Tenant: c.tenant, ID: ids[i]}, e)
+			if st[j].Code == wire.CodeTooLarge {
+				e = fmt.Errorf("%d bytes, the node's max object size is %d bytes (node flag --max-object-bytes, config max_object_bytes): %w",
+					len(payloads[i]), c.server.MaxPayload, e)
+			}
+			errs[i] = fmt.Errorf("block %s: %w", keys[i], e)
 		}
 	}
 	return nil
@@ -735,19 +948,69 @@ func (c *Conn) mputBatch(op wire.Op, ids []uint64, payloads [][]byte, hints []wi
 // Exists reports, for each key, whether the node holds it. The node
 // answers without touching recency or read leases.
 func (c *Conn) Exists(ctx context.Context, ids []uint64) ([]bool, error) {
-	out := make([]bool, len(ids))
+	keys := make([]block.Key, len(ids))
+	for i, id := range ids {
+		keys[i] = c.idKey(id)
+	}
+	out, err := c.exists(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("nodeclient: exists %d keys on %s: %w", len(ids), c.addr, err)
+	}
+	return out, nil
+}
+
+// ExistsNamed reports, for each name in the connection's tenant, whether
+// the node holds it, as Exists does. A name that is empty or over
+// block.MaxNameLen bytes fails the call before anything is sent.
+func (c *Conn) ExistsNamed(ctx context.Context, names []string) ([]bool, error) {
+	keys := make([]block.Key, len(names))
+	for i, n := range names {
+		if err := checkName(n); err != nil {
+			return nil, fmt.Errorf("nodeclient: exists %d names on %s: name %d: %w", len(names), c.addr, i, err)
+		}
+		keys[i] = block.Named(c.tenant, n)
+	}
+	out, err := c.exists(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("nodeclient: exists %d names on %s: %w", len(names), c.addr, err)
+	}
+	return out, nil
+}
+
+// exists sends EXISTS (or EXISTS named) requests for keys, all chain keys
+// or all named.
+func (c *Conn) exists(ctx context.Context, keys []block.Key) ([]bool, error) {
+	out := make([]bool, len(keys))
+	pending := allIndexes(len(keys))
 	err := c.do(ctx, func() error {
-		for start := 0; start < len(ids); start += c.maxKeys {
-			batch := ids[start:min(len(ids), start+c.maxKeys)]
+		for len(pending) > 0 {
+			batch := pending[:c.keyBatch(keys, pending)]
+			pending = pending[len(batch):]
 			reqID := c.nextID()
+			want := wire.OpExistsResponse
 			var err error
-			if c.wbuf, err = wire.AppendExists(c.wbuf[:0], reqID, batch); err != nil {
+			if keys[batch[0]].IsNamed() {
+				clear(c.names)
+				c.names = c.names[:0]
+				for _, i := range batch {
+					c.names = append(c.names, keys[i].Name)
+				}
+				c.wbuf, err = wire.AppendExistsNamed(c.wbuf[:0], reqID, c.names)
+				want = wire.OpExistsNamedResponse
+			} else {
+				c.ids = c.ids[:0]
+				for _, i := range batch {
+					c.ids = append(c.ids, keys[i].ID)
+				}
+				c.wbuf, err = wire.AppendExists(c.wbuf[:0], reqID, c.ids)
+			}
+			if err != nil {
 				return err
 			}
 			if err := c.write(c.wbuf); err != nil {
 				return err
 			}
-			if err := c.readHeader(reqID, wire.OpExistsResponse); err != nil {
+			if err := c.readHeader(reqID, want); err != nil {
 				return err
 			}
 			st, err := c.r.ReadStatuses(c.st)
@@ -756,37 +1019,65 @@ func (c *Conn) Exists(ctx context.Context, ids []uint64) ([]bool, error) {
 				return c.decodeErr(err)
 			}
 			if len(st) != len(batch) {
-				return c.lost(fmt.Errorf("EXISTS response with %d statuses for %d keys: %w", len(st), len(batch), frame.ErrMalformed))
+				return c.lost(fmt.Errorf("%v with %d statuses for %d keys: %w", want, len(st), len(batch), frame.ErrMalformed))
 			}
 			for j, s := range st {
+				k := keys[batch[j]]
 				switch {
-				case s.ID != batch[j]:
-					return c.lost(fmt.Errorf("EXISTS response status %d is for id %016x, want %016x: %w", j, s.ID, batch[j], frame.ErrMalformed))
+				case s.ID != k.ID:
+					return c.lost(fmt.Errorf("%v status %d is for id %016x, want %016x: %w", want, j, s.ID, k.ID, frame.ErrMalformed))
 				case s.Code == wire.CodeOK:
-					out[start+j] = true
+					out[batch[j]] = true
 				case s.Code != wire.CodeNotFound:
-					return fmt.Errorf("block %s: %w", block.Key{Tenant: c.tenant, ID: s.ID}, wire.ErrorFor(s.Code))
+					return fmt.Errorf("block %s: %w", k, wire.ErrorFor(s.Code))
 				}
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("nodeclient: exists %d keys on %s: %w", len(ids), c.addr, err)
-	}
-	return out, nil
+	return out, err
 }
 
 // Delete removes block id; it returns an error wrapping kvpool.ErrNotFound
 // when the node does not hold it.
 func (c *Conn) Delete(ctx context.Context, id uint64) error {
-	err := c.do(ctx, func() error {
+	if err := c.delete(ctx, c.idKey(id)); err != nil {
+		return fmt.Errorf("nodeclient: delete %016x on %s: %w", id, c.addr, err)
+	}
+	return nil
+}
+
+// DeleteNamed removes the object name from the connection's tenant; it
+// returns an error wrapping kvpool.ErrNotFound when the node does not hold
+// it. A bad name is refused before anything is sent.
+func (c *Conn) DeleteNamed(ctx context.Context, name string) error {
+	if err := checkName(name); err != nil {
+		return fmt.Errorf("nodeclient: delete on %s: %w", c.addr, err)
+	}
+	k := block.Named(c.tenant, name)
+	if err := c.delete(ctx, k); err != nil {
+		return fmt.Errorf("nodeclient: delete %s on %s: %w", k, c.addr, err)
+	}
+	return nil
+}
+
+func (c *Conn) delete(ctx context.Context, k block.Key) error {
+	return c.do(ctx, func() error {
 		reqID := c.nextID()
-		c.wbuf = wire.AppendDelete(c.wbuf[:0], reqID, id)
+		want := wire.OpDeleteResponse
+		if k.IsNamed() {
+			var err error
+			if c.wbuf, err = wire.AppendDeleteNamed(c.wbuf[:0], reqID, k.Name); err != nil {
+				return err
+			}
+			want = wire.OpDeleteNamedResponse
+		} else {
+			c.wbuf = wire.AppendDelete(c.wbuf[:0], reqID, k.ID)
+		}
 		if err := c.write(c.wbuf); err != nil {
 			return err
 		}
-		if err := c.readHeader(reqID, wire.OpDeleteResponse); err != nil {
+		if err := c.readHeader(reqID, want); err != nil {
 			return err
 		}
 		st, err := c.r.ReadStatuses(c.st)
@@ -794,15 +1085,11 @@ func (c *Conn) Delete(ctx context.Context, id uint64) error {
 		if err != nil {
 			return c.decodeErr(err)
 		}
-		if st[0].ID != id {
-			return c.lost(fmt.Errorf("DELETE response for id %016x, want %016x: %w", st[0].ID, id, frame.ErrMalformed))
+		if st[0].ID != k.ID {
+			return c.lost(fmt.Errorf("%v for id %016x, want %016x: %w", want, st[0].ID, k.ID, frame.ErrMalformed))
 		}
 		return wire.ErrorFor(st[0].Code)
 	})
-	if err != nil {
-		return fmt.Errorf("nodeclient: delete %016x on %s: %w", id, c.addr, err)
-	}
-	return nil
 }
 
 // Stats returns the node's per-tier counters.

@@ -281,3 +281,49 @@ func (p *Pool) Stats(ctx context.Context) (tiers []wire.TierStats, err error) {
 	})
 	return tiers, err
 }
+
+// GetNamed is Conn.GetNamed on a pooled connection.
+func (p *Pool) GetNamed(ctx context.Context, name string, dst []byte) (payload []byte, sum uint32, err error) {
+	err = p.do(ctx, func(c *Conn) error {
+		payload, sum, err = c.GetNamed(ctx, name, dst)
+		return err
+	})
+	return payload, sum, err
+}
+
+// MGetNamed is Conn.MGetNamed on a pooled connection.
+func (p *Pool) MGetNamed(ctx context.Context, names []string, dsts [][]byte) (res []Result, err error) {
+	err = p.do(ctx, func(c *Conn) error {
+		res, err = c.MGetNamed(ctx, names, dsts)
+		return err
+	})
+	return res, err
+}
+
+// PutNamed is Conn.PutNamed on a pooled connection.
+func (p *Pool) PutNamed(ctx context.Context, name string, payload []byte) error {
+	return p.do(ctx, func(c *Conn) error { return c.PutNamed(ctx, name, payload) })
+}
+
+// MPutNamed is Conn.MPutNamed on a pooled connection.
+func (p *Pool) MPutNamed(ctx context.Context, names []string, payloads [][]byte) (errs []error, err error) {
+	err = p.do(ctx, func(c *Conn) error {
+		errs, err = c.MPutNamed(ctx, names, payloads)
+		return err
+	})
+	return errs, err
+}
+
+// ExistsNamed is Conn.ExistsNamed on a pooled connection.
+func (p *Pool) ExistsNamed(ctx context.Context, names []string) (present []bool, err error) {
+	err = p.do(ctx, func(c *Conn) error {
+		present, err = c.ExistsNamed(ctx, names)
+		return err
+	})
+	return present, err
+}
+
+// DeleteNamed is Conn.DeleteNamed on a pooled connection.
+func (p *Pool) DeleteNamed(ctx context.Context, name string) error {
+	return p.do(ctx, func(c *Conn) error { return c.DeleteNamed(ctx, name) })
+}

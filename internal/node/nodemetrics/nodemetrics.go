@@ -161,6 +161,7 @@ func newCollector(snapshot func() Snapshot) *Collector {
 			counter("io_errors_total", "Read and write errors from the device.", func(s tier.Stats) float64 { return float64(s.IOErrors) }),
 			gauge("resident_blocks", "Blocks resident in the tier.", func(s tier.Stats) float64 { return float64(s.Blocks) }),
 			gauge("resident_bytes", "Payload bytes resident in the tier.", func(s tier.Stats) float64 { return float64(s.Bytes) }),
+			gauge("held_bytes", "Bytes of the tier's memory or disk the resident objects occupy (chunks or pages, names and metadata included); held_bytes / resident_bytes is the tier's space overhead.", func(s tier.Stats) float64 { return float64(s.HeldBytes) }),
 			gauge("capacity_bytes", "The tier's configured capacity in bytes.", func(s tier.Stats) float64 { return float64(s.CapacityBytes) }),
 		},
 		demotions:           desc("demotions_total", "Blocks demoted RAM→SSD when the RAM tier evicted them."),

@@ -24,12 +24,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func fakeSnapshot() Snapshot {
 	return Snapshot{
 		RAM: tier.Stats{
-			Blocks: 10, Bytes: 2560, CapacityBytes: 1 << 30,
+			Blocks: 10, Bytes: 2560, HeldBytes: 40960, CapacityBytes: 1 << 30,
 			Hits: 7, Misses: 3, BytesIn: 4096, BytesOut: 1792,
 			EvictAttempts: 5, Evicted: 4, Corruptions: 0, IOErrors: 0,
 		},
 		SSD: tier.Stats{
-			Blocks: 20, Bytes: 5120, CapacityBytes: 64 << 30,
+			Blocks: 20, Bytes: 5120, HeldBytes: 81920, CapacityBytes: 64 << 30,
 			Hits: 2, Misses: 1, BytesIn: 8192, BytesOut: 512,
 			EvictAttempts: 9, Evicted: 8, Corruptions: 1, IOErrors: 2,
 		},
@@ -97,6 +97,10 @@ kvpool_node_tier_evictions_attempted_total{tier="ssd"} 9
 # TYPE kvpool_node_tier_evictions_freed_total counter
 kvpool_node_tier_evictions_freed_total{tier="ram"} 4
 kvpool_node_tier_evictions_freed_total{tier="ssd"} 8
+# HELP kvpool_node_tier_held_bytes Bytes of the tier's memory or disk the resident objects occupy (chunks or pages, names and metadata included); held_bytes / resident_bytes is the tier's space overhead.
+# TYPE kvpool_node_tier_held_bytes gauge
+kvpool_node_tier_held_bytes{tier="ram"} 40960
+kvpool_node_tier_held_bytes{tier="ssd"} 81920
 # HELP kvpool_node_tier_hits_total Gets the tier served.
 # TYPE kvpool_node_tier_hits_total counter
 kvpool_node_tier_hits_total{tier="ram"} 7

@@ -33,17 +33,37 @@ func BenchmarkNodeGet(b *testing.B) {
 				if file {
 					name = fmt.Sprintf("backend=file/size=%dKiB/conns=%d", size>>10, conns)
 				}
-				b.Run(name, func(b *testing.B) { benchGet(b, file, size, conns) })
+				b.Run(name, func(b *testing.B) { benchGet(b, file, false, size, conns) })
 			}
 		}
 	}
 }
 
-func benchGet(b *testing.B, file bool, size, conns int) {
+// BenchmarkNodeGetNamed is BenchmarkNodeGet for named objects (GET named,
+// verified against the name) of the sizes an LMCache-like workload stores:
+// a 28-byte metadata record, a 32 KiB block and a 4 MiB chunk, from RAM
+// (writev) with 1 and 4 connections.
+func BenchmarkNodeGetNamed(b *testing.B) {
+	for _, size := range []int{28, 32 << 10, 4 << 20} {
+		for _, conns := range []int{1, 4} {
+			b.Run(fmt.Sprintf("size=%dB/conns=%d", size, conns), func(b *testing.B) { benchGet(b, false, true, size, conns) })
+		}
+	}
+}
+
+// benchName is the name of benchmark object id: LMCache-like, 60 bytes.
+func benchName(id uint64) string {
+	return fmt.Sprintf("meta-llama/Llama-3.1-8B@1@0@%016x@bfloat16kv_bytes", id)
+}
+
+func benchGet(b *testing.B, file, named bool, size, conns int) {
 	be := nodeservertest.NewBackend(b.TempDir())
 	b.Cleanup(func() { be.Close() })
 	for id := range uint64(benchBlocks) {
 		k := block.Key{Tenant: "bench", ID: id}
+		if named {
+			k = block.Named("bench", benchName(id))
+		}
 		be.Store(k, payload(size, byte(id)))
 		if file {
 			if err := be.Spill(k); err != nil {
@@ -77,13 +97,22 @@ func benchGet(b *testing.B, file bool, size, conns int) {
 	for i, c := range cs {
 		wg.Go(func() {
 			dst := make([]byte, 0, size)
+			var names [benchBlocks]string
+			for id := range names {
+				names[id] = benchName(uint64(id))
+			}
 			for {
 				n := next.Add(1)
 				if n > int64(b.N) {
 					return
 				}
 				t0 := time.Now()
-				_, _, err := c.Get(ctx, uint64(n%benchBlocks), dst)
+				var err error
+				if named {
+					_, _, err = c.GetNamed(ctx, names[n%benchBlocks], dst)
+				} else {
+					_, _, err = c.Get(ctx, uint64(n%benchBlocks), dst)
+				}
 				lat[i] = append(lat[i], time.Since(t0))
 				if err != nil {
 					b.Error(err)

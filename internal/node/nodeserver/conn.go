@@ -53,6 +53,8 @@ type conn struct {
 
 	// Reused buffers.
 	ids      []uint64
+	names    []string
+	keys     []block.Key
 	statuses []wire.Status
 	ents     []entry
 	head     []byte // a block response's frame head and block headers
@@ -61,9 +63,9 @@ type conn struct {
 	out      net.Buffers // writev cursor (a field so writing does not allocate)
 }
 
-// entry is one block of a GET or MGET response being sent.
+// entry is one block of a GET or MGET (named) response being sent.
 type entry struct {
-	id   uint64
+	id   uint64 // the key's ID (block.NameID of a name)
 	code wire.Code
 	ref  Ref
 	held bool // ref is pinned and must be released
@@ -218,7 +220,7 @@ func linger(nc net.Conn, b []byte, timeout time.Duration) int {
 // isDecodeError reports whether err is the peer's malformed input.
 func isDecodeError(err error) bool {
 	for _, e := range [...]error{frame.ErrMalformed, frame.ErrFrameTooLarge, frame.ErrUnknownOp,
-		frame.ErrBatchTooLong, frame.ErrPayloadTooLarge, io.ErrUnexpectedEOF} {
+		frame.ErrBatchTooLong, frame.ErrPayloadTooLarge, frame.ErrTooLong, io.ErrUnexpectedEOF} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -312,8 +314,29 @@ func (c *conn) dispatch(ctx context.Context, h wire.Header) (wire.Code, error) {
 		if err != nil {
 			return c.bodyError(h, err)
 		}
-		return wire.CodeOK, c.get(ctx, h, ids)
-	case wire.OpPut, wire.OpMPut:
+		return wire.CodeOK, c.get(ctx, h, c.idKeys(ids))
+	case wire.OpGetNamed, wire.OpMGetNamed:
+		keys, err := c.readNames(h)
+		if err != nil {
+			return c.bodyError(h, err)
+		}
+		return wire.CodeOK, c.get(ctx, h, keys)
+	case wire.OpExistsNamed:
+		keys, err := c.readNames(h)
+		if err != nil {
+			return c.bodyError(h, err)
+		}
+		return c.exists(h, keys)
+	case wire.OpDeleteNamed:
+		if c.denyWrite != nil {
+			return c.refuse(h)
+		}
+		keys, err := c.readNames(h)
+		if err != nil {
+			return c.bodyError(h, err)
+		}
+		return c.delete(ctx, h, keys[0])
+	case wire.OpPut, wire.OpMPut, wire.OpPutNamed, wire.OpMPutNamed:
 		if c.denyWrite != nil {
 			return c.refuse(h)
 		}
@@ -329,21 +352,7 @@ func (c *conn) dispatch(ctx context.Context, h wire.Header) (wire.Code, error) {
 		if err != nil {
 			return c.bodyError(h, err)
 		}
-		st := c.statuses[:0]
-		for _, id := range ids {
-			code := wire.CodeNotFound
-			if c.s.opts.Backend.Exists(block.Key{Tenant: c.tenant, ID: id}) {
-				code = wire.CodeOK
-			}
-			st = append(st, wire.Status{ID: id, Code: code})
-		}
-		c.statuses = st
-		resp, err := wire.AppendExistsResponse(c.wbuf[:0], h.ReqID, st)
-		if err != nil {
-			return c.internal(h, err)
-		}
-		c.wbuf = resp
-		return wire.CodeOK, c.write(resp)
+		return c.exists(h, c.idKeys(ids))
 	case wire.OpDelete:
 		if c.denyWrite != nil {
 			return c.refuse(h)
@@ -353,10 +362,7 @@ func (c *conn) dispatch(ctx context.Context, h wire.Header) (wire.Code, error) {
 		if err != nil {
 			return c.bodyError(h, err)
 		}
-		k := block.Key{Tenant: c.tenant, ID: ids[0]}
-		code := c.backendCode("delete", k, c.s.opts.Backend.Delete(ctx, k))
-		c.wbuf = wire.AppendDeleteResponse(c.wbuf[:0], h.ReqID, wire.Status{ID: ids[0], Code: code})
-		return wire.CodeOK, c.write(c.wbuf)
+		return c.delete(ctx, h, block.Key{Tenant: c.tenant, ID: ids[0]})
 	case wire.OpStats:
 		resp, err := wire.AppendStatsResponse(c.wbuf[:0], h.ReqID, c.s.opts.Backend.Stats())
 		if err != nil {
@@ -368,6 +374,83 @@ func (c *conn) dispatch(ctx context.Context, h wire.Header) (wire.Code, error) {
 	// A valid op that is not a request: a response or ERROR frame.
 	err := fmt.Errorf("nodeserver: %v frame (request %d) from %s: not a request: %w", h.Op, h.ReqID, c.remote, frame.ErrUnknownOp)
 	return c.bodyError(h, err)
+}
+
+// idKeys returns the keys of ids in the connection's tenant (in a buffer
+// reused by the next request).
+func (c *conn) idKeys(ids []uint64) []block.Key {
+	keys := c.keys[:0]
+	for _, id := range ids {
+		keys = append(keys, block.Key{Tenant: c.tenant, ID: id})
+	}
+	c.keys = keys
+	return keys
+}
+
+// readNames reads a named request's names and returns their keys in the
+// connection's tenant, block.Named(tenant, name) (in a buffer reused by
+// the next request).
+func (c *conn) readNames(h wire.Header) ([]block.Key, error) {
+	names, err := c.r.ReadNames(c.names)
+	c.names = names
+	if err != nil {
+		return nil, nameError(h, err)
+	}
+	keys := c.keys[:0]
+	for _, n := range names {
+		keys = append(keys, block.Named(c.tenant, n))
+	}
+	c.keys = keys
+	return keys, nil
+}
+
+// nameError explains a name the decoder refused as too long.
+func nameError(h wire.Header, err error) error {
+	if errors.Is(err, frame.ErrTooLong) {
+		return fmt.Errorf("nodeserver: %v (request %d): an object name is at most %d bytes (a fixed limit): %w", h.Op, h.ReqID, block.MaxNameLen, err)
+	}
+	return err
+}
+
+// exists answers EXISTS and EXISTS named for keys.
+func (c *conn) exists(h wire.Header, keys []block.Key) (wire.Code, error) {
+	st := c.statuses[:0]
+	for _, k := range keys {
+		code := wire.CodeNotFound
+		if c.s.opts.Backend.Exists(k) {
+			code = wire.CodeOK
+		}
+		st = append(st, wire.Status{ID: k.ID, Code: code})
+	}
+	c.statuses = st
+	resp, err := wire.AppendStatusResponse(c.wbuf[:0], h.Op.Response(), h.ReqID, st)
+	if err != nil {
+		return c.internal(h, err)
+	}
+	c.wbuf = resp
+	return wire.CodeOK, c.write(resp)
+}
+
+// delete answers DELETE and DELETE named for k.
+func (c *conn) delete(ctx context.Context, h wire.Header, k block.Key) (wire.Code, error) {
+	code := c.backendCode("delete", k, c.s.opts.Backend.Delete(ctx, k))
+	resp, err := wire.AppendStatusResponse(c.wbuf[:0], h.Op.Response(), h.ReqID, []wire.Status{{ID: k.ID, Code: code}})
+	if err != nil {
+		return c.internal(h, err)
+	}
+	c.wbuf = resp
+	return wire.CodeOK, c.write(c.wbuf)
+}
+
+// tooLarge explains a payload the decoder refused as larger than the
+// node's MaxPayload, in the node's settings.
+func (c *conn) tooLarge(h wire.Header, bh wire.BlockHeader, err error) error {
+	if !errors.Is(err, frame.ErrPayloadTooLarge) {
+		return err
+	}
+	return fmt.Errorf("nodeserver: %v (request %d): an object of %d bytes is larger than this node's max object size, %d bytes "+
+		"(node flag --max-object-bytes, config max_object_bytes, at most %d): %w",
+		h.Op, h.ReqID, bh.Len, c.s.lim.MaxPayload, wire.MaxObjectSize, err)
 }
 
 // refuse answers a write the connection's grant does not allow with an
@@ -397,52 +480,59 @@ func (c *conn) backendCode(what string, k block.Key, err error) wire.Code {
 	return code
 }
 
-// put serves PUT and MPUT: each payload is read into a pooled buffer and
-// handed to the backend.
+// put serves PUT, MPUT and their named forms: each payload is read into a
+// pooled buffer and handed to the backend.
 func (c *conn) put(ctx context.Context, h wire.Header) (wire.Code, error) {
 	n, err := c.r.BeginBlocks()
 	if err != nil {
 		return c.bodyError(h, err)
 	}
+	named := h.Op.Named()
 	st := c.statuses[:0]
 	defer func() { c.statuses = st }()
 	for range n {
-		bh, err := c.r.NextBlock()
+		var k block.Key
+		var bh wire.BlockHeader
+		if named {
+			var name string
+			name, bh, err = c.r.NextNamed()
+			k = block.Key{Tenant: c.tenant, ID: bh.ID, Name: name} // the decoder checked bh.ID == block.NameID(name)
+			err = nameError(h, err)
+		} else {
+			bh, err = c.r.NextBlock()
+			k = block.Key{Tenant: c.tenant, ID: bh.ID}
+		}
 		if err != nil {
-			return c.bodyError(h, err)
+			return c.bodyError(h, c.tooLarge(h, bh, err))
 		}
 		payload, buf, ok, code, err := c.readPayload(ctx, h, bh)
 		if !ok {
 			return code, err
 		}
-		k := block.Key{Tenant: c.tenant, ID: bh.ID}
 		code = c.stored(buf, c.backendCode("put", k, c.s.opts.Backend.Put(ctx, k, payload, bh.Checksum)))
 		st = append(st, wire.Status{ID: bh.ID, Code: code})
 	}
-	if h.Op == wire.OpPut {
-		c.wbuf = wire.AppendPutResponse(c.wbuf[:0], h.ReqID, st[0])
-	} else {
-		resp, err := wire.AppendMPutResponse(c.wbuf[:0], h.ReqID, st)
-		if err != nil {
-			return c.internal(h, err)
-		}
-		c.wbuf = resp
+	resp, err := wire.AppendStatusResponse(c.wbuf[:0], h.Op.Response(), h.ReqID, st)
+	if err != nil {
+		return c.internal(h, err)
 	}
+	c.wbuf = resp
 	return wire.CodeOK, c.write(c.wbuf)
 }
 
-// get serves GET and MGET: it pins the blocks that fit in one frame, writes
-// the frame, and releases them.
-func (c *conn) get(ctx context.Context, h wire.Header, ids []uint64) error {
-	batch := h.Op == wire.OpMGet
+// get serves GET, MGET and their named forms (keys in request order): it
+// pins the blocks that fit in one frame, writes the frame, and releases
+// them.
+func (c *conn) get(ctx context.Context, h wire.Header, keys []block.Key) error {
+	batch := h.Op == wire.OpMGet || h.Op == wire.OpMGetNamed
 	headLen := wire.HeaderLen
 	if batch {
 		headLen += 4 // count
 	}
-	fixed := headLen + wire.BlockHeaderLen*len(ids)
+	fixed := headLen + wire.BlockHeaderLen*len(keys)
 	if fixed > c.s.lim.MaxFrame {
 		err := fmt.Errorf("nodeserver: %v of %d keys (request %d): the response's headers alone need %d bytes, more than the frame limit %d: %w",
-			h.Op, len(ids), h.ReqID, fixed, c.s.lim.MaxFrame, frame.ErrFrameTooLarge)
+			h.Op, len(keys), h.ReqID, fixed, c.s.lim.MaxFrame, frame.ErrFrameTooLarge)
 		return c.writeError(h.ReqID, err)
 	}
 	room := c.s.lim.MaxFrame - fixed
@@ -458,10 +548,9 @@ func (c *conn) get(ctx context.Context, h wire.Header, ids []uint64) error {
 	}()
 	full := false // the frame is full: the rest of the batch is CodeTooLarge
 	var total uint64
-	for _, id := range ids {
-		e := entry{id: id, code: wire.CodeTooLarge}
+	for _, k := range keys {
+		e := entry{id: k.ID, code: wire.CodeTooLarge}
 		if !full {
-			k := block.Key{Tenant: c.tenant, ID: id}
 			ref, err := c.s.opts.Backend.Acquire(ctx, k)
 			n := ref.size()
 			switch {

@@ -21,7 +21,8 @@
 // Every key on the connection is namespaced by the hello's tenant. A
 // connection that may read but not write its namespace (a tenant token on a
 // shared namespace it is not a writer of) gets an ERROR frame with
-// CodeUnauthorized for each PUT, MPUT and DELETE, and stays usable.
+// CodeUnauthorized for each PUT, MPUT and DELETE (named or not), and stays
+// usable.
 //
 // # Errors
 //
@@ -37,6 +38,22 @@
 //
 // An MPUT answered with ERROR (a malformed block entry part-way through) may
 // have stored the blocks before the bad one.
+//
+// # Named objects
+//
+// The named ops (GET, MGET, PUT, MPUT, EXISTS and DELETE named) carry
+// object names instead of key IDs; the server keys each with
+// block.Named(tenant, name) and serves it through the same Backend calls
+// and send paths (writev of the payload's pieces, sendfile) as a chain
+// key, so a Backend sees named keys as block.Keys with Name set. The
+// write ops' grant check covers PUT, MPUT and DELETE named alike.
+//
+// The server's limits come from the node's max object size
+// (wire.LimitsFor): a payload over Limits.MaxPayload is answered with an
+// ERROR (CodeTooLarge) giving its size, the max object size and the node
+// setting that raises it (--max-object-bytes, max_object_bytes); a name
+// over block.MaxNameLen with an ERROR (CodeBadRequest) giving its length
+// and the fixed limit. Both leave the connection usable.
 //
 // # Access hints
 //

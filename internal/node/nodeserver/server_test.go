@@ -241,16 +241,17 @@ func TestHandshake(t *testing.T) {
 		hello []byte
 		want  wire.Code
 	}{
-		{"good", helloBytes(1, "t", []byte(token)), wire.CodeOK},
-		{"good, empty tenant", helloBytes(1, "", []byte(token)), wire.CodeOK},
-		{"version 2", helloBytes(2, "t", []byte(token)), wire.CodeVersionMismatch},
+		{"good", helloBytes(wire.Version, "t", []byte(token)), wire.CodeOK},
+		{"good, empty tenant", helloBytes(wire.Version, "", []byte(token)), wire.CodeOK},
+		{"version 1 (before named ops)", helloBytes(1, "t", []byte(token)), wire.CodeVersionMismatch},
+		{"version 3", helloBytes(3, "t", []byte(token)), wire.CodeVersionMismatch},
 		{"version 0", helloBytes(0, "t", []byte(token)), wire.CodeVersionMismatch},
-		{"missing token", helloBytes(1, "t", nil), wire.CodeUnauthorized},
-		{"wrong token", helloBytes(1, "t", []byte("tok-guess!")), wire.CodeUnauthorized},
-		{"token prefix", helloBytes(1, "t", []byte(token[:4])), wire.CodeUnauthorized},
-		{"bad tenant", helloBytes(1, "a/b", []byte(token)), wire.CodeBadRequest},
-		{"tenant too long", helloBytes(1, strings.Repeat("x", 65), []byte(token)), wire.CodeBadRequest},
-		{"banned tenant", helloBytes(1, "banned", []byte(token)), wire.CodeUnauthorized},
+		{"missing token", helloBytes(wire.Version, "t", nil), wire.CodeUnauthorized},
+		{"wrong token", helloBytes(wire.Version, "t", []byte("tok-guess!")), wire.CodeUnauthorized},
+		{"token prefix", helloBytes(wire.Version, "t", []byte(token[:4])), wire.CodeUnauthorized},
+		{"bad tenant", helloBytes(wire.Version, "a/b", []byte(token)), wire.CodeBadRequest},
+		{"tenant too long", helloBytes(wire.Version, strings.Repeat("x", 65), []byte(token)), wire.CodeBadRequest},
+		{"banned tenant", helloBytes(wire.Version, "banned", []byte(token)), wire.CodeUnauthorized},
 		{"bad magic", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), wire.CodeBadRequest},
 	}
 	for _, c := range cases {
@@ -319,7 +320,7 @@ func TestTimeouts(t *testing.T) {
 		send  []byte
 	}{
 		{"no hello", false, nil},
-		{"half a hello", false, helloBytes(1, "t", nil)[:7]},
+		{"half a hello", false, helloBytes(wire.Version, "t", nil)[:7]},
 		{"idle after hello", true, nil},
 		{"half a header", true, wire.AppendGet(nil, 1, 2)[:9]},
 		{"header without body", true, wire.AppendGet(nil, 1, 2)[:16]},
@@ -553,7 +554,7 @@ func TestMalformedFrames(t *testing.T) {
 		in   []byte
 		want wire.Code
 	}{
-		{"unknown op", frameBytes(0x08, 0, []byte("xyz"), -1), wire.CodeUnsupportedOp},
+		{"unknown op", frameBytes(0x0e, 0, []byte("xyz"), -1), wire.CodeUnsupportedOp},
 		{"response op", frameBytes(wire.OpPutResponse, 0, make([]byte, 12), -1), wire.CodeUnsupportedOp},
 		{"error op", frameBytes(wire.OpError, 0, []byte{8, 0, 0, 0}, -1), wire.CodeUnsupportedOp},
 		{"flags set", frameBytes(wire.OpGet, 1, le64(1), -1), wire.CodeBadRequest},

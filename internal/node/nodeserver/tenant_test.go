@@ -187,6 +187,36 @@ func TestTenantIsolation(t *testing.T) {
 					t.Errorf("tenant %q: block %d = %d bytes, %v; want its payload", tenants[0], ids[i+1], len(r.Payload), r.Err)
 				}
 			}
+			// Names are per tenant too: one name, a different object in
+			// each tenant, none visible to another.
+			const name = "meta-llama/Llama-3.1-8B@1@0@5f3a@kv"
+			if err := owner.PutNamed(ctx, name, []byte("owner's")); err != nil {
+				t.Fatal(err)
+			}
+			for _, other := range tenants[1:] {
+				c := dialTenant(t, addr, other)
+				if ex, err := c.ExistsNamed(ctx, []string{name}); err != nil || ex[0] {
+					t.Errorf("tenant %q: ExistsNamed(%q) = %v, %v; the object belongs to %q", other, name, ex, err, tenants[0])
+				}
+				if got, _, err := c.GetNamed(ctx, name, nil); !errors.Is(err, kvpool.ErrNotFound) {
+					t.Errorf("tenant %q: GetNamed = %q, %v; want kvpool.ErrNotFound", other, got, err)
+				}
+				if err := c.DeleteNamed(ctx, name); !errors.Is(err, kvpool.ErrNotFound) {
+					t.Errorf("tenant %q: DeleteNamed = %v; want kvpool.ErrNotFound", other, err)
+				}
+				if err := c.PutNamed(ctx, name, []byte(other+"'s")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, tn := range tenants {
+				want := tn + "'s"
+				if tn == tenants[0] {
+					want = "owner's"
+				}
+				if got, _, err := dialTenant(t, addr, tn).GetNamed(ctx, name, nil); err != nil || string(got) != want {
+					t.Errorf("tenant %q: GetNamed = %q, %v; want %q", tn, got, err, want)
+				}
+			}
 		})
 	}
 }
@@ -348,6 +378,9 @@ func TestTenantTokens(t *testing.T) {
 					t.Fatalf("cluster token: put public %d: %v", id, err)
 				}
 			}
+			if err := pub.PutNamed(ctx, "public-doc", []byte("doc")); err != nil {
+				t.Fatalf("cluster token: put named public-doc: %v", err)
+			}
 			bobPub := mustDial(t, addr, "public", bobToken)
 			if got, _, err := bobPub.Get(ctx, ids[0], nil); err != nil || !bytes.Equal(got, tenantPayload("public", ids[0])) {
 				t.Errorf("bob: Get(public %d) = %q, %v; want the public payload", ids[0], got, err)
@@ -362,6 +395,12 @@ func TestTenantTokens(t *testing.T) {
 					return err
 				}},
 				{"delete", func() error { return bobPub.Delete(ctx, ids[0]) }},
+				{"put named", func() error { return bobPub.PutNamed(ctx, "bob", []byte("bob was here")) }},
+				{"mput named", func() error {
+					_, err := bobPub.MPutNamed(ctx, []string{"x", "y"}, [][]byte{[]byte("x"), []byte("y")})
+					return err
+				}},
+				{"delete named", func() error { return bobPub.DeleteNamed(ctx, "public-doc") }},
 			}
 			for _, w := range writes {
 				if err := w.do(); !errors.Is(err, kvpool.ErrUnauthorized) {
@@ -374,6 +413,9 @@ func TestTenantTokens(t *testing.T) {
 			}
 			if ex, err := bobPub.Exists(ctx, []uint64{98, 99}); err != nil || ex[0] || ex[1] {
 				t.Errorf("bob: refused writes stored blocks: Exists = %v, %v", ex, err)
+			}
+			if ex, err := bobPub.ExistsNamed(ctx, []string{"public-doc", "bob", "x"}); err != nil || !ex[0] || ex[1] || ex[2] {
+				t.Errorf("bob: refused named writes changed the namespace: ExistsNamed = %v, %v; want [true false false]", ex, err)
 			}
 			carolPub := mustDial(t, addr, "public", carolToken)
 			if err := carolPub.Put(ctx, 50, []byte("carol's prompt")); err != nil {

@@ -121,9 +121,25 @@ type wallClock struct{}
 
 func (wallClock) Now() time.Time { return time.Now() }
 
+// DefaultMaxObjectSize is the largest object a store takes when
+// Options.MaxObjectSize is zero: 64 MiB, an LMCache chunk of 256 tokens
+// of a model with up to 256 KiB of KV per token (an 8B model's chunk is
+// about 32 MiB), while one object stays a small part of a RAM tier.
+const DefaultMaxObjectSize = 64 << 20
+
+// MaxObjectSizeLimit is the most Options.MaxObjectSize may be: 512 MiB
+// (wire.MaxObjectSize, what the node protocol is sized for).
+const MaxObjectSizeLimit = 512 << 20
+
 // Options configure a Store. The zero value is a store with a default
 // RAM tier, no SSD tier and default promotion settings.
 type Options struct {
+	// MaxObjectSize is the largest payload Put accepts, in bytes (default
+	// DefaultMaxObjectSize, at most MaxObjectSizeLimit); a larger one is
+	// refused up front with kvpool.ErrTooLarge, naming the node setting
+	// that raises it (--max-object-bytes, max_object_bytes). The store
+	// hands it to both tiers as their MaxObjectSize.
+	MaxObjectSize int
 	// RAM configures the RAM tier. Its OnEvict must be nil: the store
 	// installs its own (demotion).
 	RAM ram.Options
@@ -164,6 +180,9 @@ type Options struct {
 
 // Validate reports the first bad field, by name.
 func (o Options) Validate() error {
+	if o.MaxObjectSize < 0 || o.MaxObjectSize > MaxObjectSizeLimit {
+		return fmt.Errorf("store: Options.MaxObjectSize: %d out of range [0 (default %d), %d]", o.MaxObjectSize, DefaultMaxObjectSize, MaxObjectSizeLimit)
+	}
 	if err := o.RAM.Validate(); err != nil {
 		return fmt.Errorf("store: Options.RAM: %w", err)
 	}

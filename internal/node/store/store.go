@@ -2,6 +2,14 @@
 // and, when SSD offload is on, an SSD tier (package ssd) below it.
 //
 // Data flow:
+//   - Keys are chain keys (a tenant and a chain-hash ID) or named keys
+//     (a tenant and a name of up to 1 KiB, with ID block.NameID(name));
+//     the store passes both through unchanged, and every tier keeps the
+//     full name with the object and compares it on every read, so two
+//     names that share an ID are two objects.
+//   - Put refuses an object over Options.MaxObjectSize up front, before
+//     any quota charge or tier work, with its size, the limit and the
+//     node setting that raises it.
 //   - Put stores into RAM. A block the RAM tier refuses (its admission
 //     policy said no, or every slot is pinned) is written to the SSD tier
 //     instead when there is one ("write-around": a refused block is kept
@@ -165,6 +173,7 @@ type Store struct {
 	stripes     [stripeCount]sync.Mutex
 	bufs        sync.Pool // *[]byte of the SSD block size, for SSD reads by View, Acquire and promotion
 	zeroCopySSD bool      // Options.ZeroCopySSD
+	maxObject   int       // Options.MaxObjectSize, default filled in
 	quota       *quota.Ledger
 	c           counters
 
@@ -195,6 +204,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		onPromotion: opts.OnPromotion,
 		onEvent:     opts.OnEvent,
 		zeroCopySSD: opts.ZeroCopySSD,
+		maxObject:   opts.MaxObjectSize,
 		kick:        make(chan struct{}, 1),
 		quit:        make(chan struct{}),
 		done:        make(chan struct{}),
@@ -207,7 +217,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	s.quota = q
+	if s.maxObject == 0 {
+		s.maxObject = DefaultMaxObjectSize
+	}
 	ro := opts.RAM
+	// ISSUE15-MERGE (ram): ro.MaxObjectSize = s.maxObject
 	ro.OnEvict = s.demote
 	r, err := ram.Open(ro)
 	if err != nil {
@@ -217,6 +231,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.SSD != nil {
 		so := *opts.SSD
 		so.OnRemove = s.onSSDRemove
+		// ISSUE15-MERGE (ssd): so.MaxObjectSize = s.maxObject
 		t, err := ssd.Open(ctx, so)
 		if err != nil {
 			r.Close()
@@ -284,6 +299,9 @@ func (s *Store) PutHinted(ctx context.Context, k block.Key, payload []byte, sum 
 		return 0, err
 	}
 	defer s.ops.Done()
+	if err := s.checkPut(k, payload); err != nil {
+		return 0, err
+	}
 	if err := s.quota.Reserve(k, int64(len(payload))); err != nil {
 		return 0, fmt.Errorf("store: put %s: %w", k, err)
 	}
@@ -293,6 +311,24 @@ func (s *Store) PutHinted(ctx context.Context, k block.Key, payload []byte, sum 
 	}
 	return loc, err
 }
+
+// checkPut refuses, before anything is charged or stored, a key the tiers
+// cannot hold (a name over block.MaxNameLen, a bad tenant) or a payload
+// over the max object size.
+func (s *Store) checkPut(k block.Key, payload []byte) error {
+	if err := k.Validate(); err != nil {
+		return fmt.Errorf("store: put %s: %w", k, err)
+	}
+	if len(payload) > s.maxObject {
+		return fmt.Errorf("store: put %s: an object of %d bytes is larger than the max object size of %d bytes "+
+			"(node flag --max-object-bytes, config max_object_bytes, at most %d): %w",
+			k, len(payload), s.maxObject, MaxObjectSizeLimit, kvpool.ErrTooLarge)
+	}
+	return nil
+}
+
+// MaxObjectSize returns the largest payload Put accepts.
+func (s *Store) MaxObjectSize() int { return s.maxObject }
 
 // put is Put after the quota charge.
 func (s *Store) put(ctx context.Context, k block.Key, payload []byte, sum uint32, h block.Hint) (Location, error) {
@@ -367,7 +403,7 @@ func (s *Store) dropSSD(k block.Key) {
 func (s *Store) demote(ev ram.Evicted) {
 	if s.ssd == nil {
 		s.c.dropped.Add(1)
-		s.emit(Event{Kind: EventDropped, Key: ev.Key})
+		s.emit(Event{Kind: EventDropped, Key: ev.Key, Size: ev.Payload.Len(), Sum: ev.Sum})
 		return
 	}
 	mu := s.stripe(ev.Key)
@@ -390,7 +426,7 @@ func (s *Store) demote(ev ram.Evicted) {
 			s.c.demotionsFull.Add(1)
 		}
 		s.dropSSD(ev.Key) // an older SSD copy must not outlive this newer one
-		s.emit(Event{Kind: EventDropped, Key: ev.Key})
+		s.emit(Event{Kind: EventDropped, Key: ev.Key, Size: ev.Payload.Len(), Sum: ev.Sum})
 		return
 	}
 	s.c.demotions.Add(1)

@@ -30,6 +30,20 @@ func AppendFrame(dst []byte, f *Frame) ([]byte, error) {
 		return appendID(dst, h.Op, h.ReqID, f.IDs[0]), nil
 	case shapeIDs:
 		return appendIDs(dst, h.Op, h.ReqID, f.IDs)
+	case shapeName:
+		if err := one(len(f.Names), "names"); err != nil {
+			return dst, err
+		}
+		return appendName(dst, h.Op, h.ReqID, f.Names[0])
+	case shapeNames:
+		return appendNames(dst, h.Op, h.ReqID, f.Names)
+	case shapeNamedBlock:
+		if err := one(len(f.Blocks), "blocks"); err != nil {
+			return dst, err
+		}
+		return appendNamedBlocks(dst, h.Op, h.ReqID, f.Names, f.Blocks)
+	case shapeNamedBlocks:
+		return appendNamedBlocks(dst, h.Op, h.ReqID, f.Names, f.Blocks)
 	case shapeBlock:
 		if err := one(len(f.Blocks), "blocks"); err != nil {
 			return dst, err

@@ -67,6 +67,7 @@ var codes = frame.NewTable("wire",
 		{Code: CodeQuota, Name: "quota exceeded", Err: kvpool.ErrQuota},
 	},
 	frame.Entry[Code]{Code: CodeBadRequest, Err: block.ErrBadTenant},
+	frame.Entry[Code]{Code: CodeBadRequest, Err: block.ErrBadName},
 )
 
 // String names the code ("not found"), or "code(N)" for an unknown one.

@@ -142,10 +142,10 @@ func TestLimitsValidate(t *testing.T) {
 }
 
 // TestStatsLayoutMatchesTierStats fails when tier.Stats gains or loses a
-// field: the STATS response encodes 11 counters in declaration order, and a
-// change needs a new protocol version.
+// field: the STATS response encodes 12 counters in declaration order, and a
+// change needs a new protocol version (Version 2 added HeldBytes).
 func TestStatsLayoutMatchesTierStats(t *testing.T) {
-	want := []string{"Blocks", "Bytes", "CapacityBytes", "Hits", "Misses", "BytesIn", "BytesOut",
+	want := []string{"Blocks", "Bytes", "HeldBytes", "CapacityBytes", "Hits", "Misses", "BytesIn", "BytesOut",
 		"EvictAttempts", "Evicted", "Corruptions", "IOErrors"}
 	typ := reflect.TypeFor[tier.Stats]()
 	var got []string
@@ -161,7 +161,7 @@ func TestStatsLayoutMatchesTierStats(t *testing.T) {
 }
 
 func TestOpNames(t *testing.T) {
-	for op, want := range map[Op]string{OpGet: "GET", OpMGetResponse: "MGET response", OpError: "ERROR", 0x08: "op(0x08)", 0x88: "op(0x88)"} {
+	for op, want := range map[Op]string{OpGet: "GET", OpMGetResponse: "MGET response", OpError: "ERROR", 0x0e: "op(0x0e)", 0x8e: "op(0x8e)", OpGetNamed: "GET named", OpMPutNamedResponse: "MPUT named response"} {
 		if op.String() != want {
 			t.Errorf("%#x.String() = %q, want %q", uint8(op), op.String(), want)
 		}
@@ -174,5 +174,30 @@ func TestOpNames(t *testing.T) {
 	}
 	if OpGetResponse.Response() != OpError || Op(0x42).Response() != OpError {
 		t.Error("non-requests must be answered with ERROR")
+	}
+}
+
+// TestLimitsFor: a node's limits derived from its max object size accept
+// a named PUT of the largest object under the longest name, up to
+// MaxObjectSize (512 MiB), within the u32 frame length.
+func TestLimitsFor(t *testing.T) {
+	for _, max := range []int{1, 4096, DefaultMaxPayload, MaxObjectSize} {
+		lim, err := LimitsFor(max).Resolve()
+		if err != nil {
+			t.Fatalf("LimitsFor(%d): %v", max, err)
+		}
+		if lim.MaxPayload != max {
+			t.Errorf("LimitsFor(%d).MaxPayload = %d", max, lim.MaxPayload)
+		}
+		name := strings.Repeat("n", block.MaxNameLen)
+		if need := HeaderLen + countLen + NamedBlocksLen(1, uint64(len(name))) + uint64(max); need > uint64(lim.MaxFrame) {
+			t.Errorf("LimitsFor(%d): an MPUT named of one max object needs %d bytes, MaxFrame is %d", max, need, lim.MaxFrame)
+		}
+		if _, err := AppendNamedBlockFrameHead(nil, OpPutNamed, 1, 1, uint64(len(name)), uint64(max)); err != nil {
+			t.Errorf("LimitsFor(%d): head of the largest PUT named: %v", max, err)
+		}
+	}
+	if d := DefaultLimits(); LimitsFor(DefaultMaxPayload).MaxFrame != d.MaxFrame {
+		t.Errorf("LimitsFor(DefaultMaxPayload).MaxFrame = %d, DefaultLimits().MaxFrame = %d", LimitsFor(DefaultMaxPayload).MaxFrame, d.MaxFrame)
 	}
 }

@@ -1,6 +1,7 @@
 // Package wire is the codec of the node data plane: the length-prefixed
 // binary protocol clients speak to a kvpool node over TCP to get, put, test
-// and delete blocks. It encodes and decodes; the server and client that use
+// and delete blocks, addressed by 64-bit chain IDs or by names. It encodes
+// and decodes; the server and client that use
 // it live elsewhere. This comment is the protocol specification.
 //
 // # Conventions
@@ -23,7 +24,7 @@
 //
 //	offset  size  field        meaning
 //	0       4     magic        "KVPL"
-//	4       2     version      protocol version the client speaks (1)
+//	4       2     version      protocol version the client speaks (2)
 //	6       1     tenant len   T, at most Limits.MaxTenant (block.MaxTenantLen)
 //	7       1     reserved     0
 //	8       2     token len    K, at most Limits.MaxToken
@@ -47,8 +48,9 @@
 // # Tenant isolation
 //
 // The tenant is set once per connection by the hello (and, with a token,
-// authenticated there); frames carry 64-bit key IDs only, never a tenant.
-// The server namespaces every ID with the connection's tenant, so a client
+// authenticated there); frames carry 64-bit key IDs or object names only,
+// never a tenant. The server namespaces every ID and name with the
+// connection's tenant, so a client
 // can neither read nor probe (by timing) another tenant's prefixes. Keeping
 // the tenant out of the frames is deliberate: no request can name one.
 //
@@ -59,7 +61,7 @@
 //	offset  size  field        meaning
 //	0       4     length       total frame length, header included (16 ≤ length ≤ Limits.MaxFrame)
 //	4       1     op           operation (table below)
-//	5       1     flags        0 (version 1 defines none)
+//	5       1     flags        0 (versions 1 and 2 define none)
 //	6       2     reserved     0
 //	8       8     request id   chosen by the client; a response echoes its request's
 //
@@ -76,6 +78,12 @@
 //	0x05  EXISTS           count (u32), n × key id (u64)          4 + 8n
 //	0x06  DELETE           key id (u64)                           8
 //	0x07  STATS            (empty)                                0
+//	0x08  GET named        name entry                             2 + N
+//	0x09  MGET named       count (u32), n × name entry            4 + Σ(2 + N)
+//	0x0A  PUT named        named block entry (code 0)             22 + N + payload
+//	0x0B  MPUT named       count (u32), n × named block entry     4 + Σ(22 + N + payload)
+//	0x0C  EXISTS named     count (u32), n × name entry            4 + Σ(2 + N)
+//	0x0D  DELETE named     name entry                             2 + N
 //	0x10  ACCESS           count (u32), n × access entry          4 + Σ(36 + payload)
 //	0x81  GET response     block entry                            20 + payload
 //	0x82  MGET response    count (u32), n × block entry           4 + Σ(20 + payload)
@@ -83,7 +91,13 @@
 //	0x84  MPUT response    count (u32), n × status entry          4 + 12n
 //	0x85  EXISTS response  count (u32), n × status entry          4 + 12n
 //	0x86  DELETE response  status entry                           12
-//	0x87  STATS response   tier count (u8), tier entries          1 + Σ(89 + name)
+//	0x87  STATS response   tier count (u8), tier entries          1 + Σ(97 + name)
+//	0x88  GET named resp.  block entry                            20 + payload
+//	0x89  MGET named resp. count (u32), n × block entry           4 + Σ(20 + payload)
+//	0x8A  PUT named resp.  status entry                           12
+//	0x8B  MPUT named resp. count (u32), n × status entry          4 + 12n
+//	0x8C  EXISTS nm. resp. count (u32), n × status entry          4 + 12n
+//	0x8D  DELETE nm. resp. status entry                           12
 //	0x90  ACCESS response  count (u32), n × status entry          4 + 12n
 //	0xFF  ERROR            code (u16), message len (u16), message 4 + M
 //
@@ -100,6 +114,50 @@
 // not all fit, the server answers the ones that do and marks the tail
 // CodeTooLarge (no payload); the client asks for that tail again in a new
 // request, or with GET when not even one block fits a frame.
+//
+// # Named objects
+//
+// The named ops (0x08–0x0D, Version 2) are GET, MGET, PUT, MPUT, EXISTS
+// and DELETE with object names in place of key IDs: an LMCache chunk or a
+// Redis key is a byte string, not a position in a prefix chain. A name is
+// 1 to block.MaxNameLen (1024) bytes, any bytes, within the connection's
+// tenant; its key is block.Named(tenant, name), whose ID is
+// block.NameID(name). Names are new ops rather than a flag on the old
+// ones so that the chain-ID frames the lab sends on every request keep
+// their layout, size and speed.
+//
+// Name entry, 2 bytes then the name:
+//
+//	offset  size  field        meaning
+//	0       2     name len     N, 1 ≤ N ≤ block.MaxNameLen
+//	2       N     name         the object's name (any bytes)
+//
+// Named block entry (PUT named, MPUT named): a name entry, then a block
+// entry whose key id is block.NameID(name) (a decoder rejects any other)
+// and whose checksum is block.Checksum(block.Named(tenant, name),
+// payload), then the payload.
+//
+// Responses to named ops have the layouts of the ID ops' responses (block
+// and status entries in request order), with key id block.NameID(name):
+// the name itself is not echoed, since the checksum covers it — a block
+// of another name with the same ID fails verification like a flipped bit.
+// Two names can share an ID; the node keeps them apart by the full name
+// (docs/design.md), and the client verifies every block against the name
+// it asked for.
+//
+// A name longer than block.MaxNameLen is frame.ErrTooLong (CodeBadRequest;
+// the limit is fixed); an empty one frame.ErrMalformed. Both leave the
+// stream in sync.
+//
+// # Sizes
+//
+// An object is 0 bytes to the node's max object size (default 64 MiB,
+// at most MaxObjectSize = 512 MiB; node setting max_object_bytes, flag
+// --max-object-bytes). A node advertises it as MaxPayload and a MaxFrame
+// of MaxPayload + FrameOverhead (LimitsFor); a client refuses a larger
+// payload before sending it. A payload over MaxPayload in a frame within
+// MaxFrame is refused (CodeTooLarge, the stream stays in sync); a frame
+// over MaxFrame loses the stream.
 //
 // Block entry, 20 bytes then the payload:
 //
@@ -149,14 +207,16 @@
 //	8       2     code         the key's status
 //	10      2     reserved     0
 //
-// Tier entry of a STATS response, 89 bytes plus the name; the counters are
+// Tier entry of a STATS response, 97 bytes plus the name; the counters are
 // tier.Stats's fields in declaration order, as u64 (two's complement for the
-// signed ones):
+// signed ones). Bytes is the payload bytes the tier holds (the sum of the
+// objects' lengths), HeldBytes the space they occupy in it (chunks or
+// pages, names and metadata included); Version 2 added HeldBytes:
 //
 //	offset  size  field        meaning
 //	0       1     name len     N
 //	1       N     name         tier name ("ram", "ssd")
-//	1+N     8×11  counters     Blocks, Bytes, CapacityBytes, Hits, Misses, BytesIn,
+//	1+N     8×12  counters     Blocks, Bytes, HeldBytes, CapacityBytes, Hits, Misses, BytesIn,
 //	                           BytesOut, EvictAttempts, Evicted, Corruptions, IOErrors
 //
 // ERROR body: code (u16, never CodeOK), message length (u16, at most
@@ -170,7 +230,7 @@
 //	2     corrupt           kvpool.ErrCorrupt
 //	3     too large         kvpool.ErrTooLarge (also frame.ErrFrameTooLarge, frame.ErrPayloadTooLarge)
 //	4     full              kvpool.ErrFull
-//	5     bad request       frame.ErrBadRequest (also frame.ErrMalformed, frame.ErrBatchTooLong, frame.ErrBadMagic, bad tenant)
+//	5     bad request       frame.ErrBadRequest (also frame.ErrMalformed, frame.ErrBatchTooLong, frame.ErrTooLong, frame.ErrBadMagic, bad tenant or name)
 //	6     unsupported op    frame.ErrUnknownOp
 //	7     unauthorized      kvpool.ErrUnauthorized
 //	8     internal          frame.ErrInternal (and any error CodeOf does not know)
@@ -194,7 +254,7 @@
 // every call). A frame whose length is below 16 or above Limits.MaxFrame, a
 // truncated frame (io.ErrUnexpectedEOF) and any handshake error lose the
 // stream and the connection must close. Any other error (an unknown op, a
-// batch over Limits.MaxBatch, a payload over Limits.MaxPayload, inconsistent
-// lengths) leaves the stream in sync: the server skips the frame, answers
+// batch over Limits.MaxBatch, a payload over Limits.MaxPayload, a name over
+// block.MaxNameLen, inconsistent lengths) leaves the stream in sync: the server skips the frame, answers
 // ERROR and carries on.
 package wire

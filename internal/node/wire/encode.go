@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/frame"
 )
 
@@ -295,7 +296,7 @@ func AppendStatsResponse(dst []byte, reqID uint64, tiers []TierStats) ([]byte, e
 		}
 		body += tierFixedLen + uint64(len(tiers[i].Name))
 	}
-	n, err := frameLen(OpStatsResponse, body) // cannot fail: at most 255 × 344 bytes
+	n, err := frameLen(OpStatsResponse, body) // cannot fail: at most 255 × 352 bytes
 	if err != nil {
 		return dst, err
 	}
@@ -307,7 +308,7 @@ func AppendStatsResponse(dst []byte, reqID uint64, tiers []TierStats) ([]byte, e
 		dst = append(dst, t.Name...)
 		s := &t.Stats
 		for _, v := range [...]uint64{
-			uint64(s.Blocks), uint64(s.Bytes), uint64(s.CapacityBytes),
+			uint64(s.Blocks), uint64(s.Bytes), uint64(s.HeldBytes), uint64(s.CapacityBytes),
 			s.Hits, s.Misses, s.BytesIn, s.BytesOut,
 			s.EvictAttempts, s.Evicted, s.Corruptions, s.IOErrors,
 		} {
@@ -342,4 +343,200 @@ func appendError(dst []byte, reqID uint64, c Code, msg string) []byte {
 	dst = le.AppendUint16(dst, uint16(c))
 	dst = le.AppendUint16(dst, uint16(len(msg)))
 	return append(dst, msg...)
+}
+
+// checkName reports why name cannot be sent as an object name: it must be
+// 1 to block.MaxNameLen bytes (any bytes).
+func checkName(op Op, i int, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("wire: encode %v name %d: empty (an object name is 1 to %d bytes): %w", op, i, block.MaxNameLen, frame.ErrMalformed)
+	case len(name) > block.MaxNameLen:
+		return fmt.Errorf("wire: encode %v name %d: %d bytes, longer than the %d-byte limit on object names (fixed): %w: %w",
+			op, i, len(name), block.MaxNameLen, frame.ErrTooLong, block.ErrBadName)
+	}
+	return nil
+}
+
+// AppendName appends a name as a named op carries it: its length (u16)
+// then its bytes. It fails, leaving dst unchanged, when name is empty or
+// longer than block.MaxNameLen.
+func AppendName(dst []byte, name string) ([]byte, error) {
+	if err := checkName(OpGetNamed, 0, name); err != nil {
+		return dst, err
+	}
+	dst = le.AppendUint16(dst, uint16(len(name)))
+	return append(dst, name...), nil
+}
+
+func appendName(dst []byte, op Op, reqID uint64, name string) ([]byte, error) {
+	if err := checkName(op, 0, name); err != nil {
+		return dst, err
+	}
+	dst = AppendHeader(dst, Header{Len: uint32(HeaderLen + NameHeaderLen + len(name)), Op: op, ReqID: reqID})
+	dst = le.AppendUint16(dst, uint16(len(name)))
+	return append(dst, name...), nil
+}
+
+// AppendGetNamed appends a GET named request for the object name.
+func AppendGetNamed(dst []byte, reqID uint64, name string) ([]byte, error) {
+	return appendName(dst, OpGetNamed, reqID, name)
+}
+
+// AppendDeleteNamed appends a DELETE named request for the object name.
+func AppendDeleteNamed(dst []byte, reqID uint64, name string) ([]byte, error) {
+	return appendName(dst, OpDeleteNamed, reqID, name)
+}
+
+func appendNames(dst []byte, op Op, reqID uint64, names []string) ([]byte, error) {
+	body := uint64(countLen)
+	for i, name := range names {
+		if err := checkName(op, i, name); err != nil {
+			return dst, err
+		}
+		body += NameHeaderLen + uint64(len(name))
+	}
+	n, err := frameLen(op, body)
+	if err != nil {
+		return dst, err
+	}
+	dst = AppendHeader(dst, Header{Len: n, Op: op, ReqID: reqID})
+	dst = le.AppendUint32(dst, uint32(len(names)))
+	for _, name := range names {
+		dst = le.AppendUint16(dst, uint16(len(name)))
+		dst = append(dst, name...)
+	}
+	return dst, nil
+}
+
+// AppendMGetNamed appends an MGET named request for names.
+func AppendMGetNamed(dst []byte, reqID uint64, names []string) ([]byte, error) {
+	return appendNames(dst, OpMGetNamed, reqID, names)
+}
+
+// AppendExistsNamed appends an EXISTS named request for names (a pure
+// query, as OpExists).
+func AppendExistsNamed(dst []byte, reqID uint64, names []string) ([]byte, error) {
+	return appendNames(dst, OpExistsNamed, reqID, names)
+}
+
+// NamedBlocksLen returns the bytes n named block entries add to a frame
+// beyond their payloads, nameBytes being the sum of their names' lengths:
+// each entry's name length, name and block header.
+func NamedBlocksLen(n int, nameBytes uint64) uint64 {
+	return uint64(n)*(NameHeaderLen+BlockHeaderLen) + nameBytes
+}
+
+// AppendNamedBlockFrameHead appends the front of a PUT named or MPUT
+// named frame (op OpPutNamed or OpMPutNamed): the frame header and, for
+// MPUT named, the count n. The caller then sends, n times, the entry's
+// name (AppendName) and block header (AppendBlockHeader, ID
+// block.NameID(name)) followed by its payload; nameBytes is the sum of
+// the names' lengths and payloadBytes of the payloads'. OpPutNamed
+// requires n == 1.
+func AppendNamedBlockFrameHead(dst []byte, op Op, reqID uint64, n int, nameBytes, payloadBytes uint64) ([]byte, error) {
+	var body uint64
+	switch op.shape() {
+	case shapeNamedBlock:
+		if n != 1 {
+			return dst, fmt.Errorf("wire: encode %v with %d blocks (must be 1): %w", op, n, frame.ErrMalformed)
+		}
+	case shapeNamedBlocks:
+		if n < 0 {
+			return dst, fmt.Errorf("wire: encode %v with %d blocks: %w", op, n, frame.ErrMalformed)
+		}
+		body = countLen
+	default:
+		return dst, fmt.Errorf("wire: encode named block frame head: %v does not carry named blocks: %w", op, frame.ErrUnknownOp)
+	}
+	if uint64(n) > MaxFrameLen || nameBytes > MaxFrameLen || payloadBytes > MaxFrameLen {
+		return dst, fmt.Errorf("wire: encode %v of %d blocks, %d name and %d payload bytes: exceeds the format's %d-byte frame: %w",
+			op, n, nameBytes, payloadBytes, uint64(MaxFrameLen), frame.ErrFrameTooLarge)
+	}
+	fl, err := frameLen(op, body+NamedBlocksLen(n, nameBytes)+payloadBytes)
+	if err != nil {
+		return dst, err
+	}
+	dst = AppendHeader(dst, Header{Len: fl, Op: op, ReqID: reqID})
+	if op.shape() == shapeNamedBlocks {
+		dst = le.AppendUint32(dst, uint32(n))
+	}
+	return dst, nil
+}
+
+func appendNamedBlocks(dst []byte, op Op, reqID uint64, names []string, blocks []Block) ([]byte, error) {
+	if len(names) != len(blocks) {
+		return dst, fmt.Errorf("wire: encode %v: %d names for %d blocks: %w", op, len(names), len(blocks), frame.ErrMalformed)
+	}
+	var nameBytes, total uint64
+	for i := range blocks {
+		b := &blocks[i]
+		if err := checkName(op, i, names[i]); err != nil {
+			return dst, err
+		}
+		if err := checkBlock(op, i, b.ID, b.Code, b.Checksum, len(b.Payload)); err != nil {
+			return dst, err
+		}
+		if want := block.NameID(names[i]); b.ID != want {
+			return dst, fmt.Errorf("wire: encode %v block %d: id %016x, but name %q has id %016x: %w", op, i, b.ID, names[i], want, frame.ErrMalformed)
+		}
+		nameBytes += uint64(len(names[i]))
+		total += uint64(len(b.Payload))
+	}
+	out, err := AppendNamedBlockFrameHead(dst, op, reqID, len(blocks), nameBytes, total)
+	if err != nil {
+		return dst, err
+	}
+	for i := range blocks {
+		b := &blocks[i]
+		out = le.AppendUint16(out, uint16(len(names[i])))
+		out = append(out, names[i]...)
+		out = AppendBlockHeader(out, BlockHeader{ID: b.ID, Code: b.Code, Checksum: b.Checksum, Len: uint32(len(b.Payload))})
+		out = append(out, b.Payload...)
+	}
+	return out, nil
+}
+
+// AppendPutNamed appends a PUT named request storing b under name (b.ID
+// must be block.NameID(name), b.Code CodeOK), copying the payload; to send
+// it by reference use AppendNamedBlockFrameHead.
+func AppendPutNamed(dst []byte, reqID uint64, name string, b Block) ([]byte, error) {
+	return appendNamedBlocks(dst, OpPutNamed, reqID, []string{name}, []Block{b})
+}
+
+// AppendMPutNamed appends an MPUT named request storing blocks[i] under
+// names[i], copying the payloads.
+func AppendMPutNamed(dst []byte, reqID uint64, names []string, blocks []Block) ([]byte, error) {
+	return appendNamedBlocks(dst, OpMPutNamed, reqID, names, blocks)
+}
+
+// AppendStatusResponse appends a response of statuses (in request order)
+// to any op answered by status entries: op is its response op (PUT,
+// DELETE and their named forms take exactly one status; MPUT, EXISTS,
+// ACCESS and the named batches any number).
+func AppendStatusResponse(dst []byte, op Op, reqID uint64, ss []Status) ([]byte, error) {
+	switch op.shape() {
+	case shapeStatus:
+		if len(ss) != 1 {
+			return dst, fmt.Errorf("wire: encode %v with %d statuses (must be 1): %w", op, len(ss), frame.ErrMalformed)
+		}
+		return appendOneStatus(dst, op, reqID, ss[0]), nil
+	case shapeStatuses:
+		return appendStatuses(dst, op, reqID, ss)
+	}
+	return dst, fmt.Errorf("wire: encode status response: %v is not answered by statuses: %w", op, frame.ErrUnknownOp)
+}
+
+// AppendBlockResponse appends a response carrying blocks (in request
+// order), copying their payloads: op is OpGetResponse or
+// OpGetNamedResponse (exactly one block), OpMGetResponse or
+// OpMGetNamedResponse.
+func AppendBlockResponse(dst []byte, op Op, reqID uint64, blocks []Block) ([]byte, error) {
+	if sh := op.shape(); op.IsRequest() || (sh != shapeBlock && sh != shapeBlocks) {
+		return dst, fmt.Errorf("wire: encode block response: %v is not a response carrying blocks: %w", op, frame.ErrUnknownOp)
+	}
+	if op.shape() == shapeBlock && len(blocks) != 1 {
+		return dst, fmt.Errorf("wire: encode %v with %d blocks (must be 1): %w", op, len(blocks), frame.ErrMalformed)
+	}
+	return appendBlocks(dst, op, reqID, blocks)
 }

@@ -33,6 +33,32 @@ func okBlock(id uint64, n int) Block {
 	return Block{ID: id, Code: CodeOK, Checksum: block.Checksum(block.Key{Tenant: testTenant, ID: id}, p), Payload: p}
 }
 
+// okNamed returns the block stored under name, with an n-byte payload.
+func okNamed(name string, n int) Block {
+	p := payload(n, byte(len(name)))
+	return Block{ID: block.NameID(name), Code: CodeOK, Checksum: block.Checksum(block.Named(testTenant, name), p), Payload: p}
+}
+
+// names returns n distinct names of size bytes each (at least 4), of
+// arbitrary bytes (a NUL, a newline, invalid UTF-8).
+func names(n, size int) []string {
+	out := make([]string, n)
+	for i := range out {
+		b := bytes.Repeat([]byte{'k'}, size)
+		copy(b, []byte{byte(i), 0, '\n', 0xff})
+		out[i] = string(b)
+	}
+	return out
+}
+
+func namedBlocks(ns []string, size int) []Block {
+	out := make([]Block, len(ns))
+	for i, n := range ns {
+		out[i] = okNamed(n, size)
+	}
+	return out
+}
+
 func ids(n int) []uint64 {
 	out := make([]uint64, n)
 	for i := range out {
@@ -59,8 +85,8 @@ func statuses(n int) []Status {
 
 func sampleTiers() []TierStats {
 	return []TierStats{
-		{Name: "ram", Stats: tier.Stats{Blocks: 3, Bytes: 3 << 20, CapacityBytes: 1 << 30, Hits: 10, Misses: 2, BytesIn: 1, BytesOut: 2, EvictAttempts: 5, Evicted: 4, Corruptions: 1, IOErrors: 0}},
-		{Name: "ssd", Stats: tier.Stats{Blocks: -1, Bytes: -2, CapacityBytes: 1 << 40, Hits: 1<<64 - 1, IOErrors: 7}},
+		{Name: "ram", Stats: tier.Stats{Blocks: 3, Bytes: 3 << 20, HeldBytes: 3<<20 + 4096, CapacityBytes: 1 << 30, Hits: 10, Misses: 2, BytesIn: 1, BytesOut: 2, EvictAttempts: 5, Evicted: 4, Corruptions: 1, IOErrors: 0}},
+		{Name: "ssd", Stats: tier.Stats{Blocks: -1, Bytes: -2, HeldBytes: -3, CapacityBytes: 1 << 40, Hits: 1<<64 - 1, IOErrors: 7}},
 	}
 }
 
@@ -95,6 +121,11 @@ func sampleFrames(lim Limits) []sample {
 		touchPut, touchPutHints = touchPut[:fb], touchPutHints[:fb]
 	}
 	tiers := sampleTiers()
+	// Named batches: names as long as fit the frame, up to the limit.
+	nameLen := min(block.MaxNameLen, (lim.MaxFrame-HeaderLen-countLen)/fb-NameHeaderLen)
+	fullNames := names(fb, nameLen)
+	perNamed := min(mp, (lim.MaxFrame-HeaderLen-countLen)/fb-BlockHeaderLen-NameHeaderLen-8)
+	maxName := string(bytes.Repeat([]byte{0xfe}, min(block.MaxNameLen, lim.MaxFrame-HeaderLen-NameHeaderLen-BlockHeaderLen-1)))
 	h := func(op Op, id uint64) Header { return Header{Op: op, ReqID: id} }
 	return []sample{
 		{"get", Frame{Header: h(OpGet, 1), IDs: []uint64{0xdeadbeefcafef00d}}},
@@ -130,6 +161,26 @@ func sampleFrames(lim Limits) []sample {
 		{"access_full", Frame{Header: h(OpAccess, 32), Hints: accessHints, Blocks: accessFull}},
 		{"access_response_empty", Frame{Header: h(OpAccessResponse, 33)}},
 		{"access_response_full", Frame{Header: h(OpAccessResponse, 34), Statuses: statuses(fb)}},
+		{"get_named", Frame{Header: h(OpGetNamed, 40), Names: []string{"meta-llama/Llama-3.1-8B@1@0@5f3a@bfloat16kv_bytes"}}},
+		{"get_named_one_byte", Frame{Header: h(OpGetNamed, 41), Names: []string{"\x00"}}},
+		{"get_named_max_name", Frame{Header: h(OpGetNamed, 42), Names: []string{maxName}}},
+		{"delete_named", Frame{Header: h(OpDeleteNamed, 43), Names: []string{"a b"}}},
+		{"mget_named_empty", Frame{Header: h(OpMGetNamed, 44)}},
+		{"mget_named_full", Frame{Header: h(OpMGetNamed, 45), Names: fullNames}},
+		{"exists_named_empty", Frame{Header: h(OpExistsNamed, 46)}},
+		{"exists_named_full", Frame{Header: h(OpExistsNamed, 47), Names: fullNames}},
+		{"put_named", Frame{Header: h(OpPutNamed, 48), Names: []string{"obj"}, Blocks: []Block{okNamed("obj", 28)}}},
+		{"put_named_empty_payload", Frame{Header: h(OpPutNamed, 49), Names: []string{"e"}, Blocks: []Block{okNamed("e", 0)}}},
+		{"put_named_max_payload", Frame{Header: h(OpPutNamed, 50), Names: []string{"m"}, Blocks: []Block{okNamed("m", mp)}}},
+		{"mput_named_empty", Frame{Header: h(OpMPutNamed, 51)}},
+		{"mput_named_full", Frame{Header: h(OpMPutNamed, 52), Names: names(fb, 8), Blocks: namedBlocks(names(fb, 8), perNamed)}},
+		{"get_named_response", Frame{Header: h(OpGetNamedResponse, 53), Blocks: []Block{okNamed("obj", 28)}}},
+		{"get_named_response_not_found", Frame{Header: h(OpGetNamedResponse, 54), Blocks: []Block{{ID: block.NameID("obj"), Code: CodeNotFound}}}},
+		{"mget_named_response_mixed", Frame{Header: h(OpMGetNamedResponse, 55), Blocks: []Block{okNamed("a", 3), {ID: block.NameID("b"), Code: CodeTooLarge}}}},
+		{"put_named_response", Frame{Header: h(OpPutNamedResponse, 56), Statuses: []Status{{ID: block.NameID("obj"), Code: CodeTooLarge}}}},
+		{"mput_named_response_full", Frame{Header: h(OpMPutNamedResponse, 57), Statuses: statuses(fb)}},
+		{"exists_named_response_full", Frame{Header: h(OpExistsNamedResponse, 58), Statuses: statuses(fb)}},
+		{"delete_named_response", Frame{Header: h(OpDeleteNamedResponse, 59), Statuses: []Status{{ID: block.NameID("a b"), Code: CodeOK}}}},
 		{"error_unknown_code", Frame{Header: h(OpError, 1<<64-1), Code: 999}},
 		{"error_max_message", Frame{Header: h(OpError, 29), Code: CodeInternal, Message: strings.Repeat("é", MaxMessageLen/2)}},
 	}
@@ -157,6 +208,9 @@ func diffFrames(want, got *Frame) string {
 	}
 	if !slices.Equal(want.IDs, got.IDs) {
 		return fmt.Sprintf("IDs %v, want %v", got.IDs, want.IDs)
+	}
+	if !slices.Equal(want.Names, got.Names) {
+		return fmt.Sprintf("names %q, want %q", got.Names, want.Names)
 	}
 	if len(want.Blocks) != len(got.Blocks) {
 		return fmt.Sprintf("%d blocks, want %d", len(got.Blocks), len(want.Blocks))

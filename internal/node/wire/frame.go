@@ -10,8 +10,10 @@ import (
 
 // Version is the protocol version this package speaks. It changes whenever
 // a frame's layout or meaning changes; the hello and hello-ack layouts never
-// change, so two versions can always tell each other apart.
-const Version uint16 = 1
+// change, so two versions can always tell each other apart. Version 2
+// added the named ops (0x08–0x0D and their responses) and HeldBytes in
+// the STATS response's tier entries.
+const Version uint16 = 2
 
 // Magic starts every hello and hello-ack.
 const Magic = "KVPL"
@@ -33,11 +35,14 @@ const (
 	// HelloAckLen is the size of a hello-ack's fixed part (before the
 	// message).
 	HelloAckLen = 24
+	// NameHeaderLen is the size of the length in front of each name of a
+	// named op (u16).
+	NameHeaderLen = 2
 
 	countLen      = 4  // u32 count of a batch body
 	idLen         = 8  // u64 key ID
 	errorFixedLen = 4  // u16 code + u16 message length
-	tierFixedLen  = 89 // u8 name length + 11 × u64 counters
+	tierFixedLen  = 97 // u8 name length + 12 × u64 counters
 	statsCountLen = 1  // u8 tier count
 )
 
@@ -74,6 +79,28 @@ const (
 	// and keeps the connection, so a client can fall back to MPUT.
 	OpAccess Op = 0x10
 
+	// The named ops are the six key ops above with object names in place
+	// of key IDs (Version 2). Within the connection's tenant a name is 1 to
+	// block.MaxNameLen bytes, any bytes; its block.Key is
+	// block.Named(tenant, name), whose ID (block.NameID) stands in the
+	// key id fields of block and status entries.
+
+	// OpGetNamed asks for one named object. Body: a name.
+	OpGetNamed Op = 0x08
+	// OpMGetNamed asks for a batch of named objects. Body: count, names.
+	OpMGetNamed Op = 0x09
+	// OpPutNamed stores one named object. Body: a name then a block entry
+	// (code OK).
+	OpPutNamed Op = 0x0A
+	// OpMPutNamed stores a batch of named objects. Body: count, n × (name,
+	// block entry).
+	OpMPutNamed Op = 0x0B
+	// OpExistsNamed asks which of a batch of names the node holds, as
+	// OpExists does (a pure query). Body: count, names.
+	OpExistsNamed Op = 0x0C
+	// OpDeleteNamed removes one named object. Body: a name.
+	OpDeleteNamed Op = 0x0D
+
 	// OpGetResponse answers OpGet. Body: a block entry.
 	OpGetResponse Op = 0x81
 	// OpMGetResponse answers OpMGet. Body: count, block entries in request
@@ -94,6 +121,21 @@ const (
 	// OpAccessResponse answers OpAccess. Body: count, status entries in
 	// request order (a touch of an absent block: CodeNotFound).
 	OpAccessResponse Op = 0x90
+	// OpGetNamedResponse answers OpGetNamed. Body: a block entry.
+	OpGetNamedResponse Op = 0x88
+	// OpMGetNamedResponse answers OpMGetNamed. Body: count, block entries
+	// in request order.
+	OpMGetNamedResponse Op = 0x89
+	// OpPutNamedResponse answers OpPutNamed. Body: a status entry.
+	OpPutNamedResponse Op = 0x8A
+	// OpMPutNamedResponse answers OpMPutNamed. Body: count, status entries
+	// in request order.
+	OpMPutNamedResponse Op = 0x8B
+	// OpExistsNamedResponse answers OpExistsNamed. Body: count, status
+	// entries in request order.
+	OpExistsNamedResponse Op = 0x8C
+	// OpDeleteNamedResponse answers OpDeleteNamed. Body: a status entry.
+	OpDeleteNamedResponse Op = 0x8D
 	// OpError answers a request that failed as a whole (undecodable,
 	// unknown op, unauthorized, internal failure). Body: code, message.
 	OpError Op = 0xFF
@@ -105,17 +147,21 @@ const responseBit Op = frame.ResponseBit
 type shape uint8
 
 const (
-	shapeUnknown  shape = iota
-	shapeEmpty          // STATS
-	shapeID             // GET, DELETE
-	shapeIDs            // MGET, EXISTS
-	shapeBlock          // PUT, GET response
-	shapeBlocks         // MPUT, MGET response
-	shapeStatus         // PUT response, DELETE response
-	shapeStatuses       // MPUT response, EXISTS response
-	shapeStats          // STATS response
-	shapeError          // ERROR
-	shapeAccess         // ACCESS
+	shapeUnknown     shape = iota
+	shapeEmpty             // STATS
+	shapeID                // GET, DELETE
+	shapeIDs               // MGET, EXISTS
+	shapeBlock             // PUT, GET response
+	shapeBlocks            // MPUT, MGET response
+	shapeStatus            // PUT response, DELETE response
+	shapeStatuses          // MPUT response, EXISTS response
+	shapeStats             // STATS response
+	shapeError             // ERROR
+	shapeAccess            // ACCESS
+	shapeName              // GET named, DELETE named
+	shapeNames             // MGET named, EXISTS named
+	shapeNamedBlock        // PUT named
+	shapeNamedBlocks       // MPUT named
 )
 
 func (o Op) shape() shape {
@@ -126,14 +172,22 @@ func (o Op) shape() shape {
 		return shapeID
 	case OpMGet, OpExists:
 		return shapeIDs
-	case OpPut, OpGetResponse:
+	case OpPut, OpGetResponse, OpGetNamedResponse:
 		return shapeBlock
-	case OpMPut, OpMGetResponse:
+	case OpMPut, OpMGetResponse, OpMGetNamedResponse:
 		return shapeBlocks
-	case OpPutResponse, OpDeleteResponse:
+	case OpPutResponse, OpDeleteResponse, OpPutNamedResponse, OpDeleteNamedResponse:
 		return shapeStatus
-	case OpMPutResponse, OpExistsResponse, OpAccessResponse:
+	case OpMPutResponse, OpExistsResponse, OpAccessResponse, OpMPutNamedResponse, OpExistsNamedResponse:
 		return shapeStatuses
+	case OpGetNamed, OpDeleteNamed:
+		return shapeName
+	case OpMGetNamed, OpExistsNamed:
+		return shapeNames
+	case OpPutNamed:
+		return shapeNamedBlock
+	case OpMPutNamed:
+		return shapeNamedBlocks
 	case OpAccess:
 		return shapeAccess
 	case OpStatsResponse:
@@ -143,6 +197,14 @@ func (o Op) shape() shape {
 	}
 	return shapeUnknown
 }
+
+// named reports whether a shape carries names (a request of a named op).
+func (s shape) named() bool {
+	return s == shapeName || s == shapeNames || s == shapeNamedBlock || s == shapeNamedBlocks
+}
+
+// Named reports whether o is a named op or its response.
+func (o Op) Named() bool { return (o&^responseBit) >= OpGetNamed && (o&^responseBit) <= OpDeleteNamed }
 
 // Valid reports whether o is defined by this protocol version.
 func (o Op) Valid() bool { return o.shape() != shapeUnknown }
@@ -178,6 +240,18 @@ func (o Op) String() string {
 		return "STATS"
 	case OpAccess:
 		return "ACCESS"
+	case OpGetNamed:
+		return "GET named"
+	case OpMGetNamed:
+		return "MGET named"
+	case OpPutNamed:
+		return "PUT named"
+	case OpMPutNamed:
+		return "MPUT named"
+	case OpExistsNamed:
+		return "EXISTS named"
+	case OpDeleteNamed:
+		return "DELETE named"
 	case OpError:
 		return "ERROR"
 	}
@@ -190,7 +264,7 @@ func (o Op) String() string {
 // Header is a frame header (package frame): ReqID is chosen by the client;
 // a response carries the ID of the request it answers. Servers may answer
 // pipelined requests in any order, so clients match responses by ReqID.
-// Flags and Reserved must be zero in version 1.
+// Flags and Reserved must be zero (versions 1 and 2 define none).
 type Header = frame.Header[Op]
 
 // BlockHeader is the fixed part of a block entry; Len payload bytes follow.
@@ -204,7 +278,8 @@ type BlockHeader struct {
 	// Code is CodeOK in requests; in responses, the block's outcome. A
 	// block with any other code has Checksum 0 and Len 0.
 	Code Code
-	// Checksum is block.Checksum(block.Key{Tenant, ID}, payload).
+	// Checksum is block.Checksum(block.Key{Tenant, ID}, payload), or for
+	// a named op block.Checksum(block.Named(tenant, name), payload).
 	Checksum uint32
 	// Len is the payload length in bytes.
 	Len uint32
@@ -265,8 +340,13 @@ type Frame struct {
 	Header Header
 	// IDs: GET and DELETE (exactly one), MGET and EXISTS.
 	IDs []uint64
-	// Blocks: PUT (exactly one), MPUT, GET response (exactly one), MGET
-	// response, ACCESS.
+	// Names: GET named and DELETE named (exactly one), MGET named and
+	// EXISTS named; PUT named and MPUT named, one per block (Names[i]
+	// goes with Blocks[i]).
+	Names []string
+	// Blocks: PUT and PUT named (exactly one), MPUT, MPUT named, GET and
+	// GET named responses (exactly one), MGET and MGET named responses,
+	// ACCESS.
 	Blocks []Block
 	// Hints: ACCESS, one per block (Hints[i] goes with Blocks[i]).
 	Hints []Hint
@@ -287,6 +367,8 @@ type Frame struct {
 func (f *Frame) reset(h Header) {
 	f.Header = h
 	f.IDs = f.IDs[:0]
+	clear(f.Names)
+	f.Names = f.Names[:0]
 	clear(f.Blocks) // drop references to old payloads
 	f.Blocks = f.Blocks[:0]
 	f.Hints = f.Hints[:0]

@@ -24,7 +24,7 @@ var fuzzLimits = smallLimits
 // else is a bug (an unclassified failure).
 var decodeErrors = []error{
 	io.EOF, io.ErrUnexpectedEOF, frame.ErrMalformed, frame.ErrFrameTooLarge, frame.ErrBatchTooLong, frame.ErrPayloadTooLarge,
-	frame.ErrUnknownOp, frame.ErrBadMagic, frame.ErrVersion, frame.ErrTenantTooLong, frame.ErrTokenTooLong, block.ErrBadTenant,
+	frame.ErrUnknownOp, frame.ErrTooLong, frame.ErrBadMagic, frame.ErrVersion, frame.ErrTenantTooLong, frame.ErrTokenTooLong, block.ErrBadTenant,
 }
 
 func classified(err error) bool {
@@ -77,10 +77,18 @@ func checkFrames(t *testing.T, data []byte) {
 			}
 			continue
 		}
-		if len(f.IDs) > fuzzLimits.MaxBatch || len(f.Blocks) > fuzzLimits.MaxBatch || len(f.Statuses) > fuzzLimits.MaxBatch {
+		if len(f.IDs) > fuzzLimits.MaxBatch || len(f.Names) > fuzzLimits.MaxBatch || len(f.Blocks) > fuzzLimits.MaxBatch || len(f.Statuses) > fuzzLimits.MaxBatch {
 			t.Fatalf("%v frame with a batch over the limit", f.Header.Op)
 		}
-		for _, b := range f.Blocks {
+		for _, n := range f.Names {
+			if len(n) == 0 || len(n) > block.MaxNameLen {
+				t.Fatalf("%v frame with a name of %d bytes", f.Header.Op, len(n))
+			}
+		}
+		for i, b := range f.Blocks {
+			if f.Header.Op.Named() && f.Header.Op.IsRequest() && b.ID != block.NameID(f.Names[i]) {
+				t.Fatalf("%v block %d: id %016x does not match its name", f.Header.Op, i, b.ID)
+			}
 			if len(b.Payload) > fuzzLimits.MaxPayload {
 				t.Fatalf("payload of %d bytes over the limit", len(b.Payload))
 			}
@@ -166,7 +174,7 @@ func seedCorpus(t *testing.T) map[string][]byte {
 	get := AppendGet(nil, 1, 2)
 	seeds["bad_length_short"] = raw(OpStats, 0, 0, nil, 3)
 	seeds["bad_frame_too_large"] = raw(OpGet, 0, 0, u64(1), int64(fuzzLimits.MaxFrame)+1)
-	seeds["bad_unknown_op_then_get"] = append(rawFrame(0x08, []byte("abc")), get...)
+	seeds["bad_unknown_op_then_get"] = append(rawFrame(0x0e, []byte("abc")), get...)
 	seeds["bad_flags"] = raw(OpGet, 0x80, 0, u64(1), -1)
 	seeds["bad_get_body_long"] = rawFrame(OpGet, u64(1), u8(0))
 	seeds["bad_batch_too_long"] = rawFrame(OpMGet, u32(uint32(fuzzLimits.MaxBatch+1)), bytes.Repeat(u64(9), fuzzLimits.MaxBatch+1))
@@ -178,13 +186,18 @@ func seedCorpus(t *testing.T) map[string][]byte {
 	seeds["bad_access_touch_with_payload"] = rawFrame(OpAccess, u32(1), u64(0), u32(0), u8(hintTouch), make([]byte, 3), entry(1, 0, 0, 0, 1), u8(1))
 	seeds["bad_access_hint_flags"] = rawFrame(OpAccess, u32(1), u64(0), u32(0), u8(0x02), make([]byte, 3), entry(1, 0, 0, 0, 0))
 	seeds["bad_access_count_overrun"] = rawFrame(OpAccess, u32(2), u64(0), u32(0), make([]byte, 4), entry(1, 0, 0, 0, 0))
+	seeds["bad_named_empty"] = rawFrame(OpGetNamed, u16(0), u8(1))
+	seeds["bad_named_too_long"] = rawFrame(OpDeleteNamed, u16(block.MaxNameLen+1), make([]byte, block.MaxNameLen+1))
+	seeds["bad_named_count_overrun"] = rawFrame(OpExistsNamed, u32(2), u16(1), u8('a'))
+	seeds["bad_named_wrong_id"] = rawFrame(OpPutNamed, u16(1), u8('a'), entry(1, 0, 0, 0, 0))
+	seeds["bad_named_payload_eats_name"] = rawFrame(OpMPutNamed, u32(2), u16(1), u8('a'), entry(block.NameID("a"), 0, 0, 0, 9), u16(1), u8('b'), entry(block.NameID("b"), 0, 0, 0, 0))
 	seeds["bad_stats_name_overrun"] = rawFrame(OpStatsResponse, u8(1), u8(255), make([]byte, 88))
 	seeds["bad_error_code_ok"] = rawFrame(OpError, u16(0), u16(2), []byte("ok"))
 	seeds["bad_truncated_mget_response"] = stream[:len(stream)/2]
 	seeds["bad_hello_magic"] = []byte("GET / HTTP/1.1\r\n\r\n")
-	seeds["bad_hello_version"] = helloBytes(2, "t", nil, 0, 0)
-	seeds["bad_hello_tenant"] = helloBytes(1, "a/b", nil, 0, 0)
-	seeds["bad_hello_token_too_long"] = helloBytes(1, "t", make([]byte, fuzzLimits.MaxToken+1), 0, 0)
+	seeds["bad_hello_version"] = helloBytes(Version+1, "t", nil, 0, 0)
+	seeds["bad_hello_tenant"] = helloBytes(Version, "a/b", nil, 0, 0)
+	seeds["bad_hello_token_too_long"] = helloBytes(Version, "t", make([]byte, fuzzLimits.MaxToken+1), 0, 0)
 	return seeds
 }
 

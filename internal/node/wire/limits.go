@@ -20,9 +20,20 @@ const (
 	// in the Mooncake traces.
 	DefaultMaxBatch = frame.DefaultMaxBatch
 	// DefaultMaxFrame is the largest frame accepted: one maximum payload
-	// plus 128 KiB, which holds the frame header, the count and the 20-byte
-	// headers of a full batch (16 + 4 + 4096×20 = 81,940 bytes).
-	DefaultMaxFrame = DefaultMaxPayload + 128<<10
+	// plus FrameOverhead.
+	DefaultMaxFrame = DefaultMaxPayload + FrameOverhead
+	// FrameOverhead is what a frame may hold beyond one maximum payload:
+	// 128 KiB, which holds the frame header, the count and the 20-byte
+	// headers of a full batch (16 + 4 + 4096×20 = 81,940 bytes), or one
+	// named PUT's header, name and block header (16 + 2 + 1024 + 20). A
+	// batch of long names can need more (4096 × 1 KiB names are 4 MiB):
+	// a client splits named batches by the node's MaxFrame.
+	FrameOverhead = 128 << 10
+	// MaxObjectSize is the largest object a node may be configured to
+	// hold (its max object size, node setting max_object_bytes): 512 MiB.
+	// LimitsFor(MaxObjectSize) still fits the u32 frame length with room
+	// to spare, and one such object is already 1/8 of a 4 GiB RAM tier.
+	MaxObjectSize = 512 << 20
 	// DefaultMaxToken is the longest auth token accepted
 	// (frame.DefaultMaxToken, 4 KiB).
 	DefaultMaxToken = frame.DefaultMaxToken
@@ -55,6 +66,14 @@ type Limits struct {
 	MaxTenant int
 	// MaxToken is the longest auth token in a hello; at most MaxTokenLen.
 	MaxToken int
+}
+
+// LimitsFor returns the limits of a node whose largest object is
+// maxObject bytes (at most MaxObjectSize): MaxPayload is maxObject, and
+// MaxFrame leaves FrameOverhead beyond it; the other fields are zero
+// (their defaults).
+func LimitsFor(maxObject int) Limits {
+	return Limits{MaxPayload: maxObject, MaxFrame: maxObject + FrameOverhead}
 }
 
 // DefaultLimits returns the limits used for zero fields.

@@ -74,9 +74,9 @@ func TestMalformedFrames(t *testing.T) {
 		{"frame too large", raw(OpGet, 0, 0, u64(1), 4097), Limits{}, frame.ErrFrameTooLarge, fatal, "length 4097 exceeds limit 4096"},
 		{"frame too large at max u32", raw(OpGet, 0, 0, u64(1), 1<<32-1), Limits{}, frame.ErrFrameTooLarge, fatal, "exceeds limit"},
 		{"unknown op 0x00", rawFrame(0x00, u64(1)), Limits{}, frame.ErrUnknownOp, recoverable, "op 0x00"},
-		{"unknown op 0x08", rawFrame(0x08, []byte("xyz")), Limits{}, frame.ErrUnknownOp, recoverable, "op 0x08"},
+		{"unknown op 0x0e", rawFrame(0x0e, []byte("xyz")), Limits{}, frame.ErrUnknownOp, recoverable, "op 0x0e"},
 		{"unknown op 0x80", rawFrame(0x80), Limits{}, frame.ErrUnknownOp, recoverable, "op 0x80"},
-		{"unknown op 0x88", rawFrame(0x88, u64(5)), Limits{}, frame.ErrUnknownOp, recoverable, "op 0x88"},
+		{"unknown op 0x8e", rawFrame(0x8e, u64(5)), Limits{}, frame.ErrUnknownOp, recoverable, "op 0x8e"},
 		{"unknown op 0xfe", rawFrame(0xfe, u64(5)), Limits{}, frame.ErrUnknownOp, recoverable, "op 0xfe"},
 		{"flags set", raw(OpGet, 1, 0, u64(1), -1), Limits{}, frame.ErrMalformed, recoverable, "flags"},
 		{"reserved set", raw(OpGet, 0, 0x100, u64(1), -1), Limits{}, frame.ErrMalformed, recoverable, "reserved"},
@@ -121,6 +121,30 @@ func TestMalformedFrames(t *testing.T) {
 		{"ACCESS over batch limit", rawFrame(OpAccess, u32(5), bytes.Repeat(bytes.Join([][]byte{hint(0, 0, 0, 0), entry(1, 0, 0, 0, 0)}, nil), 5)), Limits{}, frame.ErrBatchTooLong, recoverable, "count 5 exceeds limit 4"},
 		{"ACCESS payload eats the next hint", rawFrame(OpAccess, u32(2), hint(0, 0, 0, 0), entry(1, 0, 0, 0, 30), make([]byte, 20), hint(1, 1, 0, 0), entry(2, 0, 0, 0, 0)),
 			Limits{}, frame.ErrMalformed, recoverable, "payload of 30 bytes, the frame has room for 20"},
+		{"GET named body short", rawFrame(OpGetNamed, u16(1)), Limits{}, frame.ErrMalformed, recoverable, "want at least 3"},
+		{"GET named empty name", rawFrame(OpGetNamed, u16(0), u8(1)), Limits{}, frame.ErrMalformed, recoverable, "name 0 is empty"},
+		{"GET named name too long", rawFrame(OpGetNamed, u16(1025), make([]byte, 1025)), Limits{}, frame.ErrTooLong, recoverable, "name 0 of 1025 bytes is longer than the 1024-byte limit"},
+		{"GET named name beyond body", rawFrame(OpGetNamed, u16(9), []byte("abc")), Limits{}, frame.ErrMalformed, recoverable, "name 0 of 9 bytes, the frame has 3 left"},
+		{"GET named trailing", rawFrame(OpGetNamed, u16(1), []byte("ab")), Limits{}, frame.ErrMalformed, recoverable, "1 trailing bytes"},
+		{"DELETE named max u16 length", rawFrame(OpDeleteNamed, u16(0xffff), u8(1)), Limits{}, frame.ErrTooLong, recoverable, "65535 bytes"},
+		{"MGET named without count", rawFrame(OpMGetNamed, u16(1)), Limits{}, frame.ErrMalformed, recoverable, "at least 4"},
+		{"MGET named over batch limit", rawFrame(OpMGetNamed, u32(5), bytes.Repeat(bytes.Join([][]byte{u16(1), u8('a')}, nil), 5)), Limits{}, frame.ErrBatchTooLong, recoverable, "count 5 exceeds limit 4"},
+		{"MGET named count above body", rawFrame(OpMGetNamed, u32(3), u16(1), u8('a')), Limits{}, frame.ErrMalformed, recoverable, "count 3"},
+		{"EXISTS named count below body", rawFrame(OpExistsNamed, u32(1), u16(1), u8('a'), u16(1), u8('b')), Limits{}, frame.ErrMalformed, recoverable, "3 trailing bytes"},
+		{"EXISTS named second name empty", rawFrame(OpExistsNamed, u32(2), u16(1), u8('a'), u16(0), u8(0)), Limits{}, frame.ErrMalformed, recoverable, "name 1 is empty"},
+		{"PUT named body short", rawFrame(OpPutNamed, u16(1), u8('a'), u64(1)), Limits{}, frame.ErrMalformed, recoverable, "at least 23"},
+		{"PUT named name too long", rawFrame(OpPutNamed, u16(2000), make([]byte, 2000), entry(1, 0, 0, 0, 0)), Limits{}, frame.ErrTooLong, recoverable, "2000 bytes is longer than the 1024-byte limit"},
+		{"PUT named wrong id", rawFrame(OpPutNamed, u16(1), u8('a'), entry(1, 0, 0, 0, 0)), Limits{}, frame.ErrMalformed, recoverable, "but its name (1 bytes) has id"},
+		{"PUT named payload over limit", rawFrame(OpPutNamed, u16(1), u8('a'), entry(block.NameID("a"), 0, 0, 0, 65), make([]byte, 65)), Limits{}, frame.ErrPayloadTooLarge, recoverable, "65 bytes exceeds limit 64"},
+		{"PUT named payload beyond frame", rawFrame(OpPutNamed, u16(1), u8('a'), entry(block.NameID("a"), 0, 0, 0, 10), make([]byte, 4)), Limits{}, frame.ErrMalformed, recoverable, "room for 4"},
+		{"PUT named with a status", rawFrame(OpPutNamed, u16(1), u8('a'), entry(block.NameID("a"), CodeFull, 0, 0, 0)), Limits{}, frame.ErrMalformed, recoverable, "in a request"},
+		{"MPUT named over batch limit", rawFrame(OpMPutNamed, u32(5), bytes.Repeat(bytes.Join([][]byte{u16(1), u8('a'), entry(block.NameID("a"), 0, 0, 0, 0)}, nil), 5)), Limits{}, frame.ErrBatchTooLong, recoverable, "count 5 exceeds limit 4"},
+		{"MPUT named count above body", rawFrame(OpMPutNamed, u32(2), u16(1), u8('a'), entry(block.NameID("a"), 0, 0, 0, 0)), Limits{}, frame.ErrMalformed, recoverable, "count 2"},
+		{"MPUT named payload eats the next name", rawFrame(OpMPutNamed, u32(2), u16(1), u8('a'), entry(block.NameID("a"), 0, 0, 0, 30), make([]byte, 20), u16(1), u8('b'), entry(block.NameID("b"), 0, 0, 0, 0)),
+			Limits{}, frame.ErrMalformed, recoverable, "payload of 30 bytes, the frame has room for 20"},
+		{"GET named response with a status and payload", rawFrame(OpGetNamedResponse, entry(1, CodeNotFound, 0, 0, 2), u16(0)), Limits{}, frame.ErrMalformed, recoverable, "must be empty"},
+		{"MPUT named response count mismatch", rawFrame(OpMPutNamedResponse, u32(2), u64(1), u32(0)), Limits{}, frame.ErrMalformed, recoverable, "count 2"},
+		{"DELETE named response short", rawFrame(OpDeleteNamedResponse, u64(1)), Limits{}, frame.ErrMalformed, recoverable, "want exactly 12"},
 		{"ERROR short", rawFrame(OpError, u16(5)), Limits{}, frame.ErrMalformed, recoverable, "at least 4"},
 		{"ERROR with code ok", rawFrame(OpError, u16(0), u16(0)), Limits{}, frame.ErrMalformed, recoverable, "code ok"},
 		{"ERROR message too long", rawFrame(OpError, u16(8), u16(MaxMessageLen+1), make([]byte, MaxMessageLen+1)), Limits{}, frame.ErrMalformed, recoverable, "1025 bytes exceeds limit 1024"},
@@ -257,16 +281,17 @@ func TestMalformedHello(t *testing.T) {
 	}{
 		{"http request", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), frame.ErrBadMagic, `magic "GET "`},
 		{"frame instead of hello", AppendStats(nil, 1), frame.ErrBadMagic, "magic"},
-		{"newer version", helloBytes(2, "t", nil, 0, 0), frame.ErrVersion, "version 2"},
+		{"newer version", helloBytes(3, "t", nil, 0, 0), frame.ErrVersion, "version 3"},
+		{"version 1 (before named ops)", helloBytes(1, "t", nil, 0, 0), frame.ErrVersion, "version 1"},
 		{"version 0", helloBytes(0, "t", nil, 0, 0), frame.ErrVersion, "version 0"},
 		// A future version's hello may be shorter: the version is checked
 		// before reading on, so this does not wait for bytes never sent.
 		{"newer version, short hello", append([]byte(Magic), u16(3)...), frame.ErrVersion, "version 3"},
-		{"reserved byte", helloBytes(1, "t", nil, 1, 0), frame.ErrMalformed, "reserved"},
-		{"reserved u16", helloBytes(1, "t", nil, 0, 1), frame.ErrMalformed, "reserved"},
-		{"tenant too long", helloBytes(1, strings.Repeat("t", 17), nil, 0, 0), frame.ErrTenantTooLong, "tenant of 17 bytes exceeds limit 16"},
-		{"tenant bad byte", helloBytes(1, "a/b", nil, 0, 0), block.ErrBadTenant, `"a/b"`},
-		{"token too long", helloBytes(1, "t", make([]byte, 9), 0, 0), frame.ErrTokenTooLong, "token of 9 bytes exceeds limit 8"},
+		{"reserved byte", helloBytes(Version, "t", nil, 1, 0), frame.ErrMalformed, "reserved"},
+		{"reserved u16", helloBytes(Version, "t", nil, 0, 1), frame.ErrMalformed, "reserved"},
+		{"tenant too long", helloBytes(Version, strings.Repeat("t", 17), nil, 0, 0), frame.ErrTenantTooLong, "tenant of 17 bytes exceeds limit 16"},
+		{"tenant bad byte", helloBytes(Version, "a/b", nil, 0, 0), block.ErrBadTenant, `"a/b"`},
+		{"token too long", helloBytes(Version, "t", make([]byte, 9), 0, 0), frame.ErrTokenTooLong, "token of 9 bytes exceeds limit 8"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -335,8 +360,8 @@ func TestHelloAckErr(t *testing.T) {
 		{"accepted", HelloAckFor(nil, Limits{}), nil},
 		{"unauthorized", HelloAckFor(kvpool.ErrUnauthorized, Limits{}), kvpool.ErrUnauthorized},
 		{"bad tenant", HelloAckFor(block.ErrBadTenant, Limits{}), frame.ErrBadRequest},
-		{"server speaks another version", HelloAck{Version: 2, Code: CodeVersionMismatch}, frame.ErrVersion},
-		{"server accepted another version", HelloAck{Version: 2}, frame.ErrVersion},
+		{"server speaks another version", HelloAck{Version: 1, Code: CodeVersionMismatch}, frame.ErrVersion},
+		{"server accepted another version", HelloAck{Version: 1}, frame.ErrVersion},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -349,7 +374,7 @@ func TestHelloAckErr(t *testing.T) {
 			if (c.want == nil) != (err == nil) || (c.want != nil && !errors.Is(err, c.want)) {
 				t.Fatalf("Err() = %v, want %v", err, c.want)
 			}
-			if c.ack.Code == CodeVersionMismatch && !strings.Contains(err.Error(), "server speaks protocol version 2, client 1") {
+			if c.ack.Code == CodeVersionMismatch && !strings.Contains(err.Error(), "server speaks protocol version 1, client 2") {
 				t.Errorf("version error %q does not name both versions", err)
 			}
 		})

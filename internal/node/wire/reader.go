@@ -12,7 +12,8 @@ import (
 
 // scratchLen is the Reader's scratch buffer: room for the longest message
 // (hello-ack or ERROR), which also holds a hello-ack's fixed part, a hello's
-// tenant, a tier's stats entry (89 + 255 bytes) and 128 key IDs per read.
+// tenant, an object name, a tier's stats entry (97 + 255 bytes) and 128
+// key IDs per read.
 const scratchLen = MaxMessageLen
 
 // Compile-time checks that every fixed-size read fits the scratch buffer.
@@ -21,6 +22,7 @@ const (
 	_ = uint(scratchLen - HelloAckLen)
 	_ = uint(scratchLen - (tierFixedLen + 255))
 	_ = uint(scratchLen - block.MaxTenantLen)
+	_ = uint(scratchLen - block.MaxNameLen)
 )
 
 // state is where a Reader is in its stream.
@@ -44,8 +46,9 @@ var errMisuse = errors.New("reader used out of sequence")
 //
 // Use ReadFrame to decode whole frames into a reusable Frame, or the
 // streaming methods: ReadHeader, then the body method for the op's shape
-// (ReadIDs, ReadStatuses, ReadStats, ReadError, or BeginBlocks with
-// NextBlock and ReadPayload/SkipPayload per block). Each body must be read
+// (ReadIDs, ReadNames, ReadStatuses, ReadStats, ReadError, or BeginBlocks
+// with NextBlock, NextAccess or NextNamed and ReadPayload/SkipPayload per
+// block). Each body must be read
 // completely, or skipped with Skip, before the next ReadHeader.
 //
 // Errors: ReadHeader returns a bare io.EOF when the stream ends cleanly
@@ -54,7 +57,8 @@ var errMisuse = errors.New("reader used out of sequence")
 // HeaderLen or above Limits.MaxFrame, any hello error) are sticky: every
 // later call returns them and the connection must be closed. Any other
 // decode error (frame.ErrUnknownOp, frame.ErrMalformed, frame.ErrBatchTooLong,
-// frame.ErrPayloadTooLarge) leaves the stream in sync: call Skip, answer the
+// frame.ErrPayloadTooLarge, frame.ErrTooLong for a name over
+// block.MaxNameLen) leaves the stream in sync: call Skip, answer the
 // request with an ERROR frame (AppendError), and go on.
 //
 // A Reader is not safe for concurrent use.
@@ -69,7 +73,7 @@ type Reader struct {
 	remain     int    // unread body bytes of the current frame
 	nblocks    int    // block entries in the current frame
 	blocksLeft int    // block entries not yet started
-	entryLen   int    // fixed bytes of one block entry: BlockHeaderLen (+ HintLen in ACCESS)
+	entryLen   int    // least bytes of one block entry: BlockHeaderLen (+ HintLen in ACCESS, + a name in a named op)
 	payload    int    // unread payload bytes of the current block
 	emptyOK    bool   // the last NextBlock had an empty payload, already consumed
 	handshake  string // "hello" or "hello-ack" while reading one, for errors
@@ -219,10 +223,14 @@ func (r *Reader) ReadHeader() (Header, error) {
 		exact = idLen
 	case shapeStatus:
 		exact = StatusLen
-	case shapeIDs, shapeStatuses, shapeBlocks, shapeAccess:
+	case shapeIDs, shapeStatuses, shapeBlocks, shapeAccess, shapeNames, shapeNamedBlocks:
 		least = countLen
 	case shapeBlock:
 		least = BlockHeaderLen
+	case shapeName:
+		least = minNameEntry
+	case shapeNamedBlock:
+		least = minNameEntry + BlockHeaderLen
 	case shapeStats:
 		least = statsCountLen
 	case shapeError:
@@ -329,6 +337,61 @@ func (r *Reader) ReadIDs(dst []uint64) ([]uint64, error) {
 	return dst, r.finishBody()
 }
 
+// minNameEntry is the least bytes of a name entry: its length and one
+// byte.
+const minNameEntry = NameHeaderLen + 1
+
+// readName reads one name entry of the current frame (entry i) and checks
+// its length: 1 to block.MaxNameLen bytes, within the frame.
+func (r *Reader) readName(i int) (string, error) {
+	b := r.scratch[:NameHeaderLen]
+	if err := r.body(b, "name length"); err != nil {
+		return "", err
+	}
+	n := int(le.Uint16(b))
+	switch {
+	case n == 0:
+		return "", r.bad(frame.ErrMalformed, "name %d is empty (an object name is 1 to %d bytes)", i, block.MaxNameLen)
+	case n > block.MaxNameLen:
+		return "", r.bad(frame.ErrTooLong, "name %d of %d bytes is longer than the %d-byte limit on object names (fixed)", i, n, block.MaxNameLen)
+	case n > r.remain:
+		return "", r.bad(frame.ErrMalformed, "name %d of %d bytes, the frame has %d left", i, n, r.remain)
+	}
+	name := r.scratch[:n]
+	if err := r.body(name, "name"); err != nil {
+		return "", err
+	}
+	return string(name), nil
+}
+
+// ReadNames reads the names of a GET named or DELETE named (one name) or
+// an MGET named or EXISTS named request, appending them to dst[:0]. It
+// checks the count against Limits.MaxBatch and the frame length before
+// growing dst, and each name's length (1 to block.MaxNameLen bytes).
+func (r *Reader) ReadNames(dst []string) ([]string, error) {
+	clear(dst)
+	dst = dst[:0]
+	if err := r.beginBody("ReadNames", shapeName, shapeNames); err != nil {
+		return dst, err
+	}
+	n := 1
+	if r.hdr.Op.shape() == shapeNames {
+		var err error
+		if n, err = r.readCount(minNameEntry); err != nil {
+			return dst, err
+		}
+	}
+	dst = slices.Grow(dst, n)
+	for i := 0; i < n; i++ {
+		name, err := r.readName(i)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, name)
+	}
+	return dst, r.finishBody()
+}
+
 // ReadStatuses reads the status entries of a PUT or DELETE response (one
 // entry) or an MPUT or EXISTS response, appending them to dst[:0].
 func (r *Reader) ReadStatuses(dst []Status) ([]Status, error) {
@@ -426,34 +489,39 @@ func (r *Reader) ReadStats(dst []TierStats) ([]TierStats, error) {
 		v := func(k int) uint64 { return le.Uint64(b[nl+8*k:]) }
 		t.Stats.Blocks = int(v(0))
 		t.Stats.Bytes = int64(v(1))
-		t.Stats.CapacityBytes = int64(v(2))
-		t.Stats.Hits = v(3)
-		t.Stats.Misses = v(4)
-		t.Stats.BytesIn = v(5)
-		t.Stats.BytesOut = v(6)
-		t.Stats.EvictAttempts = v(7)
-		t.Stats.Evicted = v(8)
-		t.Stats.Corruptions = v(9)
-		t.Stats.IOErrors = v(10)
+		t.Stats.HeldBytes = int64(v(2))
+		t.Stats.CapacityBytes = int64(v(3))
+		t.Stats.Hits = v(4)
+		t.Stats.Misses = v(5)
+		t.Stats.BytesIn = v(6)
+		t.Stats.BytesOut = v(7)
+		t.Stats.EvictAttempts = v(8)
+		t.Stats.Evicted = v(9)
+		t.Stats.Corruptions = v(10)
+		t.Stats.IOErrors = v(11)
 	}
 	return dst, r.finishBody()
 }
 
-// BeginBlocks starts reading the block entries of a PUT or GET response (one
-// block) or an MPUT, MGET response or ACCESS, and returns how many follow.
-// Then, for each, call NextBlock (NextAccess in an ACCESS) and consume its
-// payload with ReadPayload or SkipPayload (a block with an empty payload
-// needs neither).
+// BeginBlocks starts reading the block entries of a PUT, PUT named or GET
+// response (one block) or an MPUT, MPUT named, MGET response or ACCESS,
+// and returns how many follow. Then, for each, call NextBlock (NextAccess
+// in an ACCESS, NextNamed in a PUT or MPUT named) and consume its payload
+// with ReadPayload or SkipPayload (a block with an empty payload needs
+// neither).
 func (r *Reader) BeginBlocks() (int, error) {
-	if err := r.beginBody("BeginBlocks", shapeBlock, shapeBlocks, shapeAccess); err != nil {
+	if err := r.beginBody("BeginBlocks", shapeBlock, shapeBlocks, shapeAccess, shapeNamedBlock, shapeNamedBlocks); err != nil {
 		return 0, err
 	}
 	n := 1
 	r.entryLen = BlockHeaderLen
-	if r.hdr.Op.shape() == shapeAccess {
+	switch r.hdr.Op.shape() {
+	case shapeAccess:
 		r.entryLen += HintLen
+	case shapeNamedBlock, shapeNamedBlocks:
+		r.entryLen += minNameEntry
 	}
-	if sh := r.hdr.Op.shape(); sh == shapeBlocks || sh == shapeAccess {
+	if sh := r.hdr.Op.shape(); sh == shapeBlocks || sh == shapeAccess || sh == shapeNamedBlocks {
 		var err error
 		if n, err = r.readCount(r.entryLen); err != nil {
 			return 0, err
@@ -475,10 +543,30 @@ func (r *Reader) NextBlock() (BlockHeader, error) {
 	if r.err != nil {
 		return BlockHeader{}, r.err
 	}
-	if r.st != stBlocks || r.blocksLeft == 0 || r.hdr.Op.shape() == shapeAccess {
+	if sh := r.hdr.Op.shape(); r.st != stBlocks || r.blocksLeft == 0 || sh == shapeAccess || sh.named() {
 		return BlockHeader{}, r.misuse("NextBlock")
 	}
-	return r.nextBlock(nil)
+	return r.nextBlock(nil, "")
+}
+
+// NextNamed reads the next entry of a PUT named or MPUT named request: its
+// name (1 to block.MaxNameLen bytes; a longer one is frame.ErrTooLong),
+// then its block header, checked as NextBlock checks it and for the key id
+// block.NameID(name) (frame.ErrMalformed otherwise).
+func (r *Reader) NextNamed() (string, BlockHeader, error) {
+	if r.err != nil {
+		return "", BlockHeader{}, r.err
+	}
+	if sh := r.hdr.Op.shape(); r.st != stBlocks || r.blocksLeft == 0 || (sh != shapeNamedBlock && sh != shapeNamedBlocks) {
+		return "", BlockHeader{}, r.misuse("NextNamed")
+	}
+	name, err := r.readName(r.nblocks - r.blocksLeft)
+	if err != nil {
+		r.blocksLeft-- // the entry is lost: only Skip is left
+		return "", BlockHeader{}, err
+	}
+	bh, err := r.nextBlock(nil, name)
+	return name, bh, err
 }
 
 // NextAccess reads the next entry of an ACCESS request: its hint, then its
@@ -506,13 +594,13 @@ func (r *Reader) NextAccess() (Hint, BlockHeader, error) {
 		r.blocksLeft--
 		return h, BlockHeader{}, r.bad(frame.ErrMalformed, "entry %d: hint reserved bytes %x, want 0", i, b[13:16])
 	}
-	bh, err := r.nextBlock(&h)
+	bh, err := r.nextBlock(&h, "")
 	return h, bh, err
 }
 
 // nextBlock reads and checks a block header; h is its ACCESS hint, or
-// nil.
-func (r *Reader) nextBlock(h *Hint) (BlockHeader, error) {
+// nil; name is its name in a named op, or "".
+func (r *Reader) nextBlock(h *Hint, name string) (BlockHeader, error) {
 	r.emptyOK = false
 	b := r.scratch[:BlockHeaderLen]
 	if err := r.body(b, "block header"); err != nil {
@@ -538,6 +626,8 @@ func (r *Reader) nextBlock(h *Hint) (BlockHeader, error) {
 	case h != nil && h.Touch && (bh.Len != 0 || bh.Checksum != 0):
 		return bh, r.bad(frame.ErrMalformed, "block %d (id %016x): a touch with a %d-byte payload and checksum %08x (must be empty)",
 			i, bh.ID, bh.Len, bh.Checksum)
+	case name != "" && bh.ID != block.NameID(name):
+		return bh, r.bad(frame.ErrMalformed, "block %d: id %016x, but its name (%d bytes) has id %016x", i, bh.ID, len(name), block.NameID(name))
 	}
 	r.payload = int(bh.Len)
 	r.st = stPayload
@@ -622,6 +712,8 @@ func (r *Reader) ReadFrame(f *Frame) error {
 	switch h.Op.shape() {
 	case shapeID, shapeIDs:
 		f.IDs, err = r.ReadIDs(f.IDs)
+	case shapeName, shapeNames:
+		f.Names, err = r.ReadNames(f.Names)
 	case shapeStatus, shapeStatuses:
 		f.Statuses, err = r.ReadStatuses(f.Statuses)
 	case shapeStats:
@@ -630,7 +722,7 @@ func (r *Reader) ReadFrame(f *Frame) error {
 		e := RemoteError{}
 		err = r.ReadError(&e)
 		f.Code, f.Message = e.Code, e.Message
-	case shapeBlock, shapeBlocks, shapeAccess:
+	case shapeBlock, shapeBlocks, shapeAccess, shapeNamedBlock, shapeNamedBlocks:
 		err = r.readBlocks(f)
 	}
 	return err
@@ -642,14 +734,19 @@ func (r *Reader) readBlocks(f *Frame) error {
 		return err
 	}
 	f.Blocks = slices.Grow(f.Blocks, n)
-	access := r.hdr.Op.shape() == shapeAccess
+	sh := r.hdr.Op.shape()
 	for i := 0; i < n; i++ {
 		var bh BlockHeader
-		if access {
+		switch {
+		case sh == shapeAccess:
 			var h Hint
 			h, bh, err = r.NextAccess()
 			f.Hints = append(f.Hints, h)
-		} else {
+		case sh.named():
+			var name string
+			name, bh, err = r.NextNamed()
+			f.Names = append(f.Names, name)
+		default:
 			bh, err = r.NextBlock()
 		}
 		if err != nil {

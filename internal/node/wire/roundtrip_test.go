@@ -54,6 +54,22 @@ func encodeDirect(t *testing.T, f *Frame) []byte {
 		b, err = AppendAccess(nil, id, f.Hints, f.Blocks)
 	case OpAccessResponse:
 		b, err = AppendAccessResponse(nil, id, f.Statuses)
+	case OpGetNamed:
+		b, err = AppendGetNamed(nil, id, f.Names[0])
+	case OpDeleteNamed:
+		b, err = AppendDeleteNamed(nil, id, f.Names[0])
+	case OpMGetNamed:
+		b, err = AppendMGetNamed(nil, id, f.Names)
+	case OpExistsNamed:
+		b, err = AppendExistsNamed(nil, id, f.Names)
+	case OpPutNamed:
+		b, err = AppendPutNamed(nil, id, f.Names[0], f.Blocks[0])
+	case OpMPutNamed:
+		b, err = AppendMPutNamed(nil, id, f.Names, f.Blocks)
+	case OpGetNamedResponse, OpMGetNamedResponse:
+		b, err = AppendBlockResponse(nil, f.Header.Op, id, f.Blocks)
+	case OpPutNamedResponse, OpDeleteNamedResponse, OpMPutNamedResponse, OpExistsNamedResponse:
+		b, err = AppendStatusResponse(nil, f.Header.Op, id, f.Statuses)
 	default:
 		t.Fatalf("no encoder for %v", f.Header.Op)
 	}

@@ -189,13 +189,16 @@ func (b *Backend) Stats() []wire.TierStats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ram, disk := b.ram, b.disk
-	for _, s := range b.blocks {
+	for k, s := range b.blocks {
+		// Held bytes: the payload and the name kept with it.
 		if s.inFile {
 			disk.Blocks++
 			disk.Bytes += int64(s.n)
+			disk.HeldBytes += int64(s.n + len(k.Name))
 		} else {
 			ram.Blocks++
 			ram.Bytes += int64(len(s.payload))
+			ram.HeldBytes += int64(len(s.payload) + len(k.Name))
 		}
 	}
 	return []wire.TierStats{{Name: "ram", Stats: ram}, {Name: "file", Stats: disk}}
