@@ -65,7 +65,7 @@
 //	                  n × size u64
 //	0x07  NODES       (empty)                                u32 n, n × node status
 //	0x08  QUERY       str8 tenant, id u64, [name]            u32 n, n × replica status
-//	0x09  LOCATE      lease u8, str8 tenant, keys            n u32, node table, n × (u16 r, r × replica)
+//	0x09  LOCATE      lease u8, str8 tenant, keys            u32 n, node table, n × (u16 r, r × replica)
 //	0xFF  ERROR       —                                      code u16 (never 0), msg len u16, message
 //
 // Tables and entries:
