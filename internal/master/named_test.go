@@ -227,7 +227,7 @@ func TestEvictNamedByBytes(t *testing.T) {
 	small := block.Key{Tenant: "t", ID: big.ID, Name: "small"} // shares big's id
 	in := meta.Inventory{item(big, meta.TierRAM, 397), item(small, meta.TierRAM, 95)}
 	s := register(t, m, info("a", 1000, 100000), in) // 400 + 100
-	locate(t, m, true, small)                         // small is newer than big
+	locate(t, m, true, small)                        // small is newer than big
 	clk.Advance(lease)
 
 	// 500 bytes more in one object: 1000/1000 > 0.95; evict to 900.
