@@ -162,6 +162,17 @@ func TestPlaceObjectsByBytes(t *testing.T) {
 		t.Errorf("local-first with room on the hint: %q, want a", got)
 	}
 
+	// An object larger than a node's RAM goes to a node that can hold it,
+	// however full.
+	register(t, m, info("c", 400, 0), nil) // empty, but too small
+	tooBig := []meta.Object{{Key: block.Named("t", "wide"), Size: 500}}
+	if err := m.PlaceObjects(tooBig, 1, "", meta.LeastUsed, &p); err != nil {
+		t.Fatal(err)
+	}
+	if got := placeString(&p, 1); got != "b" {
+		t.Errorf("a 500-byte object with c (400 bytes of RAM) empty: %q, want b", got)
+	}
+
 	// Bad objects are refused before anything is chosen.
 	for _, bad := range [][]meta.Object{
 		{{Key: block.Key{Tenant: "t", ID: 1, Name: strings.Repeat("x", block.MaxNameLen+1)}}},

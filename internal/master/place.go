@@ -43,7 +43,8 @@ func (m *Master) Place(tenant string, ids []uint64, replicas int, hint meta.Node
 //     object's footprint keeps its RAM usage at or under HighWatermark),
 //     then the least used of the others; without a usable hint, LeastUsed.
 //   - LeastUsed: the nodes with the lowest RAM usage fraction, ties by node
-//     ID.
+//     ID; a node whose RAM is smaller than the object's footprint comes
+//     after every node that could hold it.
 //   - Hash: rendezvous hashing of the object's key (tenant, id and name)
 //     over the live nodes (the highest mix(key, node) scores); usage plays
 //     no part, and a node leaving moves only the objects that had chosen
@@ -195,13 +196,24 @@ func (m *Master) placeByUsage(nodes []meta.NodeID, cands []candidate, o meta.Obj
 			if c.chosen {
 				continue
 			}
-			if best < 0 || c.fraction() < cands[best].fraction() {
+			if best < 0 || c.before(&cands[best], o) {
 				best = i
 			}
 		}
 		nodes = append(nodes, choose(&cands[best], o))
 	}
 	return nodes
+}
+
+// before reports whether c is a better choice than b for o by usage: a
+// node whose RAM can hold o at all (its footprint within the capacity)
+// before one that cannot, then the lower usage fraction.
+func (c *candidate) before(b *candidate, o meta.Object) bool {
+	cf, bf := c.footprint(o) <= c.cap, b.footprint(o) <= b.cap
+	if cf != bf {
+		return cf
+	}
+	return c.fraction() < b.fraction()
 }
 
 // footprint is the RAM o takes on c's node.
