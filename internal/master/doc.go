@@ -43,10 +43,11 @@
 //
 // # Leases
 //
-// Lookup with lease true gives every returned replica a read lease until
-// now+LeaseTTL and counts as an access for the eviction policy; a leased
-// replica is never chosen as an eviction victim. Lookup with lease false,
-// Exists and Query change nothing.
+// Lookup (or Locate) with lease true gives every returned replica a read
+// lease until now+LeaseTTL and counts as an access for the eviction
+// policy; a leased replica is never chosen as an eviction victim, named or
+// not. Lookup and Locate with lease false, Exists, ExistsKeys and Query
+// change nothing.
 //
 // # Eviction and promotion
 //

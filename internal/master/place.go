@@ -111,8 +111,8 @@ func (m *Master) place(tenant string, n int, obj func(int) meta.Object, replicas
 		if o.Key.Tenant != thKey {
 			th, thKey = block.FNV1a(o.Key.Tenant), o.Key.Tenant
 		}
-		for i := range cands {
-			cands[i].chosen = false
+		for j := range cands {
+			cands[j].chosen = false
 		}
 		switch strategy {
 		case meta.Hash:
