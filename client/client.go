@@ -35,9 +35,6 @@ type Client struct {
 	closeIdx func() error
 	fl       flights
 	ctr      counters
-	// namedConns are the connections of named calls while the node
-	// client's pool has no named forms (see namedpool.go).
-	namedConns namedConns
 
 	refresh sync.Mutex // serialises Index.Nodes refreshes
 
@@ -97,7 +94,6 @@ func (c *Client) Close() error {
 	for _, p := range pools {
 		errs = append(errs, p.Close())
 	}
-	errs = append(errs, c.namedConns.close()...)
 	if c.closeIdx != nil {
 		errs = append(errs, c.closeIdx())
 	}

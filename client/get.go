@@ -299,7 +299,7 @@ func (c *Client) mget(ctx context.Context, loc Location, b batch, blocks []int, 
 	c.ctr.fetches.Add(1)
 	var out []nodeclient.Result
 	if sub.named() {
-		out, err = c.named(p).MGetNamed(rctx, sub.names, bdst)
+		out, err = p.MGetNamed(rctx, sub.names, bdst)
 	} else {
 		out, err = p.MGet(rctx, sub.ids, bdst)
 	}

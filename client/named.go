@@ -210,7 +210,7 @@ func (c *Client) deleteOn(ctx context.Context, n, addr string, b batch, keys []i
 	defer cancel()
 	for k, i := range keys {
 		if b.named() {
-			err = c.named(p).DeleteNamed(rctx, b.names[i])
+			err = p.DeleteNamed(rctx, b.names[i])
 		} else {
 			err = p.Delete(rctx, b.ids[i])
 		}

@@ -129,7 +129,7 @@ func (c *Client) mput(ctx context.Context, n, addr string, b batch, payloads [][
 	defer cancel()
 	var perKey []error
 	if sub.named() {
-		perKey, err = c.named(p).MPutNamed(rctx, sub.names, bp)
+		perKey, err = p.MPutNamed(rctx, sub.names, bp)
 	} else {
 		perKey, err = p.MPut(rctx, sub.ids, bp)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +31,8 @@ func TestCtlNamed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	const block = 64 << 10
-	cl, _ := startCluster(ctx, t, cluster.Options{Nodes: 2, RAMBytes: 256 * block, BlockSize: block})
+	cl, _ := startCluster(ctx, t, cluster.Options{Nodes: 2, RAMBytes: 256 * block, BlockSize: block,
+		ExtraNodeArgs: []string{"--max-object-bytes", "1MiB"}})
 	if err := cl.WaitLive(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -91,17 +91,12 @@ func TestCtlNamed(t *testing.T) {
 		t.Errorf("get of an absent name: exit %d, stderr %q", code, errs)
 	}
 
-	// An object over the nodes' limit (the default 64 MiB) is refused
-	// with its size, the limit and the node setting that raises it. The
-	// file is sparse: nothing is written to disk.
-	big := filepath.Join(dir, "big")
-	if f, err := os.Create(big); err != nil {
-		t.Fatal(err)
-	} else if err := errors.Join(f.Truncate(64<<20+1), f.Close()); err != nil {
-		t.Fatal(err)
-	}
+	// An object over the nodes' limit (--max-object-bytes 1MiB here) is
+	// refused with its size, the limit and the node setting that raises
+	// it.
+	big := write("big", make([]byte, 1<<20+1))
 	code, _, errs := ctlRun(ctx, addr, "put", "--key", "too big", big)
-	if code != 1 || !strings.Contains(errs, "67108865 bytes") || !strings.Contains(errs, "67108864 bytes") || !strings.Contains(errs, "--max-object-bytes") {
+	if code != 1 || !strings.Contains(errs, "1048577 bytes") || !strings.Contains(errs, "1048576 bytes") || !strings.Contains(errs, "--max-object-bytes") {
 		t.Errorf("put of a too-large object: exit %d, stderr %q", code, errs)
 	}
 
