@@ -116,6 +116,7 @@ func TestCtlNamed(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("stat --json:\n%s", out)
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatalf("stat --json: %v\n%s", err, out)
 	}
