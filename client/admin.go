@@ -36,10 +36,14 @@ type NodeStats struct {
 type TierStats struct {
 	// Name is the tier's name ("ram", "ssd").
 	Name string
-	// Blocks and Bytes are what the tier holds now; CapacityBytes is its
-	// configured capacity.
+	// Blocks (objects: chain blocks and named objects) and Bytes (the sum
+	// of their payload lengths) are what the tier holds now; HeldBytes is
+	// the space they occupy in it, names and metadata included (RAM
+	// chunks, SSD pages), so HeldBytes/Bytes is the tier's overhead;
+	// CapacityBytes is its configured capacity.
 	Blocks        int
 	Bytes         int64
+	HeldBytes     int64
 	CapacityBytes int64
 	// Hits and Misses count the tier's reads by outcome.
 	Hits, Misses uint64
@@ -90,7 +94,7 @@ func (c *Client) nodeStats(ctx context.Context, n Node) NodeStats {
 	for _, t := range tiers {
 		st := t.Stats
 		s.Tiers = append(s.Tiers, TierStats{
-			Name: t.Name, Blocks: st.Blocks, Bytes: st.Bytes, CapacityBytes: st.CapacityBytes,
+			Name: t.Name, Blocks: st.Blocks, Bytes: st.Bytes, HeldBytes: st.HeldBytes, CapacityBytes: st.CapacityBytes,
 			Hits: st.Hits, Misses: st.Misses, BytesIn: st.BytesIn, BytesOut: st.BytesOut,
 			Evicted: st.Evicted, Corruptions: st.Corruptions, IOErrors: st.IOErrors,
 		})
@@ -112,6 +116,31 @@ func (c *Client) Locate(ctx context.Context, id uint64) ([]Location, error) {
 	return p.Replicas[0], nil
 }
 
+// LocateNamed returns the replicas of the object name as the index lists
+// them (RAM before SSD), or none when it is not stored on a live node. It
+// takes no lease and changes nothing on the master.
+func (c *Client) LocateNamed(ctx context.Context, name string) ([]Location, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	if err := checkNames("locate", []string{name}); err != nil {
+		return nil, err
+	}
+	reps, err := c.locate(ctx, nameBatch([]string{name}), false)
+	if err != nil {
+		return nil, err
+	}
+	return reps[0], nil
+}
+
+// WaitIndexedNamed is WaitIndexed for named objects.
+func (c *Client) WaitIndexedNamed(ctx context.Context, names []string, within time.Duration) (bool, error) {
+	if err := checkNames("wait", names); err != nil {
+		return false, err
+	}
+	return c.waitIndexed(ctx, nameBatch(names), within)
+}
+
 // WaitIndexed waits until the index lists every block of ids on a live
 // node, asking it every 50 ms. A block Put stores enters the index only
 // with its node's next heartbeat, so a reader that must find it right
@@ -119,12 +148,19 @@ func (c *Client) Locate(ctx context.Context, id uint64) ([]Location, error) {
 // once every block is listed, false when within passes first, and an error
 // when the index cannot be asked or ctx ends.
 func (c *Client) WaitIndexed(ctx context.Context, ids []uint64, within time.Duration) (bool, error) {
+	return c.waitIndexed(ctx, idBatch(ids), within)
+}
+
+func (c *Client) waitIndexed(ctx context.Context, b batch, within time.Duration) (bool, error) {
+	if err := c.check(); err != nil {
+		return false, err
+	}
 	deadline := time.NewTimer(within)
 	defer deadline.Stop()
 	tick := time.NewTicker(indexPoll)
 	defer tick.Stop()
 	for {
-		present, err := c.Exists(ctx, ids)
+		present, err := c.exists(ctx, b)
 		if err != nil {
 			return false, err
 		}
@@ -137,7 +173,7 @@ func (c *Client) WaitIndexed(ctx context.Context, ids []uint64, within time.Dura
 		}
 		select {
 		case <-ctx.Done():
-			return false, fmt.Errorf("client: wait for %d blocks of tenant %q to be indexed: %w", len(ids), c.opts.Tenant, ctx.Err())
+			return false, fmt.Errorf("client: wait for %d %s of tenant %q to be indexed: %w", b.len(), b.noun(), c.opts.Tenant, ctx.Err())
 		case <-deadline.C:
 			return false, nil
 		case <-tick.C:

@@ -147,7 +147,7 @@ func (c *Client) Exists(ctx context.Context, ids []uint64) ([]bool, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	present, err := c.idx.Exists(ctx, c.opts.Tenant, ids)
+	present, err := c.idx.Exists(ctx, idBatch(ids).keys(c.opts.Tenant))
 	if err != nil {
 		return nil, fmt.Errorf("client: exists of %d blocks of tenant %q: %w", len(ids), c.opts.Tenant, err)
 	}

@@ -15,7 +15,8 @@
 //     same block share one network fetch. The caller's context deadline
 //     (see DeadlineFor) bounds the whole Get: past it, Get returns what has
 //     arrived and marks the rest TimedOut, for the caller to recompute.
-//   - Put asks the index where new blocks go and stores them there with one
+//   - Put asks the index where new blocks go (placed by bytes: each block
+//     weighs what it takes in a node's RAM) and stores them there with one
 //     MPUT per node, in parallel.
 //   - Prefetch copies the cached prefix of a request into one node's RAM
 //     ahead of use.
@@ -26,6 +27,25 @@
 //     block computed or fetched.
 //   - Fetch gets blocks from one replica the caller chose (say, by its own
 //     planner), with no lease and no fallback.
+//   - Delete removes blocks from every node the index lists them on.
+//
+// # Named objects
+//
+// Besides the chain ids of prefix blocks, an object may have a name of its
+// own: 1 to 1024 bytes (block.MaxNameLen), any bytes, within the client's
+// tenant, for a payload of any size from 0 bytes to the nodes' maximum
+// object size (default 64 MiB; a node's --max-object-bytes, or
+// max_object_bytes in its config, raises it up to 512 MiB). PutNamed,
+// GetNamed, ExistsNamed and DeleteNamed are the batch forms for names.
+// Names have no prefix: each is looked up on its own (the master's point
+// lookup), and everything else is as for blocks: placement by bytes,
+// read leases, RAM replicas first with a fallback, coalescing. The full
+// name travels to the master and the node and is compared on every read,
+// and every payload read is verified against block.Named(tenant, name) and
+// its checksum (tenant, name and payload), so a read never returns an
+// object stored under another name, even one whose internal id
+// (block.NameID) collides. An object over the limit, or a name over 1 KiB,
+// is refused with an error giving its size, the limit and the setting.
 //
 // # Failures and retries
 //

@@ -72,3 +72,44 @@ func ExampleClient_Exists() {
 	fmt.Println(present, err)
 	// Output: [true false] <nil>
 }
+
+// Store objects under names of their own (an LMCache chunk is two: a
+// small metadata record and the KV bytes), read them back, check and
+// delete them.
+func ExampleClient_PutNamed() {
+	cl0, err := startCluster(1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cl0.close()
+	c, err := client.New(context.Background(), client.Options{Index: masterIndex{cl0.m}, Tenant: "llama"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	names := []string{"Llama-3.1-8B@1@0@5f3a@meta", "Llama-3.1-8B@1@0@5f3a@kv_bytes"}
+	payloads := [][]byte{[]byte("28 bytes of chunk metadata.."), make([]byte, 1<<20)}
+	if _, err := c.PutNamed(ctx, names, payloads, client.PutOptions{}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, err := c.GetNamed(ctx, []string{names[0], names[1], "never stored"}, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for i, s := range res.Status {
+		fmt.Printf("%v, %d bytes\n", s, len(res.Blocks[i]))
+	}
+	errs, _ := c.DeleteNamed(ctx, []string{names[0]})
+	fmt.Println("deleted:", errs[0] == nil)
+	// Output:
+	// loaded, 28 bytes
+	// loaded, 1048576 bytes
+	// missing, 0 bytes
+	// deleted: true
+}

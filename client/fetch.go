@@ -44,7 +44,7 @@ func (c *Client) Fetch(ctx context.Context, from Location, ids []uint64, fo Fetc
 	for i := range blocks {
 		blocks[i] = i
 	}
-	out, err := c.mget(ctx, from, ids, blocks, fo.Dst)
+	out, err := c.mget(ctx, from, idBatch(ids), blocks, fo.Dst)
 	if err != nil {
 		st := Missing
 		if expired(ctx) {

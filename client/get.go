@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool"
-	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 )
 
@@ -109,7 +108,7 @@ func (c *Client) Get(ctx context.Context, ids []uint64, dst [][]byte) (GetResult
 		return res, err
 	}
 	res.Cached = n
-	c.getLocated(ctx, ids[:n], reps, dst, &res)
+	c.getLocated(ctx, idBatch(ids).head(n), reps, dst, &res)
 	c.count(&res)
 	return res, nil
 }
@@ -133,9 +132,10 @@ func (c *Client) count(r *GetResult) {
 	}
 }
 
-// getLocated fetches blocks ids (all cached, block i at reps[i]) into res,
-// coalescing with concurrent fetches of the same blocks.
-func (c *Client) getLocated(ctx context.Context, ids []uint64, reps [][]Location, dst [][]byte, res *GetResult) {
+// getLocated fetches the keys of b (key i at reps[i]; a key without
+// replicas is Missing) into res, coalescing with concurrent fetches of the
+// same keys.
+func (c *Client) getLocated(ctx context.Context, b batch, reps [][]Location, dst [][]byte, res *GetResult) {
 	type wait struct {
 		i int
 		f *flight
@@ -143,8 +143,8 @@ func (c *Client) getLocated(ctx context.Context, ids []uint64, reps [][]Location
 	var lead []int
 	var leadF []*flight
 	var waits []wait
-	for i, id := range ids {
-		f, leader := c.fl.join(block.Key{Tenant: c.opts.Tenant, ID: id})
+	for i := range b.len() {
+		f, leader := c.fl.join(b.key(c.opts.Tenant, i))
 		if leader {
 			lead = append(lead, i)
 			leadF = append(leadF, f)
@@ -153,9 +153,9 @@ func (c *Client) getLocated(ctx context.Context, ids []uint64, reps [][]Location
 		}
 	}
 	if len(lead) > 0 {
-		c.fetch(ctx, ids, reps, lead, dst, res)
+		c.fetch(ctx, b, reps, lead, dst, res)
 		for j, i := range lead {
-			c.fl.land(block.Key{Tenant: c.opts.Tenant, ID: ids[i]}, leadF[j], res.Status[i], res.Blocks[i], res.From[i])
+			c.fl.land(b.key(c.opts.Tenant, i), leadF[j], res.Status[i], res.Blocks[i], res.From[i])
 		}
 	}
 	for _, w := range waits {
@@ -191,11 +191,11 @@ func (c *Client) order(locs []Location) []Location {
 	return out
 }
 
-// fetch fetches the blocks lead (indexes into ids) in rounds: each round
+// fetch fetches the keys lead (indexes into b) in rounds: each round
 // sends one MGET per node for the blocks whose next replica is there, in
 // parallel; a block that was absent, corrupt or on a failed node moves to
 // its next replica for the next round.
-func (c *Client) fetch(ctx context.Context, ids []uint64, reps [][]Location, lead []int, dst [][]byte, res *GetResult) {
+func (c *Client) fetch(ctx context.Context, b batch, reps [][]Location, lead []int, dst [][]byte, res *GetResult) {
 	type state struct {
 		locs    []Location
 		next    int
@@ -245,7 +245,7 @@ func (c *Client) fetch(ctx context.Context, ids []uint64, reps [][]Location, lea
 			go func() {
 				defer wg.Done()
 				loc := st[blocks[0]].locs[st[blocks[0]].next]
-				out, err := c.mget(ctx, loc, ids, blocks, dst)
+				out, err := c.mget(ctx, loc, b, blocks, dst)
 				mu.Lock()
 				defer mu.Unlock()
 				for k, i := range blocks {
@@ -273,10 +273,13 @@ func (c *Client) fetch(ctx context.Context, ids []uint64, reps [][]Location, lea
 	}
 }
 
-// mget fetches blocks (indexes into ids) from the node of loc, bounded by
-// RequestTimeout. A failure of the call as a whole while ctx is still
+// mget fetches the keys blocks (indexes into b) from the node of loc, with
+// one MGET (or MGET of names) bounded by RequestTimeout. The node client
+// verifies every payload against its key and checksum (for a name,
+// against block.Named(tenant, name): a copy stored under another name
+// never passes). A failure of the call as a whole while ctx is still
 // alive marks the node down.
-func (c *Client) mget(ctx context.Context, loc Location, ids []uint64, blocks []int, dst [][]byte) ([]nodeclient.Result, error) {
+func (c *Client) mget(ctx context.Context, loc Location, b batch, blocks []int, dst [][]byte) ([]nodeclient.Result, error) {
 	p, err := c.pool(ctx, loc.Node, loc.Addr)
 	if err != nil {
 		if !errors.Is(err, ErrClosed) && !expired(ctx) {
@@ -284,10 +287,9 @@ func (c *Client) mget(ctx context.Context, loc Location, ids []uint64, blocks []
 		}
 		return nil, err
 	}
-	bids := make([]uint64, len(blocks))
+	sub := b.pick(blocks)
 	bdst := make([][]byte, len(blocks))
 	for k, i := range blocks {
-		bids[k] = ids[i]
 		if i < len(dst) {
 			bdst[k] = dst[i]
 		}
@@ -295,15 +297,20 @@ func (c *Client) mget(ctx context.Context, loc Location, ids []uint64, blocks []
 	rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	defer cancel()
 	c.ctr.fetches.Add(1)
-	out, err := p.MGet(rctx, bids, bdst)
-	if err == nil && len(out) != len(bids) {
-		err = fmt.Errorf("client: mget of %d blocks from node %q: %d results", len(bids), loc.Node, len(out))
+	var out []nodeclient.Result
+	if sub.named() {
+		out, err = p.MGetNamed(rctx, sub.names, bdst)
+	} else {
+		out, err = p.MGet(rctx, sub.ids, bdst)
+	}
+	if err == nil && len(out) != sub.len() {
+		err = fmt.Errorf("client: mget of %d %s from node %q: %d results", sub.len(), b.noun(), loc.Node, len(out))
 	}
 	if err != nil {
 		if !expired(ctx) && !errors.Is(err, nodeclient.ErrClosed) {
 			c.markDown(loc.Node, err)
 		}
-		return nil, fmt.Errorf("client: mget of %d blocks from node %q: %w", len(bids), loc.Node, err)
+		return nil, fmt.Errorf("client: mget of %d %s from node %q: %w", sub.len(), b.noun(), loc.Node, err)
 	}
 	return out, nil
 }

@@ -43,22 +43,43 @@ func (x masterIndex) Lookup(ctx context.Context, tenant string, ids []uint64, le
 	return r.Hit, out, nil
 }
 
-func (x masterIndex) Exists(ctx context.Context, tenant string, ids []uint64) ([]bool, error) {
+func (x masterIndex) Locate(ctx context.Context, keys []block.Key, lease bool) ([][]client.Location, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return x.m.Exists(tenant, ids, nil)
+	var r meta.LookupResult
+	if err := x.m.Locate(keys, lease, &r); err != nil {
+		return nil, err
+	}
+	out := make([][]client.Location, r.Hit)
+	for i := range out {
+		for _, rep := range r.Block(i) {
+			out[i] = append(out[i], client.Location{Node: string(rep.Node), Tier: client.Tier(rep.Tier), Size: rep.Size, Sum: rep.Sum})
+		}
+	}
+	return out, nil
 }
 
-func (x masterIndex) Place(ctx context.Context, tenant string, ids []uint64, replicas int, hint string) ([][]string, error) {
+func (x masterIndex) Exists(ctx context.Context, keys []block.Key) ([]bool, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var p meta.Placement
-	if err := x.m.Place(tenant, ids, replicas, meta.NodeID(hint), meta.StrategyDefault, &p); err != nil {
+	return x.m.ExistsKeys(keys, nil)
+}
+
+func (x masterIndex) Place(ctx context.Context, keys []block.Key, sizes []int64, replicas int, hint string) ([][]string, error) {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out := make([][]string, len(ids))
+	objs := make([]meta.Object, len(keys))
+	for i, k := range keys {
+		objs[i] = meta.Object{Key: k, Size: sizes[i]}
+	}
+	var p meta.Placement
+	if err := x.m.PlaceObjects(objs, replicas, meta.NodeID(hint), meta.StrategyDefault, &p); err != nil {
+		return nil, err
+	}
+	out := make([][]string, len(keys))
 	for i := range out {
 		for _, n := range p.Block(i) {
 			out[i] = append(out[i], string(n))

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"fmt"
+
+	"github.com/kvpool/kvpool/block"
 )
 
 // Index is the client's view of the master: the global block index,
@@ -15,13 +17,23 @@ type Index interface {
 	// eviction for the master's lease TTL and the lookup counts as an
 	// access; with lease false nothing changes on the master.
 	Lookup(ctx context.Context, tenant string, ids []uint64, lease bool) (prefix int, replicas [][]Location, err error)
-	// Exists reports which of ids are present on live nodes, with no side
-	// effects (no lease, no recency).
-	Exists(ctx context.Context, tenant string, ids []uint64) ([]bool, error)
-	// Place chooses the nodes for new blocks: for each id, up to replicas
-	// distinct node IDs, the preferred first. hint is the node ID the
-	// caller would like the first copy on ("" for none).
-	Place(ctx context.Context, tenant string, ids []uint64, replicas int, hint string) ([][]string, error)
+	// Locate returns, for each key on its own (no prefix semantics), its
+	// replicas on live nodes (RAM before SSD; none when it is absent): the
+	// lookup of named objects. The keys are of one tenant and all named
+	// or all chain keys; a name is compared in full, so two names sharing
+	// an id are two keys. Lease as Lookup's.
+	Locate(ctx context.Context, keys []block.Key, lease bool) ([][]Location, error)
+	// Exists reports which of keys (of one tenant, all named or all
+	// chain keys) are present on live nodes, with no side effects (no
+	// lease, no recency).
+	Exists(ctx context.Context, keys []block.Key) ([]bool, error)
+	// Place chooses the nodes for new objects: keys[i] of sizes[i] payload
+	// bytes (of one tenant, all named or all chain keys), up to replicas
+	// distinct node IDs each, the preferred first. The index places by
+	// bytes: each choice weighs what the object takes on the node. hint
+	// is the node ID the caller would like the first copy on ("" for
+	// none).
+	Place(ctx context.Context, keys []block.Key, sizes []int64, replicas int, hint string) ([][]string, error)
 	// Nodes lists the nodes the master knows with their data-plane
 	// addresses.
 	Nodes(ctx context.Context) ([]Node, error)
@@ -70,8 +82,8 @@ type Node struct {
 	Addr string
 	// Live is false for a node that has missed its heartbeat TTL.
 	Live bool
-	// BlockSize is the node's slot size in bytes, as it registered it: a
-	// block of n bytes takes ceil(n/BlockSize) slots of its capacity (0:
-	// not known).
+	// BlockSize is the node's RAM chunk size in bytes, as it registered
+	// it: an object of n bytes under a name of l bytes takes
+	// ceil((l+n)/BlockSize) chunks of its RAM (0: not known).
 	BlockSize int64
 }

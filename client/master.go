@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/master/masterclient"
 	"github.com/kvpool/kvpool/internal/meta"
 )
@@ -55,20 +56,55 @@ func (x *remoteIndex) Lookup(ctx context.Context, tenant string, ids []uint64, l
 	return r.Hit, out, nil
 }
 
-func (x *remoteIndex) Exists(ctx context.Context, tenant string, ids []uint64) ([]bool, error) {
-	return x.mc.Exists(ctx, tenant, ids, nil)
+func (x *remoteIndex) Locate(ctx context.Context, keys []block.Key, lease bool) ([][]Location, error) {
+	r, _ := x.lookups.Get().(*masterclient.LookupResult)
+	if r == nil {
+		r = new(masterclient.LookupResult)
+	}
+	defer x.lookups.Put(r)
+	if err := x.mc.Locate(ctx, keys, lease, r); err != nil {
+		return nil, err
+	}
+	if r.Hit != len(keys) || len(r.Ends) != r.Hit {
+		return nil, fmt.Errorf("locate answer: %d blocks for %d keys: %w", r.Hit, len(keys), ErrBadIndex)
+	}
+	out := make([][]Location, len(keys))
+	flat := make([]Location, len(r.Replicas))
+	for i, rep := range r.Replicas {
+		flat[i] = Location{Node: string(rep.Node), Addr: rep.Addr, Tier: Tier(rep.Tier), Size: rep.Size, Sum: rep.Sum}
+	}
+	start := 0
+	for i := range out {
+		if r.Ends[i] < start || r.Ends[i] > len(flat) {
+			return nil, fmt.Errorf("locate answer: key %d ends at replica %d of %d: %w", i, r.Ends[i], len(flat), ErrBadIndex)
+		}
+		out[i] = flat[start:r.Ends[i]:r.Ends[i]]
+		start = r.Ends[i]
+	}
+	return out, nil
 }
 
-func (x *remoteIndex) Place(ctx context.Context, tenant string, ids []uint64, replicas int, hint string) ([][]string, error) {
+func (x *remoteIndex) Exists(ctx context.Context, keys []block.Key) ([]bool, error) {
+	return x.mc.ExistsKeys(ctx, keys, nil)
+}
+
+func (x *remoteIndex) Place(ctx context.Context, keys []block.Key, sizes []int64, replicas int, hint string) ([][]string, error) {
+	if len(sizes) != len(keys) {
+		return nil, fmt.Errorf("place: %d sizes for %d keys", len(sizes), len(keys))
+	}
 	p, _ := x.places.Get().(*masterclient.Placement)
 	if p == nil {
 		p = new(masterclient.Placement)
 	}
 	defer x.places.Put(p)
-	if err := x.mc.Place(ctx, tenant, ids, replicas, meta.NodeID(hint), meta.StrategyDefault, p); err != nil {
+	objs := make([]meta.Object, len(keys))
+	for i, k := range keys {
+		objs[i] = meta.Object{Key: k, Size: sizes[i]}
+	}
+	if err := x.mc.PlaceObjects(ctx, objs, replicas, meta.NodeID(hint), meta.StrategyDefault, p); err != nil {
 		return nil, err
 	}
-	out := make([][]string, len(ids))
+	out := make([][]string, len(keys))
 	for i := range out {
 		if p.PerBlock == 0 {
 			continue

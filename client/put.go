@@ -26,16 +26,21 @@ type PutOptions struct {
 // readable once its node reports it to the master). The error is non-nil
 // when nothing could be attempted (bad arguments, placement failed).
 func (c *Client) Put(ctx context.Context, ids []uint64, payloads [][]byte, po PutOptions) ([]error, error) {
-	if err := c.check(); err != nil {
-		return nil, err
-	}
 	if len(payloads) != len(ids) {
 		return nil, fmt.Errorf("client: put: %d ids but %d payloads", len(ids), len(payloads))
+	}
+	return c.put(ctx, idBatch(ids), payloads, po)
+}
+
+// put stores payloads[i] under key i of b (Put and PutNamed).
+func (c *Client) put(ctx context.Context, b batch, payloads [][]byte, po PutOptions) ([]error, error) {
+	if err := c.check(); err != nil {
+		return nil, err
 	}
 	if po.Replicas < 0 || po.Replicas > MaxReplicas {
 		return nil, fmt.Errorf("client: put: PutOptions.Replicas is %d; want 0 to %d", po.Replicas, MaxReplicas)
 	}
-	if len(ids) == 0 {
+	if b.len() == 0 {
 		return nil, nil
 	}
 	replicas, hint := po.Replicas, po.Hint
@@ -45,19 +50,23 @@ func (c *Client) Put(ctx context.Context, ids []uint64, payloads [][]byte, po Pu
 	if hint == "" {
 		hint = c.opts.LocalNode
 	}
-	place, err := c.idx.Place(ctx, c.opts.Tenant, ids, replicas, hint)
-	if err != nil {
-		return nil, fmt.Errorf("client: place %d blocks of tenant %q: %w", len(ids), c.opts.Tenant, err)
+	sizes := make([]int64, len(payloads))
+	for i, p := range payloads {
+		sizes[i] = int64(len(p))
 	}
-	if len(place) != len(ids) {
-		return nil, fmt.Errorf("client: place %d blocks: index answered %d placements: %w", len(ids), len(place), ErrBadIndex)
+	place, err := c.idx.Place(ctx, b.keys(c.opts.Tenant), sizes, replicas, hint)
+	if err != nil {
+		return nil, fmt.Errorf("client: place %d %s of tenant %q: %w", b.len(), b.noun(), c.opts.Tenant, err)
+	}
+	if len(place) != b.len() {
+		return nil, fmt.Errorf("client: place %d %s: index answered %d placements: %w", b.len(), b.noun(), len(place), ErrBadIndex)
 	}
 	groups := map[string][]int{}
 	var order []string
-	errs := make([][]error, len(ids))
+	errs := make([][]error, b.len())
 	for i, nodes := range place {
 		if len(nodes) == 0 {
-			errs[i] = append(errs[i], fmt.Errorf("client: put block %016x: index chose no node", ids[i]))
+			errs[i] = append(errs[i], fmt.Errorf("client: put %s: index chose no node", b.what(i)))
 		}
 		for _, n := range nodes {
 			if groups[n] == nil {
@@ -73,7 +82,7 @@ func (c *Client) Put(ctx context.Context, ids []uint64, payloads [][]byte, po Pu
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out := c.mput(ctx, n, "", ids, payloads, blocks)
+			out := c.mput(ctx, n, "", b, payloads, blocks)
 			mu.Lock()
 			defer mu.Unlock()
 			for k, i := range blocks {
@@ -84,16 +93,17 @@ func (c *Client) Put(ctx context.Context, ids []uint64, payloads [][]byte, po Pu
 		}()
 	}
 	wg.Wait()
-	result := make([]error, len(ids))
+	result := make([]error, b.len())
 	for i := range errs {
 		result[i] = errors.Join(errs[i]...)
 	}
 	return result, nil
 }
 
-// mput stores blocks (indexes into ids) on node n with one MPUT bounded
-// by RequestTimeout, and returns one error per block.
-func (c *Client) mput(ctx context.Context, n, addr string, ids []uint64, payloads [][]byte, blocks []int) []error {
+// mput stores the keys blocks (indexes into b) on node n with one MPUT
+// (or MPUT of names) bounded by RequestTimeout, and returns one error per
+// key.
+func (c *Client) mput(ctx context.Context, n, addr string, b batch, payloads [][]byte, blocks []int) []error {
 	out := make([]error, len(blocks))
 	fail := func(err error) []error {
 		for k := range out {
@@ -104,32 +114,37 @@ func (c *Client) mput(ctx context.Context, n, addr string, ids []uint64, payload
 	}
 	if !c.usable(n) {
 		c.ctr.skipped.Add(1)
-		return fail(fmt.Errorf("client: put %d blocks on node %q: %w", len(blocks), n, ErrNodeDown))
+		return fail(fmt.Errorf("client: put %d %s on node %q: %w", len(blocks), b.noun(), n, ErrNodeDown))
 	}
 	p, err := c.pool(ctx, n, addr)
 	if err != nil {
-		return fail(fmt.Errorf("client: put %d blocks on node %q: %w", len(blocks), n, err))
+		return fail(fmt.Errorf("client: put %d %s on node %q: %w", len(blocks), b.noun(), n, err))
 	}
-	bids := make([]uint64, len(blocks))
+	sub := b.pick(blocks)
 	bp := make([][]byte, len(blocks))
 	for k, i := range blocks {
-		bids[k], bp[k] = ids[i], payloads[i]
+		bp[k] = payloads[i]
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	defer cancel()
-	perKey, err := p.MPut(rctx, bids, bp)
-	if err == nil && len(perKey) != len(bids) {
+	var perKey []error
+	if sub.named() {
+		perKey, err = p.MPutNamed(rctx, sub.names, bp)
+	} else {
+		perKey, err = p.MPut(rctx, sub.ids, bp)
+	}
+	if err == nil && len(perKey) != sub.len() {
 		err = fmt.Errorf("%d results", len(perKey))
 	}
 	if err != nil {
-		if !expired(ctx) {
+		if !expired(ctx) && !refusedAsAWhole(err) {
 			c.markDown(n, err)
 		}
-		return fail(fmt.Errorf("client: put %d blocks on node %q: %w", len(blocks), n, err))
+		return fail(fmt.Errorf("client: put %d %s on node %q: %w", len(blocks), b.noun(), n, err))
 	}
 	for k, e := range perKey {
 		if e != nil {
-			out[k] = fmt.Errorf("client: put block %016x on node %q: %w", bids[k], n, e)
+			out[k] = fmt.Errorf("client: put %s on node %q: %w", sub.what(k), n, e)
 			c.ctr.putFailed.Add(1)
 		} else {
 			c.ctr.stored.Add(1)
@@ -190,7 +205,7 @@ func (c *Client) Prefetch(ctx context.Context, ids []uint64, node string) (Prefe
 		return r, nil
 	}
 	got := newGetResult(len(need))
-	c.getLocated(ctx, need, needReps, nil, &got)
+	c.getLocated(ctx, idBatch(need), needReps, nil, &got)
 	var pids []uint64
 	var payloads [][]byte
 	for i, s := range got.Status {
@@ -208,7 +223,7 @@ func (c *Client) Prefetch(ctx context.Context, ids []uint64, node string) (Prefe
 	for i := range blocks {
 		blocks[i] = i
 	}
-	for _, e := range c.mput(ctx, node, "", pids, payloads, blocks) {
+	for _, e := range c.mput(ctx, node, "", idBatch(pids), payloads, blocks) {
 		if e == nil {
 			r.Moved++
 		} else {

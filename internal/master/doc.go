@@ -9,10 +9,26 @@
 //
 // # Index
 //
-// The index maps a block key (tenant, id) to its replicas: (node, tier,
-// size, checksum). Tenants are namespaces: the same id under two tenants is
-// two blocks. It is sharded by key hash (64 shards, an RWMutex each), so
-// Lookup, the hot path, takes only shard read locks.
+// The index maps an object key to its replicas: (node, tier, size,
+// checksum). A key is a chain key (tenant, id) or a named key (tenant, id,
+// name); the map is keyed by the whole block.Key, so two names sharing an
+// id, and a chain key with a name's id, are distinct objects with no extra
+// comparison. Tenants are namespaces: the same id under two tenants is two
+// blocks. It is sharded by key hash (64 shards, an RWMutex each), so
+// Lookup, the hot path, takes only shard read locks. Lookup is the prefix
+// lookup of chain ids; Locate and ExistsKeys look keys up one by one,
+// which is what named objects (no chain) need.
+//
+// # Bytes
+//
+// Objects have any size, so everything the master weighs is bytes: a RAM
+// replica is charged its footprint on its node, the name and payload
+// rounded up to whole RAM chunks of the node's NodeInfo.BlockSize
+// (meta.Footprint), which is what the node's arena spends on it. Node and
+// pool usage, placement (PlaceObjects charges each choice the object's
+// footprint), eviction (victims until the pool is under its low watermark
+// in bytes) and promotion admission all count those bytes, so a 28-byte
+// object and a 32 MiB one weigh what they take rather than one slot each.
 //
 // # Membership
 //
@@ -27,10 +43,11 @@
 //
 // # Leases
 //
-// Lookup with lease true gives every returned replica a read lease until
-// now+LeaseTTL and counts as an access for the eviction policy; a leased
-// replica is never chosen as an eviction victim. Lookup with lease false,
-// Exists and Query change nothing.
+// Lookup (or Locate) with lease true gives every returned replica a read
+// lease until now+LeaseTTL and counts as an access for the eviction
+// policy; a leased replica is never chosen as an eviction victim, named or
+// not. Lookup and Locate with lease false, Exists, ExistsKeys and Query
+// change nothing.
 //
 // # Eviction and promotion
 //

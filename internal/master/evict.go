@@ -89,7 +89,7 @@ func (m *Master) evict() int {
 		switch state {
 		case victimMarked:
 			m.polRemove(h)
-			c := charge(n, size)
+			c := charge(n, ref.key, size)
 			m.addRAMUsed(n, -c)
 			n.evicting++
 			kind := meta.TaskDrop

@@ -109,7 +109,7 @@ func (r row) String() string {
 
 func rowCmp(a, b row) int {
 	return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Key.Tenant, b.Key.Tenant),
-		cmp.Compare(a.Key.ID, b.Key.ID), cmp.Compare(a.Tier, b.Tier))
+		cmp.Compare(a.Key.ID, b.Key.ID), cmp.Compare(a.Key.Name, b.Key.Name), cmp.Compare(a.Tier, b.Tier))
 }
 
 // dump returns every replica in the index, sorted.

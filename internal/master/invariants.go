@@ -204,7 +204,7 @@ func (m *Master) checkReplica(k block.Key, reps []replica, i int, tally map[*nod
 		}
 		return nil
 	}
-	t.ramUsed += charge(r.node, r.size)
+	t.ramUsed += charge(r.node, k, r.size)
 	if !m.pol.Contains(r.handle) {
 		return invariantError("%v on %q: RAM replica (handle %d) not in the policy", k, r.node.id, r.handle)
 	}

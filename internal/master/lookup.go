@@ -117,6 +117,103 @@ func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *meta.Looku
 	return nil
 }
 
+// Locate finds the replicas of each of keys on its own (point lookups, no
+// prefix semantics): the lookup of named objects, which have no chain. The
+// keys are any mix of named and chain keys, of any tenants; two names
+// sharing an id, and a chain key with a name's id, are distinct keys.
+// dst.Hit is len(keys) and dst.Block(i) holds key i's replicas (RAM
+// before SSD, then by node ID), empty when it is absent. Leases, recency
+// and visibility are as Lookup's. An invalid key (tenant, or a name over
+// block.MaxNameLen) or a nil dst is an error wrapping ErrBadRequest.
+func (m *Master) Locate(keys []block.Key, lease bool, dst *meta.LookupResult) error {
+	if dst == nil {
+		return badRequest("locate %d keys: nil result", len(keys))
+	}
+	dst.Reset()
+	for i := range keys {
+		if err := keys[i].Validate(); err != nil {
+			return fmt.Errorf("%w: locate: key %d (%v): %w", meta.ErrBadRequest, i, keys[i], err)
+		}
+	}
+	_, nowNs := m.now()
+	m.maybeExpire(nowNs)
+	until := nowNs + m.leaseTTL
+	granted, found := 0, 0
+	var handleBuf [64]uint64
+	handles := handleBuf[:0]
+	for _, k := range keys {
+		s := m.shardFor(k)
+		start := len(dst.Replicas)
+		s.mu.RLock()
+		reps := s.m[k]
+		for i := range reps {
+			r := &reps[i]
+			if !visible(r, nowNs) {
+				continue
+			}
+			dst.Replicas = append(dst.Replicas, meta.Replica{Node: r.node.id, Tier: r.tier, Size: r.size, Sum: r.sum})
+			if lease {
+				if extendLease(r, until) {
+					granted++
+				}
+				if r.handle != 0 && nowNs-atomic.LoadInt64(&r.touched) >= m.recency {
+					atomic.StoreInt64(&r.touched, nowNs)
+					handles = append(handles, r.handle)
+				}
+			}
+		}
+		s.mu.RUnlock()
+		if len(handles) >= len(handleBuf)/2 {
+			m.touch(handles)
+			handles = handles[:0]
+		}
+		if len(dst.Replicas) > start {
+			found++
+			sortReplicas(dst.Replicas[start:])
+		}
+		dst.Ends = append(dst.Ends, len(dst.Replicas))
+	}
+	dst.Hit = len(dst.Ends)
+	if len(handles) > 0 {
+		m.touch(handles)
+	}
+	if len(keys) > 0 {
+		s := m.shardFor(keys[0]) // stripe the counters
+		s.lookups.Add(1)
+		s.keys.Add(int64(len(keys)))
+		s.hitKeys.Add(int64(found))
+	}
+	if granted > 0 {
+		m.c.leasesGranted.Add(int64(granted))
+	}
+	return nil
+}
+
+// ExistsKeys reports, for each key (named or chain, any tenant), whether
+// it is present on a live node. It changes nothing. The answers are
+// appended to dst[:0]. An invalid key is an error wrapping ErrBadRequest.
+func (m *Master) ExistsKeys(keys []block.Key, dst []bool) ([]bool, error) {
+	dst = dst[:0]
+	for i := range keys {
+		if err := keys[i].Validate(); err != nil {
+			return dst, fmt.Errorf("%w: exists: key %d (%v): %w", meta.ErrBadRequest, i, keys[i], err)
+		}
+	}
+	_, nowNs := m.now()
+	m.maybeExpire(nowNs)
+	for _, k := range keys {
+		s := m.shardFor(k)
+		found := false
+		s.mu.RLock()
+		for i, reps := 0, s.m[k]; i < len(reps) && !found; i++ {
+			found = visible(&reps[i], nowNs)
+		}
+		s.mu.RUnlock()
+		dst = append(dst, found)
+	}
+	return dst, nil
+}
+
 // touch records an access to each handle still in the policy.
 func (m *Master) touch(handles []uint64) {
 	m.polMu.Lock()

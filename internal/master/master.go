@@ -387,13 +387,11 @@ func (m *Master) dropNode(n *node) {
 	m.c.nodesDropped.Add(1)
 }
 
-// charge is the RAM a replica of size bytes occupies on n: whole slots.
-func charge(n *node, size int64) int64 {
-	bs := n.info.BlockSize
-	if bs <= 0 {
-		return size
-	}
-	return max(1, (size+bs-1)/bs) * bs
+// charge is the RAM a replica of key k and size bytes occupies on n: its
+// name and payload in whole chunks of the node's BlockSize
+// (meta.Footprint).
+func charge(n *node, k block.Key, size int64) int64 {
+	return meta.Footprint(k, size, n.info.BlockSize)
 }
 
 // addRAMUsed changes n's indexed RAM usage (and the pool's while n is
@@ -437,7 +435,7 @@ func (m *Master) addReplica(n *node, it *meta.Item) {
 		case it.Tier == meta.TierSSD:
 			n.ssdUsed += it.Size - old
 		case !evicting: // an evicting replica no longer counts
-			m.addRAMUsed(n, charge(n, it.Size)-charge(n, old))
+			m.addRAMUsed(n, charge(n, it.Key, it.Size)-charge(n, it.Key, old))
 		}
 		return
 	}
@@ -451,7 +449,7 @@ func (m *Master) addReplica(n *node, it *meta.Item) {
 	if it.Tier == meta.TierRAM {
 		n.ramCount++
 		m.c.ramReplicas.Add(1)
-		m.addRAMUsed(n, charge(n, it.Size))
+		m.addRAMUsed(n, charge(n, it.Key, it.Size))
 		m.polInsert(h, polRef{key: it.Key, node: n})
 	} else {
 		n.ssdCount++
@@ -500,7 +498,7 @@ func (m *Master) removeReplica(n *node, ik meta.ItemKey) bool {
 			n.evicting--
 			m.closeEviction(n, ik.Key)
 		} else {
-			m.addRAMUsed(n, -charge(n, r.size))
+			m.addRAMUsed(n, -charge(n, ik.Key, r.size))
 			m.polRemove(r.handle)
 		}
 	} else {
@@ -556,7 +554,7 @@ func (m *Master) moveReplica(n *node, mv *meta.Move) bool {
 			n.evicting--
 			m.closeEviction(n, mv.Key)
 		} else {
-			m.addRAMUsed(n, -charge(n, old.size))
+			m.addRAMUsed(n, -charge(n, mv.Key, old.size))
 			m.polRemove(old.handle)
 		}
 	} else {
@@ -565,7 +563,7 @@ func (m *Master) moveReplica(n *node, mv *meta.Move) bool {
 		n.ssdUsed -= old.size
 		m.c.ssdReplicas.Add(-1)
 		m.c.ramReplicas.Add(1)
-		m.addRAMUsed(n, charge(n, old.size))
+		m.addRAMUsed(n, charge(n, mv.Key, old.size))
 		m.polInsert(h, polRef{key: mv.Key, node: n})
 	}
 	return true

@@ -54,8 +54,16 @@ var (
 	modelTiers   = []meta.Tier{meta.TierRAM, meta.TierSSD}
 )
 
+// modelNames are the names of named keys; their ids are drawn like chain
+// keys', so names share ids with each other and with chain keys.
+var modelNames = []string{"", "", "a", "b"}
+
+func randKey(rng *rand.Rand, nIDs int) block.Key {
+	return block.Key{Tenant: modelTenants[rng.IntN(len(modelTenants))], ID: uint64(rng.IntN(nIDs)), Name: modelNames[rng.IntN(len(modelNames))]}
+}
+
 func randItem(rng *rand.Rand, nIDs int) meta.Item {
-	k := block.Key{Tenant: modelTenants[rng.IntN(len(modelTenants))], ID: uint64(rng.IntN(nIDs))}
+	k := randKey(rng, nIDs)
 	return meta.Item{Key: k, Tier: modelTiers[rng.IntN(2)], Size: int64(1 + rng.IntN(300)), Sum: rng.Uint32()}
 }
 
@@ -97,30 +105,47 @@ func randInventory(rng *rand.Rand, nIDs int) meta.Inventory {
 func expectLayout(models map[meta.NodeID]modelNode, tenant string, ids []uint64) string {
 	var blocks []string
 	for _, id := range ids {
-		var reps []meta.Replica
-		for nid, mn := range models {
-			for _, tier := range modelTiers {
-				if _, ok := mn[meta.ItemKey{Key: block.Key{Tenant: tenant, ID: id}, Tier: tier}]; ok {
-					reps = append(reps, meta.Replica{Node: nid, Tier: tier})
-				}
-			}
-		}
-		if len(reps) == 0 {
+		l := expectKey(models, block.Key{Tenant: tenant, ID: id})
+		if l == "" {
 			break
 		}
-		sortReplicas(reps)
-		var parts []string
-		for _, r := range reps {
-			parts = append(parts, fmt.Sprintf("%s:%v", r.Node, r.Tier))
-		}
-		blocks = append(blocks, strings.Join(parts, ","))
+		blocks = append(blocks, l)
 	}
 	return strings.Join(blocks, "|")
 }
 
-// TestModel runs random registrations, heartbeats, silences and lookups
-// against the master and a trivial model, comparing the whole index after
-// every step. Eviction is out of the picture (the pool never fills).
+// expectLocate is the Locate layout the model predicts for keys.
+func expectLocate(models map[meta.NodeID]modelNode, keys []block.Key) string {
+	var blocks []string
+	for _, k := range keys {
+		blocks = append(blocks, expectKey(models, k))
+	}
+	return strings.Join(blocks, "|")
+}
+
+// expectKey is the model's replicas of k, as layout renders them.
+func expectKey(models map[meta.NodeID]modelNode, k block.Key) string {
+	var reps []meta.Replica
+	for nid, mn := range models {
+		for _, tier := range modelTiers {
+			if _, ok := mn[meta.ItemKey{Key: k, Tier: tier}]; ok {
+				reps = append(reps, meta.Replica{Node: nid, Tier: tier})
+			}
+		}
+	}
+	sortReplicas(reps)
+	var parts []string
+	for _, r := range reps {
+		parts = append(parts, fmt.Sprintf("%s:%v", r.Node, r.Tier))
+	}
+	return strings.Join(parts, ",")
+}
+
+// TestModel runs random registrations, heartbeats, silences, lookups and
+// point lookups against the master and a trivial model, comparing the
+// whole index after every step. Keys are chain keys and named keys whose
+// ids collide with each other and with chain keys. Eviction is out of the
+// picture (the pool never fills).
 func TestModel(t *testing.T) {
 	for seed := range uint64(8) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
@@ -142,7 +167,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 	for step := range steps {
 		id := nodeIDs[rng.IntN(len(nodeIDs))]
 		var op string
-		switch r := rng.IntN(10); {
+		switch r := rng.IntN(11); {
 		case r < 2:
 			op = "register"
 			inv := randInventory(rng, nIDs)
@@ -171,6 +196,27 @@ func runModel(t *testing.T, seed uint64, steps int) {
 				if clk.Now().Sub(at) > ttl {
 					delete(models, nid)
 					delete(last, nid)
+				}
+			}
+		case r < 9:
+			op = "locate"
+			var keys []block.Key
+			for range rng.IntN(5) {
+				keys = append(keys, randKey(rng, nIDs))
+			}
+			if err := m.Locate(keys, rng.IntN(2) == 0, &res); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := layout(&res), expectLocate(models, keys); got != want {
+				t.Fatalf("step %d: locate %v = %q, model says %q", step, keys, got, want)
+			}
+			present, err := m.ExistsKeys(keys, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, k := range keys {
+				if want := expectKey(models, k) != ""; present[i] != want {
+					t.Fatalf("step %d: ExistsKeys(%v) = %v, model says %v", step, k, present[i], want)
 				}
 			}
 		default:

@@ -52,7 +52,7 @@ func (m *Master) withdrawEviction(n *node, t *task) {
 	h, size := reps[i].handle, reps[i].size
 	s.mu.Unlock()
 	n.evicting--
-	m.addRAMUsed(n, charge(n, size))
+	m.addRAMUsed(n, charge(n, t.Key, size))
 	m.polInsert(h, polRef{key: t.Key, node: n})
 }
 
@@ -202,7 +202,7 @@ func (m *Master) considerPromotions(n *node, hits []block.Key) {
 			continue
 		}
 		m.sketchMu.Lock()
-		reached := m.sketch.Admit(policy.Access{Key: block.Mix64(k.Hash() ^ n.idHash)})
+		reached := m.sketch.Admit(policy.Access{Key: block.Mix64(objectHash(block.FNV1a(k.Tenant), k) ^ n.idHash)})
 		m.sketchMu.Unlock()
 		if !reached {
 			m.c.promoRejectedFrequency.Add(1)
@@ -243,5 +243,5 @@ func (m *Master) promotionCharge(n *node, k block.Key) int64 {
 		}
 		s.mu.RUnlock()
 	}
-	return charge(n, size)
+	return charge(n, k, size)
 }

@@ -128,8 +128,9 @@ type NodeInfo struct {
 	// RAMBytes and SSDBytes are the tiers' capacities; SSDBytes 0 means the
 	// node has no SSD tier (the master then orders drops, not demotions).
 	RAMBytes, SSDBytes int64
-	// BlockSize is the node's RAM slot size in bytes: a RAM replica of n
-	// bytes occupies ceil(n/BlockSize) slots of the node's RAM budget. 0
+	// BlockSize is the node's RAM chunk size in bytes: a RAM replica of n
+	// payload bytes under a name of l bytes occupies ceil((l+n)/BlockSize)
+	// chunks (at least one) of the node's RAM budget (Footprint). 0
 	// counts replicas at their exact size.
 	BlockSize int64
 }
@@ -329,6 +330,28 @@ func (r *LookupResult) Reset() {
 	r.Hit = 0
 	r.Replicas = r.Replicas[:0]
 	r.Ends = r.Ends[:0]
+}
+
+// Object is a new object as a placement sees it: its key (a chain key or
+// a named one) and its payload length in bytes.
+type Object struct {
+	Key block.Key
+	// Size is the payload length (0 to MaxItemSize). A node's RAM holds
+	// it, with its name, in whole chunks of the node's BlockSize (see
+	// Footprint).
+	Size int64
+}
+
+// Footprint is the RAM an object of key k and size bytes takes on a node
+// whose RAM chunk size is blockSize: the name (stored in front of the
+// payload) and the payload, rounded up to whole chunks, at least one; 0
+// blockSize counts the bytes exactly.
+func Footprint(k block.Key, size, blockSize int64) int64 {
+	b := int64(len(k.Name)) + size
+	if blockSize <= 0 {
+		return b
+	}
+	return max(1, (b+blockSize-1)/blockSize) * blockSize
 }
 
 // MaxReplicas bounds the replicas a placement (master.Master.Place) may

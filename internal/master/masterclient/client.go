@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/frame"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
 	"github.com/kvpool/kvpool/internal/meta"
 )
@@ -335,6 +336,110 @@ func (cl *Client) Place(ctx context.Context, tenant string, ids []uint64, replic
 	c.encode = func(b []byte, reqID uint64) ([]byte, error) {
 		return masterproto.AppendPlace(b, reqID, &masterproto.Place{Tenant: tenant, IDs: ids, Replicas: replicas, Hint: hint, Strategy: strategy})
 	}
+	return cl.do(ctx, "place", c)
+}
+
+// batchOf splits keys of one tenant into the ids and names of a request
+// (names nil for chain keys). A batch is of one tenant and all chain or
+// all named keys, as the protocol carries it.
+func batchOf(what string, keys []block.Key) (tenant string, ids []uint64, names []string, err error) {
+	if len(keys) == 0 {
+		return "", nil, nil, nil
+	}
+	tenant = keys[0].Tenant
+	named := keys[0].Name != ""
+	ids = make([]uint64, len(keys))
+	if named {
+		names = make([]string, len(keys))
+	}
+	for i, k := range keys {
+		switch {
+		case k.Tenant != tenant:
+			return "", nil, nil, fmt.Errorf("masterclient: %s: key %d (%v) is not of tenant %q like key 0: %w", what, i, k, tenant, meta.ErrBadRequest)
+		case (k.Name != "") != named:
+			return "", nil, nil, fmt.Errorf("masterclient: %s: key %d (%v): a batch is all chain keys or all named ones: %w", what, i, k, meta.ErrBadRequest)
+		}
+		ids[i] = k.ID
+		if named {
+			names[i] = k.Name
+		}
+	}
+	return tenant, ids, names, nil
+}
+
+// Locate finds the replicas of each key on its own (master.Locate: point
+// lookups, the lookup of named objects) and writes them, with every
+// replica's node address, into dst: dst.Hit is len(keys), dst.Block(i)
+// empty for an absent key. The keys are of one tenant and all named or
+// all chain keys. With lease true the returned replicas are leased.
+func (cl *Client) Locate(ctx context.Context, keys []block.Key, lease bool, dst *LookupResult) error {
+	if dst == nil {
+		return fmt.Errorf("masterclient: locate %d keys: nil result: %w", len(keys), meta.ErrBadRequest)
+	}
+	dst.Reset()
+	tenant, ids, names, err := batchOf("locate", keys)
+	if err != nil {
+		return err
+	}
+	c := getCall(masterproto.OpLocateResponse)
+	defer putCall(c)
+	c.lookup = dst
+	req := masterproto.Locate{Tenant: tenant, IDs: ids, Names: names, Lease: lease}
+	c.encode = func(b []byte, reqID uint64) ([]byte, error) { return masterproto.AppendLocate(b, reqID, &req) }
+	if err := cl.do(ctx, "locate", c); err != nil {
+		dst.Reset()
+		return err
+	}
+	if dst.Hit != len(keys) {
+		dst.Reset()
+		return fmt.Errorf("masterclient: locate: %d answers for %d keys: %w", dst.Hit, len(keys), frame.ErrMalformed)
+	}
+	return nil
+}
+
+// ExistsKeys reports, for each key, whether it is on a live node
+// (master.ExistsKeys; no side effects). The keys are of one tenant and all
+// named or all chain keys. Answers are appended to dst[:0].
+func (cl *Client) ExistsKeys(ctx context.Context, keys []block.Key, dst []bool) ([]bool, error) {
+	tenant, ids, names, err := batchOf("exists", keys)
+	if err != nil {
+		return dst[:0], err
+	}
+	c := getCall(masterproto.OpExistsResponse)
+	defer putCall(c)
+	c.bools = dst[:0]
+	c.encode = func(b []byte, reqID uint64) ([]byte, error) {
+		return masterproto.AppendExists(b, reqID, &masterproto.Exists{Tenant: tenant, IDs: ids, Names: names})
+	}
+	err = cl.do(ctx, "exists", c)
+	if err == nil && len(c.bools) != len(keys) {
+		err = fmt.Errorf("masterclient: exists: %d answers for %d keys: %w", len(c.bools), len(keys), frame.ErrMalformed)
+	}
+	return c.bools, err
+}
+
+// PlaceObjects chooses nodes for new objects of any size
+// (master.PlaceObjects: placement by bytes) into dst, with their
+// addresses. The objects are of one tenant and all named or all chain
+// keys.
+func (cl *Client) PlaceObjects(ctx context.Context, objs []meta.Object, replicas int, hint meta.NodeID, strategy meta.Strategy, dst *Placement) error {
+	if dst == nil {
+		return fmt.Errorf("masterclient: place %d objects: nil result: %w", len(objs), meta.ErrBadRequest)
+	}
+	keys := make([]block.Key, len(objs))
+	sizes := make([]int64, len(objs))
+	for i := range objs {
+		keys[i], sizes[i] = objs[i].Key, objs[i].Size
+	}
+	tenant, ids, names, err := batchOf("place", keys)
+	if err != nil {
+		return err
+	}
+	c := getCall(masterproto.OpPlaceResponse)
+	defer putCall(c)
+	c.place = dst
+	req := masterproto.Place{Tenant: tenant, IDs: ids, Names: names, Sizes: sizes, Replicas: replicas, Hint: hint, Strategy: strategy}
+	c.encode = func(b []byte, reqID uint64) ([]byte, error) { return masterproto.AppendPlace(b, reqID, &req) }
 	return cl.do(ctx, "place", c)
 }
 

@@ -256,6 +256,8 @@ func (c *conn) decode(cll *call, h masterproto.Header, body []byte) error {
 	switch cll.want {
 	case masterproto.OpLookupResponse:
 		err = masterproto.DecodeLookupResult(h, body, c.lim, cll.lookup)
+	case masterproto.OpLocateResponse:
+		err = masterproto.DecodeLocateResult(h, body, c.lim, cll.lookup)
 	case masterproto.OpExistsResponse:
 		cll.bools, err = masterproto.DecodeExistsResult(h, body, c.lim, cll.bools)
 	case masterproto.OpPlaceResponse:

@@ -74,6 +74,49 @@ func checkTenant(what, tenant string) error {
 	return nil
 }
 
+// checkName reports a named key whose name the protocol cannot carry
+// (over block.MaxNameLen bytes; an empty name is a chain key).
+func checkName(what string, k block.Key) error {
+	if len(k.Name) > block.MaxNameLen {
+		return fmt.Errorf("%s: key %v: name of %d bytes, limit %d: %w", what, k, len(k.Name), block.MaxNameLen, frame.ErrTooLong)
+	}
+	return nil
+}
+
+// appendName appends the name of a named key (u16 length, bytes), nothing
+// for a chain key.
+func appendName(dst []byte, k block.Key) []byte {
+	if k.Name == "" {
+		return dst
+	}
+	dst = le.AppendUint16(dst, uint16(len(k.Name)))
+	return append(dst, k.Name...)
+}
+
+// name reads the name of a named key (named false: a chain key, "").
+// Names are 1 to block.MaxNameLen bytes.
+func (d *dec) name(named bool) string {
+	if !named || d.err != nil {
+		return ""
+	}
+	n := int(d.u16("name length"))
+	switch {
+	case d.err != nil:
+		return ""
+	case n == 0:
+		d.fail(frame.ErrMalformed, "empty name (a chain key carries none)")
+		return ""
+	case n > block.MaxNameLen:
+		d.fail(frame.ErrTooLong, "name of %d bytes, limit %d", n, block.MaxNameLen)
+		return ""
+	case !d.need(n, "name"):
+		return ""
+	}
+	s := string(d.b[d.off : d.off+n])
+	d.off += n
+	return s
+}
+
 func checkCount(what string, n, limit int) error {
 	if n > limit {
 		return fmt.Errorf("%s: %d entries, limit %d: %w", what, n, limit, frame.ErrBatchTooLong)
@@ -330,10 +373,15 @@ type tenantEnc struct {
 	err   error
 }
 
-func (t *tenantEnc) add(what, tenant string) {
+func (t *tenantEnc) add(what string, k block.Key) {
 	if t.err != nil {
 		return
 	}
+	if err := checkName(what, k); err != nil {
+		t.err = err
+		return
+	}
+	tenant := k.Tenant
 	if t.idx == nil {
 		t.idx = make(map[string]uint16)
 	}
@@ -344,12 +392,22 @@ func (t *tenantEnc) add(what, tenant string) {
 		t.err = err
 		return
 	}
-	if len(t.names) == MaxTableLen {
-		t.err = fmt.Errorf("%s: more than %d tenants in one frame: %w", what, MaxTableLen, frame.ErrBatchTooLong)
+	if len(t.names) == MaxTenants {
+		t.err = fmt.Errorf("%s: more than %d tenants in one frame: %w", what, MaxTenants, frame.ErrBatchTooLong)
 		return
 	}
 	t.idx[tenant] = uint16(len(t.names))
 	t.names = append(t.names, tenant)
+}
+
+// ref returns the tenant reference of k: its tenant's index, with
+// namedRef set when k is named.
+func (t *tenantEnc) ref(k block.Key) uint16 {
+	r := t.idx[k.Tenant]
+	if k.Name != "" {
+		r |= namedRef
+	}
+	return r
 }
 
 func (t *tenantEnc) appendTable(dst []byte) []byte {

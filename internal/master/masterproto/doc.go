@@ -1,7 +1,7 @@
 // Package masterproto is the codec of the master's control plane: the
 // length-prefixed binary protocol nodes and clients speak to the kvpool
 // master over TCP to register, heartbeat, look up prefixes, check
-// existence, place new blocks and list nodes. It encodes and decodes; the
+// existence, place new objects and list nodes. It encodes and decodes; the
 // server (masterserver) and the client (masterclient) live elsewhere. This
 // comment is the protocol specification. It follows the conventions of the
 // node data plane (package wire).
@@ -25,7 +25,7 @@
 //	offset  size  field        meaning
 //	0       4     length       total frame length, header included (16 ≤ length ≤ Limits.MaxFrame)
 //	4       1     op           operation (table below)
-//	5       1     flags        0 (version 1 defines none)
+//	5       1     flags        0, or FlagNamed (0x01) on EXISTS, PLACE, LOCATE and QUERY requests
 //	6       2     reserved     0
 //	8       8     request id   chosen by the client; a response echoes its request's
 //
@@ -59,24 +59,30 @@
 //	                  tenants, added, removed, moved,
 //	                  ssd hits, done
 //	0x04  LOOKUP      lease u8, str8 tenant, u32 n, n × id   hit u32, node table, hit × (u16 r, r × replica)
-//	0x05  EXISTS      str8 tenant, u32 n, n × id u64         u32 n, n × u8 (1 present, 0 absent)
+//	0x05  EXISTS      str8 tenant, keys                      u32 n, n × u8 (1 present, 0 absent)
 //	0x06  PLACE       str8 tenant, str8 hint, replicas u16,  per block u16, degraded u8, reserved u8,
-//	                  strategy u8, reserved u8, u32 n, ids   node table, u32 m, m × u16 node index
+//	                  strategy u8, reserved u8, keys,        node table, u32 m, m × u16 node index
+//	                  n × size u64
 //	0x07  NODES       (empty)                                u32 n, n × node status
-//	0x08  QUERY       str8 tenant, id u64                    u32 n, n × replica status
+//	0x08  QUERY       str8 tenant, id u64, [name]            u32 n, n × replica status
+//	0x09  LOCATE      lease u8, str8 tenant, keys            u32 n, node table, n × (u16 r, r × replica)
 //	0xFF  ERROR       —                                      code u16 (never 0), msg len u16, message
 //
 // Tables and entries:
 //
-//	tenants         u16 n, n × str8 tenant; entries refer to a tenant by its u16 index
-//	item (24)       tenant u16, tier u8, reserved u8, checksum u32, id u64, size u64
+//	tenants         u16 n (at most 32767), n × str8 tenant; entries refer to a tenant by a
+//	                tenant ref: u16 index, bit 15 (0x8000) set for a named key
+//	name            u16 length (1 to 1024), the name's bytes
+//	item (24)       tenant ref u16, tier u8, reserved u8, checksum u32, id u64, size u64, [name]
 //	inventory,
 //	added           u32 n, n × item
-//	removed         u32 n, n × (tenant u16, tier u8, reserved u8, id u64)
-//	moved           u32 n, n × (tenant u16, from tier u8, to tier u8, id u64)
-//	ssd hits        u32 n, n × (tenant u16, id u64)
+//	removed         u32 n, n × (tenant ref u16, tier u8, reserved u8, id u64, [name])
+//	moved           u32 n, n × (tenant ref u16, from tier u8, to tier u8, id u64, [name])
+//	ssd hits        u32 n, n × (tenant ref u16, id u64, [name])
 //	done            u32 n, n × (task id u64, bytes u64, ok u8)
-//	task (20)       task id u64, kind u8 (1 demote, 2 drop, 3 promote), reserved u8, tenant u16, key id u64
+//	task (20)       task id u64, kind u8 (1 demote, 2 drop, 3 promote), reserved u8,
+//	                tenant ref u16, key id u64, [name]
+//	keys            u32 n, n × id u64; with FlagNamed n × (id u64, name)
 //	node table      u16 n, n × (str8 node, str8 data-plane address)
 //	replica (16)    node index u16, tier u8, reserved u8, checksum u32, size u64
 //	node status     str8 node, str8 addr, ram u64, ssd u64, block size u64, session u64, alive u8,
@@ -84,6 +90,28 @@
 //	                ram replicas, ssd replicas, evicting, promotions queued, tasks in flight (5 × u32)
 //	replica status  str8 node, str8 addr, tier u8, flags u8 (0x01 node alive, 0x02 evicting),
 //	                checksum u32, size u64, lease until i64
+//
+// # Names
+//
+// A key is a chain key (tenant, id) or a named key (tenant, id, name:
+// block.Key.Name, 1 to 1024 bytes, any bytes; its id is block.NameID of
+// the name, carried anyway so the master indexes exactly the key the node
+// stored). A named key's name is written after the fixed part of its entry
+// and flagged where the key's tenant is referenced (bit 15 of the tenant
+// ref), or for a batch of one tenant (EXISTS, PLACE, LOCATE, QUERY) by
+// FlagNamed in the request header. Chain keys carry no flag and no name:
+// their entries are the version 1 bytes, so the lab's hot path (LOOKUP,
+// chain ids only) did not grow. Names are never compared by id: two names
+// sharing an id, and a chain key whose id equals a name's, are three keys.
+// PLACE carries each object's size, so the master places by bytes: a
+// node's free RAM against the object's footprint (meta.Footprint). LOCATE
+// is the point lookup of named objects: every key on its own, n blocks in
+// the response, an absent key's with 0 replicas (LOOKUP stays the prefix
+// lookup of chain ids).
+//
+// Version 2 introduced names, PLACE sizes and LOCATE. The HELLO layout is
+// unchanged from version 1 (testdata/golden/hello.hex still decodes), so a
+// peer of version 1 is refused with code version mismatch.
 //
 // Tiers are 1 (RAM) and 2 (SSD). A LOOKUP response lists each distinct node
 // of its replicas once, with its data-plane address, so a client needs no
@@ -114,7 +142,7 @@
 // The Reader checks a frame's length against Limits.MaxFrame before
 // reading its body and grows its buffer as the bytes arrive, never to the
 // announced length up front. Every count is checked against its limit
-// (Limits.MaxBatch for the keys of LOOKUP, EXISTS and PLACE,
+// (Limits.MaxBatch for the keys of LOOKUP, EXISTS, PLACE and LOCATE,
 // Limits.MaxItems for other lists) and against the bytes left in the frame
 // before anything is allocated for it. A length out of range, a truncated
 // frame or an I/O error loses the stream: the connection closes. Any other

@@ -19,7 +19,11 @@ const regenerate = "go test ./internal/master/masterproto -run 'TestGolden|TestS
 // testdata/golden: a format change shows up as a diff there.
 // The cluster ID trailer of HELLO and its response came later: the
 // "hello" golden predates it and must keep decoding (with no ID).
-var goldenNames = []string{"lookup", "lookup_result", "hello", "hello_cluster", "hello_reply_cluster"}
+// Version 2 added names, sizes in PLACE and LOCATE: the *_named, place,
+// locate and hello_v2 goldens.
+var goldenNames = []string{"lookup", "lookup_result", "hello", "hello_cluster", "hello_reply_cluster",
+	"hello_v2", "place", "place_named", "exists_named", "locate", "locate_result", "query_named",
+	"register_named", "heartbeat_named", "heartbeat_reply_named"}
 
 func sampleNamed(t *testing.T, name string) sample {
 	t.Helper()

@@ -56,6 +56,12 @@ func malformedFrames(t *testing.T) []malformed {
 		return c
 	}
 	helloID := body + helloLen + len("secret") // the cluster ID trailer of "hello_cluster"
+	exNamed := enc("exists_named")             // tenant "t1", count 2, (id, name "a"), (id, name "b")
+	exName := body + 3 + 4 + 8                 // first name length
+	hbNamed := enc("heartbeat_named")          // node, session, usage, tenants {a, b, c}, 4 added
+	hbItem := body + 7 + 8 + 16 + 8 + 4        // first added item
+	place := enc("place")
+	u16 := func(v uint16) []byte { return le.AppendUint16(nil, v) }
 	return []malformed{
 		{"header_flags", set(lookup, 5, 1), frame.ErrMalformed},
 		{"header_reserved", set(lookup, 6, 1), frame.ErrMalformed},
@@ -86,6 +92,21 @@ func malformedFrames(t *testing.T) []malformed {
 		{"task_kind_9", set(enc("heartbeat_reply"), body+8+2+2+2+4+8, 9), frame.ErrMalformed},
 		{"exists_answer_2", set(enc("exists_result"), body+4, 2), frame.ErrMalformed},
 		{"query_flags", set(enc("query_result"), body+4+1+2+1+14+1, 4), frame.ErrMalformed},
+		{"named_flag_on_lookup", set(lookup, 5, FlagNamed), frame.ErrMalformed},
+		{"named_flag_on_register", set(register, 5, FlagNamed), frame.ErrMalformed},
+		{"query_flag_2", set(enc("query"), 5, 2), frame.ErrMalformed},
+		{"query_named_without_flag", set(enc("query_named"), 5, 0), frame.ErrMalformed},
+		{"key_name_empty", set(exNamed, exName, u16(0)...), frame.ErrMalformed},
+		{"key_name_over_limit", set(exNamed, exName, u16(block.MaxNameLen+1)...), frame.ErrTooLong},
+		{"key_name_truncated", set(exNamed, exName, u16(200)...), frame.ErrMalformed},
+		{"keys_unnamed_with_flag", set(enc("exists"), 5, FlagNamed), frame.ErrMalformed},
+		{"item_name_empty", set(hbNamed, hbItem+itemLen, u16(0)...), frame.ErrMalformed},
+		{"item_name_over_limit", set(hbNamed, hbItem+itemLen, u16(block.MaxNameLen+1)...), frame.ErrTooLong},
+		{"item_name_truncated", set(hbNamed, hbItem+itemLen, u16(block.MaxNameLen)...), frame.ErrMalformed},
+		{"item_named_bit_bad_tenant", set(hbNamed, hbItem, 3, 0x80), frame.ErrMalformed},
+		{"place_size_negative", set(place, len(place)-1, 0x80), frame.ErrMalformed},
+		{"place_size_over_limit", set(place, len(place)-3, 0x02), frame.ErrMalformed},
+		{"locate_result_lookup_op", set(enc("locate_result"), 4, byte(OpLookupResponse)), frame.ErrMalformed},
 	}
 }
 

@@ -28,11 +28,17 @@ const (
 // newDec checks h against the op a decoder expects and returns a decoder
 // of body.
 func newDec(h Header, body []byte, want Op, lim Limits) (dec, error) {
+	return newDecFlags(h, body, want, lim, 0)
+}
+
+// newDecFlags is newDec for an op whose header may carry the flags in
+// allowed (FlagNamed).
+func newDecFlags(h Header, body []byte, want Op, lim Limits, allowed uint8) (dec, error) {
 	d := dec{b: body, op: want, lim: lim.withDefaults()}
 	switch {
 	case h.Op != want:
 		return dec{}, fmt.Errorf("masterproto: decode %v: frame is %v: %w", want, h.Op, frame.ErrUnknownOp)
-	case h.Flags != 0:
+	case h.Flags&^allowed != 0:
 		return dec{}, fmt.Errorf("masterproto: %v frame (request %d): flags 0x%02x, want 0: %w", h.Op, h.ReqID, h.Flags, frame.ErrMalformed)
 	case h.Reserved != 0:
 		return dec{}, fmt.Errorf("masterproto: %v frame (request %d): reserved header field %d, want 0: %w", h.Op, h.ReqID, h.Reserved, frame.ErrMalformed)
@@ -335,11 +341,12 @@ func appendItems(dst []byte, te *tenantEnc, items []meta.Item) []byte {
 	dst = le.AppendUint32(dst, uint32(len(items)))
 	for i := range items {
 		it := &items[i]
-		dst = le.AppendUint16(dst, te.idx[it.Key.Tenant])
+		dst = le.AppendUint16(dst, te.ref(it.Key))
 		dst = append(dst, byte(it.Tier), 0)
 		dst = le.AppendUint32(dst, it.Sum)
 		dst = le.AppendUint64(dst, it.Key.ID)
 		dst = le.AppendUint64(dst, uint64(it.Size))
+		dst = appendName(dst, it.Key)
 	}
 	return dst
 }
@@ -352,13 +359,15 @@ func (d *dec) tier(what string) meta.Tier {
 	return t
 }
 
-// tenantRef reads a tenant index and returns the tenant.
-func (d *dec) tenantRef(tenants []string, r *refs) string {
-	i := r.use(d, "tenant", int(d.u16("tenant index")))
+// keyRef reads the tenant reference of an entry's key: the tenant, and
+// whether the key is named (its name follows the entry's fixed part).
+func (d *dec) keyRef(tenants []string, r *refs) (string, bool) {
+	v := d.u16("tenant index")
+	i := r.use(d, "tenant", int(v&^namedRef))
 	if d.err != nil {
-		return ""
+		return "", false
 	}
-	return tenants[i]
+	return tenants[i], v&namedRef != 0
 }
 
 func (d *dec) items(what string, tenants []string, r *refs) []meta.Item {
@@ -369,12 +378,14 @@ func (d *dec) items(what string, tenants []string, r *refs) []meta.Item {
 	out := make([]meta.Item, n)
 	for i := range out {
 		it := &out[i]
-		it.Key.Tenant = d.tenantRef(tenants, r)
+		var named bool
+		it.Key.Tenant, named = d.keyRef(tenants, r)
 		it.Tier = d.tier("tier")
 		d.zero8("byte")
 		it.Sum = d.u32("checksum")
 		it.Key.ID = d.u64("id")
 		it.Size = d.nonNeg("size")
+		it.Key.Name = d.name(named)
 		if d.err != nil {
 			return nil
 		}
@@ -400,7 +411,7 @@ func AppendRegister(dst []byte, reqID uint64, r *Register) ([]byte, error) {
 		if err := checkItem("inventory", i, &r.Inventory[i]); err != nil {
 			return encodeError(dst, start, OpRegister, err)
 		}
-		te.add(fmt.Sprintf("inventory[%d]", i), r.Inventory[i].Key.Tenant)
+		te.add(fmt.Sprintf("inventory[%d]", i), r.Inventory[i].Key)
 	}
 	if te.err != nil {
 		return encodeError(dst, start, OpRegister, te.err)
@@ -477,22 +488,22 @@ func AppendHeartbeat(dst []byte, reqID uint64, hb *Heartbeat) ([]byte, error) {
 		if err := checkItem("delta.Added", i, &hb.Delta.Added[i]); err != nil {
 			return encodeError(dst, start, OpHeartbeat, err)
 		}
-		te.add(fmt.Sprintf("delta.Added[%d]", i), hb.Delta.Added[i].Key.Tenant)
+		te.add(fmt.Sprintf("delta.Added[%d]", i), hb.Delta.Added[i].Key)
 	}
 	for i, ik := range hb.Delta.Removed {
 		if !validTier(ik.Tier) {
 			return encodeError(dst, start, OpHeartbeat, fmt.Errorf("delta.Removed[%d]: %v is not a tier: %w", i, ik.Tier, meta.ErrBadRequest))
 		}
-		te.add(fmt.Sprintf("delta.Removed[%d]", i), ik.Key.Tenant)
+		te.add(fmt.Sprintf("delta.Removed[%d]", i), ik.Key)
 	}
 	for i, mv := range hb.Delta.Moved {
 		if !validTier(mv.From) || !validTier(mv.To) {
 			return encodeError(dst, start, OpHeartbeat, fmt.Errorf("delta.Moved[%d]: %v→%v is not a pair of tiers: %w", i, mv.From, mv.To, meta.ErrBadRequest))
 		}
-		te.add(fmt.Sprintf("delta.Moved[%d]", i), mv.Key.Tenant)
+		te.add(fmt.Sprintf("delta.Moved[%d]", i), mv.Key)
 	}
 	for i, k := range hb.SSDHits {
-		te.add(fmt.Sprintf("ssdHits[%d]", i), k.Tenant)
+		te.add(fmt.Sprintf("ssdHits[%d]", i), k)
 	}
 	for i, r := range hb.Done {
 		if r.Bytes < 0 {
@@ -509,20 +520,23 @@ func AppendHeartbeat(dst []byte, reqID uint64, hb *Heartbeat) ([]byte, error) {
 	dst = appendItems(dst, &te, hb.Delta.Added)
 	dst = le.AppendUint32(dst, uint32(len(hb.Delta.Removed)))
 	for _, ik := range hb.Delta.Removed {
-		dst = le.AppendUint16(dst, te.idx[ik.Key.Tenant])
+		dst = le.AppendUint16(dst, te.ref(ik.Key))
 		dst = append(dst, byte(ik.Tier), 0)
 		dst = le.AppendUint64(dst, ik.Key.ID)
+		dst = appendName(dst, ik.Key)
 	}
 	dst = le.AppendUint32(dst, uint32(len(hb.Delta.Moved)))
 	for _, mv := range hb.Delta.Moved {
-		dst = le.AppendUint16(dst, te.idx[mv.Key.Tenant])
+		dst = le.AppendUint16(dst, te.ref(mv.Key))
 		dst = append(dst, byte(mv.From), byte(mv.To))
 		dst = le.AppendUint64(dst, mv.Key.ID)
+		dst = appendName(dst, mv.Key)
 	}
 	dst = le.AppendUint32(dst, uint32(len(hb.SSDHits)))
 	for _, k := range hb.SSDHits {
-		dst = le.AppendUint16(dst, te.idx[k.Tenant])
+		dst = le.AppendUint16(dst, te.ref(k))
 		dst = le.AppendUint64(dst, k.ID)
+		dst = appendName(dst, k)
 	}
 	dst = le.AppendUint32(dst, uint32(len(hb.Done)))
 	for _, r := range hb.Done {
@@ -549,27 +563,34 @@ func DecodeHeartbeat(h Header, body []byte, lim Limits, dst *Heartbeat) error {
 		dst.Delta.Removed = make([]meta.ItemKey, n)
 		for i := range dst.Delta.Removed {
 			ik := &dst.Delta.Removed[i]
-			ik.Key.Tenant = d.tenantRef(tenants, &r)
+			var named bool
+			ik.Key.Tenant, named = d.keyRef(tenants, &r)
 			ik.Tier = d.tier("tier")
 			d.zero8("byte")
 			ik.Key.ID = d.u64("id")
+			ik.Key.Name = d.name(named)
 		}
 	}
 	if n := d.count("delta.Moved", d.lim.MaxItems, moveLen); n > 0 {
 		dst.Delta.Moved = make([]meta.Move, n)
 		for i := range dst.Delta.Moved {
 			mv := &dst.Delta.Moved[i]
-			mv.Key.Tenant = d.tenantRef(tenants, &r)
+			var named bool
+			mv.Key.Tenant, named = d.keyRef(tenants, &r)
 			mv.From = d.tier("from tier")
 			mv.To = d.tier("to tier")
 			mv.Key.ID = d.u64("id")
+			mv.Key.Name = d.name(named)
 		}
 	}
 	if n := d.count("ssdHits", d.lim.MaxItems, hitLen); n > 0 {
 		dst.SSDHits = make([]block.Key, n)
 		for i := range dst.SSDHits {
-			dst.SSDHits[i].Tenant = d.tenantRef(tenants, &r)
-			dst.SSDHits[i].ID = d.u64("id")
+			k := &dst.SSDHits[i]
+			var named bool
+			k.Tenant, named = d.keyRef(tenants, &r)
+			k.ID = d.u64("id")
+			k.Name = d.name(named)
 		}
 	}
 	r.done(&d, "tenant")
@@ -600,7 +621,7 @@ func AppendHeartbeatReply(dst []byte, reqID uint64, r *meta.HeartbeatReply) ([]b
 		if t.Kind < meta.TaskDemote || t.Kind > meta.TaskPromote {
 			return encodeError(dst, start, OpHeartbeatResponse, fmt.Errorf("tasks[%d]: unknown kind %v: %w", i, t.Kind, meta.ErrBadRequest))
 		}
-		te.add(fmt.Sprintf("tasks[%d]", i), t.Key.Tenant)
+		te.add(fmt.Sprintf("tasks[%d]", i), t.Key)
 	}
 	if te.err != nil {
 		return encodeError(dst, start, OpHeartbeatResponse, te.err)
@@ -611,8 +632,9 @@ func AppendHeartbeatReply(dst []byte, reqID uint64, r *meta.HeartbeatReply) ([]b
 	for _, t := range r.Tasks {
 		dst = le.AppendUint64(dst, t.ID)
 		dst = append(dst, byte(t.Kind), 0)
-		dst = le.AppendUint16(dst, te.idx[t.Key.Tenant])
+		dst = le.AppendUint16(dst, te.ref(t.Key))
 		dst = le.AppendUint64(dst, t.Key.ID)
+		dst = appendName(dst, t.Key)
 	}
 	return finish(dst, start, OpHeartbeatResponse)
 }
@@ -635,8 +657,10 @@ func DecodeHeartbeatReply(h Header, body []byte, lim Limits, dst *meta.Heartbeat
 				d.fail(frame.ErrMalformed, "task kind %d (want 1 demote, 2 drop or 3 promote)", uint8(t.Kind))
 			}
 			d.zero8("byte")
-			t.Key.Tenant = d.tenantRef(tenants, &r)
+			var named bool
+			t.Key.Tenant, named = d.keyRef(tenants, &r)
 			t.Key.ID = d.u64("key id")
+			t.Key.Name = d.name(named)
 		}
 	}
 	r.done(&d, "tenant")
@@ -655,6 +679,78 @@ func appendIDs(dst []byte, ids []uint64) []byte {
 		dst = le.AppendUint64(dst, id)
 	}
 	return dst
+}
+
+// keysFlags returns the header flags of a key batch: FlagNamed when it
+// has names. names is nil (chain keys) or one name per id, each 1 to
+// block.MaxNameLen bytes.
+func keysFlags(what string, ids []uint64, names []string) (uint8, error) {
+	if names == nil {
+		return 0, nil
+	}
+	if len(names) != len(ids) {
+		return 0, fmt.Errorf("%s: %d names for %d ids: %w", what, len(names), len(ids), meta.ErrBadRequest)
+	}
+	for i, n := range names {
+		switch {
+		case n == "":
+			return 0, fmt.Errorf("%s: key %d: empty name (a batch is all chain keys or all named): %w", what, i, meta.ErrBadRequest)
+		case len(n) > block.MaxNameLen:
+			return 0, fmt.Errorf("%s: key %d: name of %d bytes, limit %d: %w", what, i, len(n), block.MaxNameLen, frame.ErrTooLong)
+		}
+	}
+	return FlagNamed, nil
+}
+
+// appendKeys appends a key batch: u32 n, n × id, each id followed by its
+// name when names is not nil.
+func appendKeys(dst []byte, ids []uint64, names []string) []byte {
+	if names == nil {
+		return appendIDs(dst, ids)
+	}
+	dst = le.AppendUint32(dst, uint32(len(ids)))
+	for i, id := range ids {
+		dst = le.AppendUint64(dst, id)
+		dst = le.AppendUint16(dst, uint16(len(names[i])))
+		dst = append(dst, names[i]...)
+	}
+	return dst
+}
+
+// keys reads a key batch into ids[:0] and, when named, names[:0] (nil
+// otherwise), reusing a name string of the previous batch at the same
+// position when equal.
+func (d *dec) keys(named bool, ids []uint64, names []string) ([]uint64, []string) {
+	if !named {
+		return d.ids(ids), nil
+	}
+	ids = ids[:0]
+	prev := names
+	names = names[:0]
+	n := d.count("keys", d.lim.MaxBatch, 8+2+1)
+	for i := 0; i < n && d.err == nil; i++ {
+		ids = append(ids, d.u64("id"))
+		l := int(d.u16("name length"))
+		switch {
+		case d.err != nil:
+		case l == 0:
+			d.fail(frame.ErrMalformed, "key %d: empty name", i)
+		case l > block.MaxNameLen:
+			d.fail(frame.ErrTooLong, "key %d: name of %d bytes, limit %d", i, l, block.MaxNameLen)
+		case d.need(l, "name"):
+			b := d.b[d.off : d.off+l]
+			d.off += l
+			if i < len(prev) && prev[i] == string(b) {
+				names = append(names, prev[i])
+			} else {
+				names = append(names, string(b))
+			}
+		}
+	}
+	if names == nil {
+		names = []string{}
+	}
+	return ids, names
 }
 
 // ids appends a u32-counted list of ids to dst[:0].
@@ -858,18 +954,24 @@ func (d *dec) targetTable(cur *[]Target, prev []Target) refs {
 // AppendLookupResult appends a LOOKUP response for r (r's Replicas, Ends
 // and Hit must agree; r's node table scratch is used).
 func AppendLookupResult(dst []byte, reqID uint64, r *LookupResult) ([]byte, error) {
-	dst, start := begin(dst, OpLookupResponse, reqID)
+	return appendReplicaBlocks(dst, OpLookupResponse, reqID, r, false)
+}
+
+// appendReplicaBlocks appends a LOOKUP or LOCATE response (op); empty
+// blocks are allowed in a LOCATE response only.
+func appendReplicaBlocks(dst []byte, op Op, reqID uint64, r *LookupResult, empty bool) ([]byte, error) {
+	dst, start := begin(dst, op, reqID)
 	if r.Hit < 0 || r.Hit != len(r.Ends) || (r.Hit > 0 && r.Ends[r.Hit-1] != len(r.Replicas)) || (r.Hit == 0 && len(r.Replicas) > 0) {
-		return encodeError(dst, start, OpLookupResponse, fmt.Errorf("hit %d, %d ends, %d replicas disagree: %w", r.Hit, len(r.Ends), len(r.Replicas), meta.ErrBadRequest))
+		return encodeError(dst, start, op, fmt.Errorf("hit %d, %d ends, %d replicas disagree: %w", r.Hit, len(r.Ends), len(r.Replicas), meta.ErrBadRequest))
 	}
 	r.table = r.table[:0]
 	for i := range r.Replicas {
 		rep := &r.Replicas[i]
 		if _, err := targetIndex(&r.table, rep.Node, rep.Addr); err != nil {
-			return encodeError(dst, start, OpLookupResponse, err)
+			return encodeError(dst, start, op, err)
 		}
 		if !validTier(rep.Tier) || rep.Size < 0 {
-			return encodeError(dst, start, OpLookupResponse, fmt.Errorf("replica %d: tier %v, size %d: %w", i, rep.Tier, rep.Size, meta.ErrBadRequest))
+			return encodeError(dst, start, op, fmt.Errorf("replica %d: tier %v, size %d: %w", i, rep.Tier, rep.Size, meta.ErrBadRequest))
 		}
 	}
 	dst = le.AppendUint32(dst, uint32(r.Hit))
@@ -877,8 +979,8 @@ func AppendLookupResult(dst []byte, reqID uint64, r *LookupResult) ([]byte, erro
 	prev := 0
 	for _, end := range r.Ends {
 		n := end - prev
-		if n <= 0 || n > MaxTableLen {
-			return encodeError(dst, start, OpLookupResponse, fmt.Errorf("a block with %d replicas (want 1 to %d): %w", n, MaxTableLen, meta.ErrBadRequest))
+		if (n == 0 && !empty) || n < 0 || n > MaxTableLen {
+			return encodeError(dst, start, op, fmt.Errorf("a block with %d replicas (want 1 to %d): %w", n, MaxTableLen, meta.ErrBadRequest))
 		}
 		dst = le.AppendUint16(dst, uint16(n))
 		for i := prev; i < end; i++ {
@@ -891,23 +993,33 @@ func AppendLookupResult(dst []byte, reqID uint64, r *LookupResult) ([]byte, erro
 		}
 		prev = end
 	}
-	return finish(dst, start, OpLookupResponse)
+	return finish(dst, start, op)
 }
 
 // DecodeLookupResult decodes a LOOKUP response body into dst, reusing its
 // storage and interning node IDs and addresses across calls.
 func DecodeLookupResult(h Header, body []byte, lim Limits, dst *LookupResult) error {
+	return decodeReplicaBlocks(h, body, lim, OpLookupResponse, dst, false)
+}
+
+// decodeReplicaBlocks decodes a LOOKUP or LOCATE response (op); empty
+// blocks are allowed in a LOCATE response only.
+func decodeReplicaBlocks(h Header, body []byte, lim Limits, op Op, dst *LookupResult, empty bool) error {
 	dst.Reset()
-	d, err := newDec(h, body, OpLookupResponse, lim)
+	d, err := newDec(h, body, op, lim)
 	if err != nil {
 		return err
 	}
-	hit := d.count("hit blocks", d.lim.MaxBatch, 2+replicaLen)
+	minBlock := 2 + replicaLen
+	if empty {
+		minBlock = 2
+	}
+	hit := d.count("hit blocks", d.lim.MaxBatch, minBlock)
 	dst.table, dst.spare = dst.spare, dst.table
 	r := d.targetTable(&dst.table, dst.spare)
 	for b := 0; b < hit && d.err == nil; b++ {
 		n := int(d.u16("replica count"))
-		if d.err == nil && n == 0 {
+		if d.err == nil && n == 0 && !empty {
 			d.fail(frame.ErrMalformed, "block %d of the prefix has no replica", b)
 		}
 		if !d.need(n*replicaLen, "replicas") {
@@ -936,10 +1048,71 @@ func DecodeLookupResult(h Header, body []byte, lim Limits, dst *LookupResult) er
 	return nil
 }
 
-// Exists is an EXISTS request (see master.Master.Exists).
+// ---- LOCATE ----
+
+// Locate is a LOCATE request (see master.Master.Locate): point lookups,
+// each key on its own.
+type Locate struct {
+	Tenant string
+	IDs    []uint64
+	// Names is nil for chain keys, or the name of each key.
+	Names []string
+	// Lease asks for read leases (a Get is coming).
+	Lease bool
+}
+
+// Keys returns the request's keys, appended to dst[:0].
+func (l *Locate) Keys(dst []block.Key) []block.Key { return keysOf(dst, l.Tenant, l.IDs, l.Names) }
+
+// AppendLocate appends a LOCATE frame.
+func AppendLocate(dst []byte, reqID uint64, l *Locate) ([]byte, error) {
+	dst, start := begin(dst, OpLocate, reqID)
+	if err := checkBatch("locate", l.Tenant, len(l.IDs)); err != nil {
+		return encodeError(dst, start, OpLocate, err)
+	}
+	flags, err := keysFlags("locate", l.IDs, l.Names)
+	if err != nil {
+		return encodeError(dst, start, OpLocate, err)
+	}
+	dst[start+5] = flags
+	dst = appendBool(dst, l.Lease)
+	dst = appendStr8(dst, l.Tenant)
+	dst = appendKeys(dst, l.IDs, l.Names)
+	return finish(dst, start, OpLocate)
+}
+
+// DecodeLocate decodes a LOCATE body into dst, reusing its storage.
+func DecodeLocate(h Header, body []byte, lim Limits, dst *Locate) error {
+	d, err := newDecFlags(h, body, OpLocate, lim, FlagNamed)
+	if err != nil {
+		return err
+	}
+	dst.Lease = d.bool("lease flag")
+	dst.Tenant = d.internTenant(dst.Tenant)
+	dst.IDs, dst.Names = d.keys(h.Flags&FlagNamed != 0, dst.IDs, dst.Names)
+	return d.end()
+}
+
+// AppendLocateResult appends a LOCATE response for r: r.Hit is the number
+// of keys asked, and a key without replicas has an empty block.
+func AppendLocateResult(dst []byte, reqID uint64, r *LookupResult) ([]byte, error) {
+	return appendReplicaBlocks(dst, OpLocateResponse, reqID, r, true)
+}
+
+// DecodeLocateResult decodes a LOCATE response body into dst (reused like
+// DecodeLookupResult): dst.Hit keys, dst.Block(i) empty for an absent one.
+func DecodeLocateResult(h Header, body []byte, lim Limits, dst *LookupResult) error {
+	return decodeReplicaBlocks(h, body, lim, OpLocateResponse, dst, true)
+}
+
+// Exists is an EXISTS request (see master.Master.Exists and
+// master.Master.ExistsKeys).
 type Exists struct {
 	Tenant string
 	IDs    []uint64
+	// Names is nil for chain keys, or the name of each key (IDs[i] is
+	// its id, block.NameID(Names[i]) unless a test injects another).
+	Names []string
 }
 
 // AppendExists appends an EXISTS frame.
@@ -948,21 +1121,42 @@ func AppendExists(dst []byte, reqID uint64, e *Exists) ([]byte, error) {
 	if err := checkBatch("exists", e.Tenant, len(e.IDs)); err != nil {
 		return encodeError(dst, start, OpExists, err)
 	}
+	flags, err := keysFlags("exists", e.IDs, e.Names)
+	if err != nil {
+		return encodeError(dst, start, OpExists, err)
+	}
+	dst[start+5] = flags
 	dst = appendStr8(dst, e.Tenant)
-	dst = appendIDs(dst, e.IDs)
+	dst = appendKeys(dst, e.IDs, e.Names)
 	return finish(dst, start, OpExists)
 }
 
 // DecodeExists decodes an EXISTS body into dst (reused like DecodeLookup).
 func DecodeExists(h Header, body []byte, lim Limits, dst *Exists) error {
-	d, err := newDec(h, body, OpExists, lim)
+	d, err := newDecFlags(h, body, OpExists, lim, FlagNamed)
 	if err != nil {
 		return err
 	}
 	dst.Tenant = d.internTenant(dst.Tenant)
-	dst.IDs = d.ids(dst.IDs)
+	dst.IDs, dst.Names = d.keys(h.Flags&FlagNamed != 0, dst.IDs, dst.Names)
 	return d.end()
 }
+
+// keysOf returns the keys of a key batch of tenant, appended to dst[:0].
+func keysOf(dst []block.Key, tenant string, ids []uint64, names []string) []block.Key {
+	dst = dst[:0]
+	for i, id := range ids {
+		k := block.Key{Tenant: tenant, ID: id}
+		if names != nil {
+			k.Name = names[i]
+		}
+		dst = append(dst, k)
+	}
+	return dst
+}
+
+// Keys returns the request's keys, appended to dst[:0].
+func (e *Exists) Keys(dst []block.Key) []block.Key { return keysOf(dst, e.Tenant, e.IDs, e.Names) }
 
 // AppendExistsResult appends an EXISTS response: one byte per key, 1
 // present, 0 absent.
@@ -994,13 +1188,34 @@ func DecodeExistsResult(h Header, body []byte, lim Limits, dst []bool) ([]bool, 
 
 // ---- PLACE ----
 
-// Place is a PLACE request (see master.Master.Place).
+// Place is a PLACE request (see master.Master.PlaceObjects).
 type Place struct {
-	Tenant   string
-	IDs      []uint64
+	Tenant string
+	IDs    []uint64
+	// Names is nil for chain keys, or the name of each key.
+	Names []string
+	// Sizes are the objects' payload lengths in bytes (nil: all 0, which
+	// the master charges as one RAM chunk each).
+	Sizes    []int64
 	Replicas int
 	Hint     meta.NodeID
 	Strategy meta.Strategy
+}
+
+// Objects returns the request's objects, appended to dst[:0].
+func (p *Place) Objects(dst []meta.Object) []meta.Object {
+	dst = dst[:0]
+	for i, id := range p.IDs {
+		o := meta.Object{Key: block.Key{Tenant: p.Tenant, ID: id}}
+		if p.Names != nil {
+			o.Key.Name = p.Names[i]
+		}
+		if p.Sizes != nil {
+			o.Size = p.Sizes[i]
+		}
+		dst = append(dst, o)
+	}
+	return dst
 }
 
 // AppendPlace appends a PLACE frame.
@@ -1009,6 +1224,19 @@ func AppendPlace(dst []byte, reqID uint64, p *Place) ([]byte, error) {
 	if err := checkBatch("place", p.Tenant, len(p.IDs)); err != nil {
 		return encodeError(dst, start, OpPlace, err)
 	}
+	flags, err := keysFlags("place", p.IDs, p.Names)
+	if err != nil {
+		return encodeError(dst, start, OpPlace, err)
+	}
+	if p.Sizes != nil && len(p.Sizes) != len(p.IDs) {
+		return encodeError(dst, start, OpPlace, fmt.Errorf("%d sizes for %d keys: %w", len(p.Sizes), len(p.IDs), meta.ErrBadRequest))
+	}
+	for i, sz := range p.Sizes {
+		if sz < 0 || sz > meta.MaxItemSize {
+			return encodeError(dst, start, OpPlace, fmt.Errorf("key %d: size %d (want 0 to %d): %w", i, sz, int64(meta.MaxItemSize), meta.ErrBadRequest))
+		}
+	}
+	dst[start+5] = flags
 	if err := checkNodeID("place hint", string(p.Hint)); err != nil {
 		return encodeError(dst, start, OpPlace, err)
 	}
@@ -1019,13 +1247,20 @@ func AppendPlace(dst []byte, reqID uint64, p *Place) ([]byte, error) {
 	dst = appendStr8(dst, string(p.Hint))
 	dst = le.AppendUint16(dst, uint16(p.Replicas))
 	dst = append(dst, byte(p.Strategy), 0)
-	dst = appendIDs(dst, p.IDs)
+	dst = appendKeys(dst, p.IDs, p.Names)
+	for i := range p.IDs {
+		var sz int64
+		if p.Sizes != nil {
+			sz = p.Sizes[i]
+		}
+		dst = le.AppendUint64(dst, uint64(sz))
+	}
 	return finish(dst, start, OpPlace)
 }
 
 // DecodePlace decodes a PLACE body into dst.
 func DecodePlace(h Header, body []byte, lim Limits, dst *Place) error {
-	d, err := newDec(h, body, OpPlace, lim)
+	d, err := newDecFlags(h, body, OpPlace, lim, FlagNamed)
 	if err != nil {
 		return err
 	}
@@ -1037,7 +1272,17 @@ func DecodePlace(h Header, body []byte, lim Limits, dst *Place) error {
 	dst.Replicas = int(d.u16("replicas"))
 	dst.Strategy = meta.Strategy(d.u8("strategy"))
 	d.zero8("byte")
-	dst.IDs = d.ids(dst.IDs)
+	dst.IDs, dst.Names = d.keys(h.Flags&FlagNamed != 0, dst.IDs, dst.Names)
+	if d.need(8*len(dst.IDs), "sizes") {
+		dst.Sizes = dst.Sizes[:0]
+		for range dst.IDs {
+			sz := d.nonNeg("size")
+			if d.err == nil && sz > meta.MaxItemSize {
+				d.fail(frame.ErrMalformed, "size %d, limit %d", sz, int64(meta.MaxItemSize))
+			}
+			dst.Sizes = append(dst.Sizes, sz)
+		}
+	}
 	return d.end()
 }
 
@@ -1195,20 +1440,28 @@ func AppendQuery(dst []byte, reqID uint64, k block.Key) ([]byte, error) {
 	if err := checkTenant("query", k.Tenant); err != nil {
 		return encodeError(dst, start, OpQuery, err)
 	}
+	if err := checkName("query", k); err != nil {
+		return encodeError(dst, start, OpQuery, err)
+	}
+	if k.Name != "" {
+		dst[start+5] = FlagNamed
+	}
 	dst = appendStr8(dst, k.Tenant)
 	dst = le.AppendUint64(dst, k.ID)
+	dst = appendName(dst, k)
 	return finish(dst, start, OpQuery)
 }
 
 // DecodeQuery decodes a QUERY request body.
 func DecodeQuery(h Header, body []byte) (block.Key, error) {
 	lim := DefaultLimits()
-	d, err := newDec(h, body, OpQuery, lim)
+	d, err := newDecFlags(h, body, OpQuery, lim, FlagNamed)
 	if err != nil {
 		return block.Key{}, err
 	}
 	k := block.Key{Tenant: d.tenant("tenant")}
 	k.ID = d.u64("id")
+	k.Name = d.name(h.Flags&FlagNamed != 0)
 	if err := d.end(); err != nil {
 		return block.Key{}, err
 	}

@@ -12,7 +12,11 @@ import (
 // Version is the protocol version this package speaks. The frame header
 // and the HELLO bodies never change between versions, so two versions can
 // always tell each other apart.
-const Version uint16 = 1
+//
+// Version 2 carries named keys (block.Key.Name) in every key of every
+// message, object sizes in PLACE, and the LOCATE op; a version 1 peer is
+// refused at HELLO (code version mismatch).
+const Version uint16 = 2
 
 // Magic starts the body of every HELLO and HELLO response.
 const Magic = "KVPM"
@@ -33,10 +37,22 @@ const (
 	MaxMessageLen = frame.MaxMessageLen
 	// MaxTokenLen is the longest auth token the HELLO can carry (u16).
 	MaxTokenLen = frame.MaxTokenLen
-	// MaxTableLen is the most entries of a tenant or node table (u16
-	// indexes).
+	// MaxTableLen is the most entries of a node table (u16 indexes).
 	MaxTableLen = math.MaxUint16
+	// MaxTenants is the most entries of a tenant table: a tenant
+	// reference is a u16 whose top bit says the key is named.
+	MaxTenants = 1<<15 - 1
 )
+
+// namedRef is the bit of a tenant reference that marks a named key: the
+// entry's fixed part is followed by the name (u16 length, bytes).
+const namedRef uint16 = 1 << 15
+
+// FlagNamed, in the header of an EXISTS, PLACE, LOCATE or QUERY request,
+// says its keys are named: each key's id is followed by its name (u16
+// length, 1 to block.MaxNameLen bytes). A frame of chain keys carries no
+// flag and no names, byte for byte the compact form.
+const FlagNamed uint8 = 0x01
 
 var le = binary.LittleEndian
 
@@ -64,6 +80,9 @@ const (
 	OpNodes Op = 0x07
 	// OpQuery shows every replica of one key with its state.
 	OpQuery Op = 0x08
+	// OpLocate finds the replicas of each of a batch of keys on its own
+	// (point lookups, no prefix semantics): the lookup of named objects.
+	OpLocate Op = 0x09
 
 	// OpHelloResponse answers OpHello.
 	OpHelloResponse Op = 0x81
@@ -81,6 +100,8 @@ const (
 	OpNodesResponse Op = 0x87
 	// OpQueryResponse answers OpQuery.
 	OpQueryResponse Op = 0x88
+	// OpLocateResponse answers OpLocate.
+	OpLocateResponse Op = 0x89
 	// OpError answers a request that failed as a whole.
 	OpError Op = 0xFF
 )
@@ -90,7 +111,7 @@ const responseBit Op = frame.ResponseBit
 // Valid reports whether o is defined by this protocol version.
 func (o Op) Valid() bool {
 	base := o &^ responseBit
-	return o == OpError || (base >= OpHello && base <= OpQuery)
+	return o == OpError || (base >= OpHello && base <= OpLocate)
 }
 
 // IsRequest reports whether o is a valid request op.
@@ -106,7 +127,7 @@ func (o Op) Response() Op {
 }
 
 var opNames = [...]string{OpHello: "HELLO", OpRegister: "REGISTER", OpHeartbeat: "HEARTBEAT", OpLookup: "LOOKUP",
-	OpExists: "EXISTS", OpPlace: "PLACE", OpNodes: "NODES", OpQuery: "QUERY"}
+	OpExists: "EXISTS", OpPlace: "PLACE", OpNodes: "NODES", OpQuery: "QUERY", OpLocate: "LOCATE"}
 
 // String names the op ("LOOKUP response"), or "op(0xNN)" for an unknown one.
 func (o Op) String() string {
@@ -122,7 +143,8 @@ func (o Op) String() string {
 }
 
 // Header is a frame header (package frame); a response echoes its
-// request's ReqID. Flags and Reserved must be zero in version 1.
+// request's ReqID. Reserved must be zero; Flags too, except FlagNamed on
+// the requests that take it.
 type Header = frame.Header[Op]
 
 // Code is a status on the wire: the outcome of a request (ERROR) or of the

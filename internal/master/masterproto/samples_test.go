@@ -27,6 +27,13 @@ func samples() []sample {
 		{Key: block.Key{Tenant: "b", ID: 2}, Tier: meta.TierSSD, Size: 0, Sum: 0},
 		{Key: block.Key{Tenant: "a", ID: 1}, Tier: meta.TierSSD, Size: 1 << 40, Sum: 7},
 	}
+	// named: two names sharing id 7 and the chain key 7, kept apart.
+	named := meta.Inventory{
+		{Key: block.Key{Tenant: "a", ID: 7, Name: "a"}, Tier: meta.TierRAM, Size: 28, Sum: 1},
+		{Key: block.Key{Tenant: "a", ID: 7, Name: "b"}, Tier: meta.TierRAM, Size: 8 << 20, Sum: 2},
+		{Key: block.Key{Tenant: "a", ID: 7}, Tier: meta.TierRAM, Size: 4096, Sum: 3},
+		{Key: block.Key{Tenant: "b", ID: 8, Name: string(make([]byte, block.MaxNameLen))}, Tier: meta.TierSSD, Size: 1, Sum: 4},
+	}
 	lr := &LookupResult{
 		Hit: 2,
 		Replicas: []Replica{
@@ -37,12 +44,16 @@ func samples() []sample {
 		Ends: []int{2, 3},
 	}
 	return []sample{
-		{"hello", OpHello, 1, &Hello{Version: Version, Token: []byte("secret")}},
+		// The HELLO goldens of version 1 stay as they were: the HELLO
+		// layout never changes, so a version 1 peer is told "version
+		// mismatch" rather than "malformed".
+		{"hello", OpHello, 1, &Hello{Version: 1, Token: []byte("secret")}},
+		{"hello_v2", OpHello, 1, &Hello{Version: Version, Token: []byte("secret")}},
 		{"hello_empty_token", OpHello, 2, &Hello{Version: Version}},
 		{"hello_reply", OpHelloResponse, 1, &HelloReply{Version: Version, MaxFrame: 1 << 20, MaxBatch: 64, MaxItems: 1024}},
 		{"hello_refused", OpHelloResponse, 1, &HelloReply{Version: Version, Code: CodeUnauthorized, Message: "bad token"}},
-		{"hello_cluster", OpHello, 3, &Hello{Version: Version, Token: []byte("secret"), ClusterID: "up-0123456789abcdef"}},
-		{"hello_reply_cluster", OpHelloResponse, 3, &HelloReply{Version: Version, MaxFrame: 1 << 20, MaxBatch: 64, MaxItems: 1024, ClusterID: "up-0123456789abcdef"}},
+		{"hello_cluster", OpHello, 3, &Hello{Version: 1, Token: []byte("secret"), ClusterID: "up-0123456789abcdef"}},
+		{"hello_reply_cluster", OpHelloResponse, 3, &HelloReply{Version: 1, MaxFrame: 1 << 20, MaxBatch: 64, MaxItems: 1024, ClusterID: "up-0123456789abcdef"}},
 		{"register", OpRegister, 3, &Register{
 			Info:      meta.NodeInfo{ID: "node-1", Addr: "127.0.0.1:7480", RAMBytes: 1 << 30, SSDBytes: 1 << 34, BlockSize: 65536},
 			Usage:     meta.NodeUsage{RAMUsed: 4096, SSDUsed: 1<<40 + 0},
@@ -61,6 +72,27 @@ func samples() []sample {
 			Done:    []meta.TaskResult{{ID: 10, OK: true, Bytes: 65536}, {ID: 11}},
 		}},
 		{"heartbeat_empty", OpHeartbeat, 6, &Heartbeat{Node: "n", Session: 1}},
+		{"heartbeat_named", OpHeartbeat, 5, &Heartbeat{
+			Node: "node-1", Session: 99,
+			Delta: meta.Delta{
+				Added:   named,
+				Removed: []meta.ItemKey{{Key: block.Key{Tenant: "c", ID: 5, Name: "x"}, Tier: meta.TierRAM}, {Key: block.Key{Tenant: "c", ID: 5}, Tier: meta.TierRAM}},
+				Moved:   []meta.Move{{Key: block.Key{Tenant: "a", ID: 7, Name: "b"}, From: meta.TierRAM, To: meta.TierSSD}},
+			},
+			SSDHits: []block.Key{{Tenant: "a", ID: 7, Name: "a"}, {Tenant: "a", ID: 7}},
+		}},
+		{"register_named", OpRegister, 3, &Register{
+			Info:      meta.NodeInfo{ID: "node-1", Addr: "127.0.0.1:7480", RAMBytes: 1 << 30, BlockSize: 4096},
+			Inventory: named,
+		}},
+		{"heartbeat_reply_named", OpHeartbeatResponse, 5, &meta.HeartbeatReply{
+			HeartbeatInterval: time.Second,
+			Tasks: []meta.Task{
+				{ID: 1, Kind: meta.TaskDemote, Key: block.Key{Tenant: "x", ID: 7, Name: "a"}},
+				{ID: 2, Kind: meta.TaskDrop, Key: block.Key{Tenant: "x", ID: 7, Name: "b"}},
+				{ID: 3, Kind: meta.TaskPromote, Key: block.Key{Tenant: "x", ID: 7}},
+			},
+		}},
 		{"heartbeat_reply", OpHeartbeatResponse, 5, &meta.HeartbeatReply{
 			HeartbeatInterval: time.Second,
 			Tasks: []meta.Task{
@@ -74,8 +106,22 @@ func samples() []sample {
 		{"lookup_result", OpLookupResponse, 7, lr},
 		{"lookup_miss", OpLookupResponse, 8, &LookupResult{}},
 		{"exists", OpExists, 9, &Exists{Tenant: "t1", IDs: []uint64{5, 6}}},
+		{"exists_named", OpExists, 9, &Exists{Tenant: "t1", IDs: []uint64{7, 7}, Names: []string{"a", "b"}}},
+		{"locate", OpLocate, 14, &Locate{Tenant: "t1", IDs: []uint64{7, 7}, Names: []string{"a", "b"}, Lease: true}},
+		{"locate_ids", OpLocate, 15, &Locate{Tenant: "t1", IDs: []uint64{1, 2}}},
+		{"locate_empty", OpLocate, 16, &Locate{}},
+		{"locate_result", OpLocateResponse, 14, &LookupResult{
+			Hit: 3,
+			Replicas: []Replica{
+				{Node: "n1", Addr: "127.0.0.1:7480", Tier: meta.TierRAM, Size: 28, Sum: 11},
+				{Node: "n2", Addr: "127.0.0.1:7481", Tier: meta.TierSSD, Size: 4 << 20, Sum: 12},
+			},
+			Ends: []int{1, 1, 2},
+		}},
 		{"exists_result", OpExistsResponse, 9, []bool{true, false, true}},
-		{"place", OpPlace, 10, &Place{Tenant: "t1", IDs: []uint64{1, 2}, Replicas: 2, Hint: "n1", Strategy: meta.LeastUsed}},
+		{"place", OpPlace, 10, &Place{Tenant: "t1", IDs: []uint64{1, 2}, Sizes: []int64{4096, 0}, Replicas: 2, Hint: "n1", Strategy: meta.LeastUsed}},
+		{"place_named", OpPlace, 10, &Place{Tenant: "t1", IDs: []uint64{block.NameID("meta"), 7}, Names: []string{"meta", "kv\x00bytes"},
+			Sizes: []int64{28, 4 << 20}, Replicas: 1, Strategy: meta.Hash}},
 		{"placement", OpPlaceResponse, 10, &Placement{PerBlock: 2, Degraded: true, Nodes: []Target{
 			{"n1", "127.0.0.1:7480"}, {"n2", "127.0.0.1:7481"}, {"n2", "127.0.0.1:7481"}, {"n1", "127.0.0.1:7480"},
 		}}},
@@ -87,6 +133,7 @@ func samples() []sample {
 			RAMReplicas: 5, SSDReplicas: 6, Evicting: 7, PromotionsQueued: 8, TasksInFlight: 9,
 		}, {Info: meta.NodeInfo{ID: "n2", Addr: "h:2"}}}},
 		{"query", OpQuery, 12, block.Key{Tenant: "t1", ID: 0xabc}},
+		{"query_named", OpQuery, 12, block.Named("t1", "meta-llama/Llama-3.1-8B@1@0@5f3a@bfloat16kv_bytes")},
 		{"query_result", OpQueryResponse, 12, []ReplicaStatus{
 			{ReplicaStatus: meta.ReplicaStatus{Replica: meta.Replica{Node: "n1", Tier: meta.TierRAM, Size: 10, Sum: 3},
 				NodeAlive: true, Evicting: true, LeaseUntil: t0}, Addr: "127.0.0.1:7480"},
@@ -113,7 +160,12 @@ func encode(dst []byte, s sample) ([]byte, error) {
 		return AppendHeartbeatReply(dst, s.reqID, m)
 	case *Lookup:
 		return AppendLookup(dst, s.reqID, m)
+	case *Locate:
+		return AppendLocate(dst, s.reqID, m)
 	case *LookupResult:
+		if s.op == OpLocateResponse {
+			return AppendLocateResult(dst, s.reqID, m)
+		}
 		return AppendLookupResult(dst, s.reqID, m)
 	case *Exists:
 		return AppendExists(dst, s.reqID, m)
@@ -166,6 +218,12 @@ func decode(h Header, body []byte, lim Limits) (any, error) {
 	case OpLookupResponse:
 		var m LookupResult
 		return &m, DecodeLookupResult(h, body, lim, &m)
+	case OpLocate:
+		var m Locate
+		return &m, DecodeLocate(h, body, lim, &m)
+	case OpLocateResponse:
+		var m LookupResult
+		return &m, DecodeLocateResult(h, body, lim, &m)
 	case OpExists:
 		var m Exists
 		return &m, DecodeExists(h, body, lim, &m)

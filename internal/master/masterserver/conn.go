@@ -35,7 +35,10 @@ type conn struct {
 	pres     masterproto.LookupResult
 	exists   masterproto.Exists
 	bools    []bool
+	locate   masterproto.Locate
+	keys     []block.Key
 	place    masterproto.Place
+	objs     []meta.Object
 	mplace   meta.Placement
 	pplace   masterproto.Placement
 	register masterproto.Register
@@ -171,10 +174,18 @@ func (c *conn) handle(h masterproto.Header, body []byte) {
 			err = c.check(h.Op, c.exists.Tenant, false)
 		}
 		if err == nil {
-			if c.bools, err = s.m.Exists(c.exists.Tenant, c.exists.IDs, c.bools); err == nil {
+			if c.exists.Names == nil {
+				c.bools, err = s.m.Exists(c.exists.Tenant, c.exists.IDs, c.bools)
+			} else {
+				c.keys = c.exists.Keys(c.keys)
+				c.bools, err = s.m.ExistsKeys(c.keys, c.bools)
+			}
+			if err == nil {
 				c.out, err = masterproto.AppendExistsResult(c.out, h.ReqID, c.bools)
 			}
 		}
+	case masterproto.OpLocate:
+		err = c.handleLocate(h, body)
 	case masterproto.OpHeartbeat:
 		err = c.handleHeartbeat(h, body)
 	case masterproto.OpRegister:
@@ -263,6 +274,13 @@ func (c *conn) handleLookup(h masterproto.Header, body []byte) error {
 	if err := c.s.m.Lookup(c.lookup.Tenant, c.lookup.IDs, c.lookup.Lease, &c.mres); err != nil {
 		return err
 	}
+	var err error
+	c.out, err = masterproto.AppendLookupResult(c.out, h.ReqID, c.wireResult())
+	return err
+}
+
+// wireResult converts c.mres into c.pres, with the nodes' addresses.
+func (c *conn) wireResult() *masterproto.LookupResult {
 	p := &c.pres
 	p.Reset()
 	p.Hit = c.mres.Hit
@@ -270,8 +288,22 @@ func (c *conn) handleLookup(h masterproto.Header, body []byte) error {
 		p.Replicas = append(p.Replicas, masterproto.Replica{Node: r.Node, Addr: c.addr(r.Node), Tier: r.Tier, Size: r.Size, Sum: r.Sum})
 	}
 	p.Ends = append(p.Ends, c.mres.Ends...)
+	return p
+}
+
+func (c *conn) handleLocate(h masterproto.Header, body []byte) error {
+	if err := masterproto.DecodeLocate(h, body, c.s.opts.Limits, &c.locate); err != nil {
+		return err
+	}
+	if err := c.check(h.Op, c.locate.Tenant, false); err != nil {
+		return err
+	}
+	c.keys = c.locate.Keys(c.keys)
+	if err := c.s.m.Locate(c.keys, c.locate.Lease, &c.mres); err != nil {
+		return err
+	}
 	var err error
-	c.out, err = masterproto.AppendLookupResult(c.out, h.ReqID, p)
+	c.out, err = masterproto.AppendLocateResult(c.out, h.ReqID, c.wireResult())
 	return err
 }
 
@@ -326,7 +358,8 @@ func (c *conn) handlePlace(h masterproto.Header, body []byte) error {
 	if err := c.check(h.Op, pl.Tenant, true); err != nil {
 		return err
 	}
-	if err := c.s.m.Place(pl.Tenant, pl.IDs, pl.Replicas, pl.Hint, pl.Strategy, &c.mplace); err != nil {
+	c.objs = pl.Objects(c.objs)
+	if err := c.s.m.PlaceObjects(c.objs, pl.Replicas, pl.Hint, pl.Strategy, &c.mplace); err != nil {
 		return err
 	}
 	p := &c.pplace

@@ -12,7 +12,7 @@
 // Options.Token is set, the token must be the cluster token or a tenant's
 // token from Options.TenantTokens (package auth; digests, so neither the
 // token nor its length leaks through timing). The token, not the request,
-// decides the tenant: every LOOKUP, EXISTS and QUERY must name a tenant the
+// decides the tenant: every LOOKUP, LOCATE, EXISTS and QUERY must name a tenant the
 // connection may read, every PLACE one it may write (its own tenant, or a
 // shared namespace per Options.Shared; the cluster token may use any), and
 // REGISTER and HEARTBEAT need the cluster token. A refused request gets an
@@ -33,7 +33,7 @@
 //
 // # Node addresses
 //
-// Responses to LOOKUP, PLACE and QUERY carry each node's data-plane
+// Responses to LOOKUP, LOCATE, PLACE and QUERY carry each node's data-plane
 // address, which the server learns from REGISTER (a node registered
 // in-process is looked up in master.Nodes once).
 //

@@ -62,6 +62,12 @@ func TestTenantTokens(t *testing.T) {
 		{"leased LOOKUP of alice", func() error { return bob.Lookup(ctx, "alice", ids, true, &res) }},
 		{"EXISTS of alice", func() error { _, err := bob.Exists(ctx, "alice", ids, nil); return err }},
 		{"QUERY of alice", func() error { _, err := bob.Query(ctx, block.Key{Tenant: "alice", ID: 1}); return err }},
+		{"LOCATE of alice's name", func() error { return bob.Locate(ctx, []block.Key{block.Named("alice", "x")}, true, &res) }},
+		{"named EXISTS of alice", func() error { _, err := bob.ExistsKeys(ctx, []block.Key{block.Named("alice", "x")}, nil); return err }},
+		{"named QUERY of alice", func() error { _, err := bob.Query(ctx, block.Named("alice", "x")); return err }},
+		{"named PLACE for alice", func() error {
+			return bob.PlaceObjects(ctx, []meta.Object{{Key: block.Named("alice", "x"), Size: 28}}, 1, "", meta.StrategyDefault, &pl)
+		}},
 		{"PLACE for alice", func() error { return bob.Place(ctx, "alice", ids, 1, "", meta.StrategyDefault, &pl) }},
 		{"PLACE in public", func() error { return bob.Place(ctx, "public", ids, 1, "", meta.StrategyDefault, &pl) }},
 		{"LOOKUP of the default tenant", func() error { return bob.Lookup(ctx, "", ids, false, &res) }},
@@ -112,7 +118,7 @@ func TestTenantTokens(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
 	}
-	want := map[string]int{"LOOKUP": 3, "EXISTS": 1, "QUERY": 1, "PLACE": 2, "REGISTER": 1, "HEARTBEAT": 1}
+	want := map[string]int{"LOOKUP": 3, "LOCATE": 1, "EXISTS": 2, "QUERY": 2, "PLACE": 3, "REGISTER": 1, "HEARTBEAT": 1}
 	for op, n := range want {
 		re := regexp.MustCompile(`kvpool_masterserver_requests_forbidden_total\{op="` + op + `"\} (\d+)`)
 		m := re.FindStringSubmatch(body)
