@@ -28,15 +28,16 @@ var ctx = context.Background()
 
 func key(id uint64) block.Key { return block.Key{Tenant: "ten", ID: id} }
 
-// ssdOpts is an SSD tier of n slots of bs bytes on fs that evicts only
-// when full, one block at a time.
+// ssdOpts is an SSD tier with room for n objects of up to bs bytes on fs
+// (and at most n objects) that evicts only when full, one block at a time.
 func ssdOpts(fs vfs.FS, bs, n int) *ssd.Options {
 	return &ssd.Options{
 		Dir:           "/ssd",
 		FS:            fs,
 		BlockSize:     bs,
 		CapacityBytes: int64(n) * ssd.SlotSize(bs),
-		SlotsPerFile:  16,
+		MaxObjects:    n,
+		PagesPerFile:  16,
 		Sync:          ssd.SyncNone,
 		HighWatermark: 1,
 		LowWatermark:  1,
@@ -462,7 +463,7 @@ func TestBitFlip(t *testing.T) {
 	for i := range uint64(n) {
 		put(t, s, key(i), tiertest.Payload(i, 1, bs))
 	}
-	sw := errorfs.NewSwitch(errorfs.OnPath("slots-*", errorfs.OnOps(errorfs.OpRead, errorfs.Probability(0.3, 5, errorfs.BitFlip(3)))))
+	sw := errorfs.NewSwitch(errorfs.OnPath("pages-*", errorfs.OnOps(errorfs.OpRead, errorfs.Probability(0.3, 5, errorfs.BitFlip(3)))))
 	efs.SetInjector(sw)
 	sw.Set(true)
 	corrupt := 0
@@ -686,17 +687,29 @@ func TestAcquireSSDVerified(t *testing.T) {
 			}
 			ref.Release()
 
-			efs.SetInjector(errorfs.OnPath("slots-*", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(9))))
-			ref, err = s.Acquire(ctx, key(1))
-			efs.SetInjector(nil)
 			if zeroCopy {
-				// Unread: the flip is the receiver's to catch (it verifies Sum).
+				// The payload is unread: a flip in it is the receiver's to
+				// catch (it verifies Sum).
+				efs.SetInjector(errorfs.OnPath("pages-*", errorfs.OnOps(errorfs.OpRead, errorfs.InRegion(2*ssd.PageSize+100, bs, errorfs.BitFlip(9)))))
+				ref, err = s.Acquire(ctx, key(1))
+				efs.SetInjector(nil)
 				if err != nil {
 					t.Fatalf("zero-copy Acquire: %v", err)
 				}
 				ref.Release()
+				// The stored tenant and name are read back and compared,
+				// so a flip there is a corrupt miss.
+				efs.SetInjector(errorfs.OnPath("pages-*", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(9))))
+				ref, err = s.Acquire(ctx, key(1))
+				efs.SetInjector(nil)
+				if !errors.Is(err, kvpool.ErrNotFound) || !strings.Contains(err.Error(), "failed verification") || s.Contains(key(1)) {
+					t.Fatalf("zero-copy Acquire with a flipped name: %v (present %v); want a corrupt miss", err, s.Contains(key(1)))
+				}
 				return
 			}
+			efs.SetInjector(errorfs.OnPath("pages-*", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(9))))
+			ref, err = s.Acquire(ctx, key(1))
+			efs.SetInjector(nil)
 			if !errors.Is(err, kvpool.ErrCorrupt) || ref.Payload != nil {
 				t.Fatalf("Acquire of a flipped SSD block = %v with %d bytes; want a corrupt miss", err, len(ref.Payload))
 			}
