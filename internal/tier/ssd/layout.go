@@ -27,6 +27,11 @@ import (
 //
 // laid over a chain of pages: byte j of the record is at byte j % PageSize
 // of the chain's page j / PageSize. The chain's pages need not be adjacent.
+// When putting the tenant and name in front of the payload would cost a
+// page more than the payload alone (a payload that fills its last page:
+// a 32 KiB block would take 9 pages, not 8) and they fit in the head
+// entry's key area (keyArea bytes), they go there instead and the record
+// is the payload alone.
 //
 // Side table: pages.tbl holds one entry of entrySize bytes per page, entry
 // p at offset p*entrySize. Fields, little endian:
@@ -36,33 +41,35 @@ import (
 //	5   tenant len   u8   (head)
 //	6   name len     u16  (head)
 //	8   generation   u64  the record's: tier-wide, increasing per put
-//	16  head page    u32  the record's first page
-//	20  next page    u32  the chain's next page, noPage at the end
-//	24  seq          u32  this page's position in the chain (head: 0)
-//	28  payload len  u32  (head)
-//	32  payload sum  u32  block.Checksum(key, payload) (head)
-//	36  key id       u64  (head)
-//	44  pages        u32  the chain's length (head)
-//	48  page         u32  this entry's own page number (catches misplaced I/O)
-//	52  key sum      u32  block.KeySum(key): tenant and name, checked at scan (head)
-//	56  reserved     u32  0
-//	60  entry CRC    u32  CRC-32C of bytes [0, 60)
+//	16  next page    u32  the chain's next page, noPage at the end
+//	20  head page    u32  (continuation) the record's first page
+//	    payload len  u32  (head)
+//	24  seq          u32  (continuation) this page's position in the chain
+//	    payload sum  u32  (head) block.Checksum(key, payload)
+//	28  key id       u64  (head)
+//	36  flags        u8   (head) flagKeyInEntry: tenant and name are in the key area
+//	37  key area     [23]byte (head) tenant and name (flagKeyInEntry), or
+//	                 block.KeySum(key) u32 (they are in the data, checked at scan)
+//	60  entry CRC    u32  CRC-32C of the page number (u32) then bytes [0, 60):
+//	                 an entry written at another page's place fails it
 //
 // A put writes the data pages, then the continuation entries, then the
 // head entry: the head entry is the commit record. At Open a head counts
 // only when every page of its chain has an entry with the head's
-// generation, head page and position, and (verifying) the record's
-// tenant, name and payload checksum read back.
+// generation, head page and position, and its tenant and name (and,
+// verifying, the payload checksum) read back.
 const (
 	// PageSize is the unit of allocation and of O_DIRECT I/O.
 	PageSize = vfs.DirectIOAlign
 	// entrySize is one side-table entry: 64 bytes per 4 KiB page, 1.6%.
-	entrySize     = 64
-	entryMagic    = 0x4b565350 // "PSVK" little endian: kvpool SSD page
-	kindHead      = 1
-	kindCont      = 2
-	noPage        = ^uint32(0)
-	formatVersion = 2
+	entrySize      = 64
+	keyArea        = 60 - 37
+	entryMagic     = 0x4b565350 // "PSVK" little endian: kvpool SSD page
+	kindHead       = 1
+	kindCont       = 2
+	flagKeyInEntry = 1
+	noPage         = ^uint32(0)
+	formatVersion  = 2
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -73,36 +80,58 @@ type entry struct {
 	tl     uint8
 	nl     uint16
 	gen    uint64
-	head   uint32
+	head   uint32 // the head's own page for a head entry
 	next   uint32
-	seq    uint32
+	seq    uint32 // 0 for a head entry
 	n      uint32
 	sum    uint32
 	id     uint64
-	pages  uint32
-	page   uint32
-	keySum uint32
+	inKey  bool   // tenant and name are in key, not in the data
+	key    string // tenant then name (inKey)
+	keySum uint32 // block.KeySum of the key (!inKey)
+	pages  uint32 // derived: the chain's length
+	page   uint32 // derived: the entry's own page
 }
 
-// encode writes e into b[:entrySize].
+// prefixLen is the number of record bytes in front of the payload.
+func (e *entry) prefixLen() int {
+	if e.inKey {
+		return 0
+	}
+	return int(e.tl) + int(e.nl)
+}
+
+func entryCRC(b []byte, p uint32) uint32 {
+	var pb [4]byte
+	binary.LittleEndian.PutUint32(pb[:], p)
+	return crc32.Update(crc32.Checksum(pb[:], castagnoli), castagnoli, b[:60])
+}
+
+// encode writes e, the entry of page e.page, into b[:entrySize].
 func (e *entry) encode(b []byte) {
 	b = b[:entrySize]
 	clear(b)
 	binary.LittleEndian.PutUint32(b[0:], entryMagic)
 	b[4] = e.kind
-	b[5] = e.tl
-	binary.LittleEndian.PutUint16(b[6:], e.nl)
 	binary.LittleEndian.PutUint64(b[8:], e.gen)
-	binary.LittleEndian.PutUint32(b[16:], e.head)
-	binary.LittleEndian.PutUint32(b[20:], e.next)
-	binary.LittleEndian.PutUint32(b[24:], e.seq)
-	binary.LittleEndian.PutUint32(b[28:], e.n)
-	binary.LittleEndian.PutUint32(b[32:], e.sum)
-	binary.LittleEndian.PutUint64(b[36:], e.id)
-	binary.LittleEndian.PutUint32(b[44:], e.pages)
-	binary.LittleEndian.PutUint32(b[48:], e.page)
-	binary.LittleEndian.PutUint32(b[52:], e.keySum)
-	binary.LittleEndian.PutUint32(b[60:], crc32.Checksum(b[:60], castagnoli))
+	binary.LittleEndian.PutUint32(b[16:], e.next)
+	if e.kind == kindHead {
+		b[5] = e.tl
+		binary.LittleEndian.PutUint16(b[6:], e.nl)
+		binary.LittleEndian.PutUint32(b[20:], e.n)
+		binary.LittleEndian.PutUint32(b[24:], e.sum)
+		binary.LittleEndian.PutUint64(b[28:], e.id)
+		if e.inKey {
+			b[36] = flagKeyInEntry
+			copy(b[37:60], e.key)
+		} else {
+			binary.LittleEndian.PutUint32(b[37:], e.keySum)
+		}
+	} else {
+		binary.LittleEndian.PutUint32(b[20:], e.head)
+		binary.LittleEndian.PutUint32(b[24:], e.seq)
+	}
+	binary.LittleEndian.PutUint32(b[60:], entryCRC(b, e.page))
 }
 
 // errEmpty marks an entry that holds nothing.
@@ -122,40 +151,60 @@ func decodeEntry(b []byte, p uint32) (entry, error) {
 	if magic != entryMagic {
 		return entry{}, fmt.Errorf("entry: bad magic %#08x", magic)
 	}
-	if want, got := crc32.Checksum(b[:60], castagnoli), binary.LittleEndian.Uint32(b[60:]); want != got {
-		return entry{}, fmt.Errorf("entry: CRC %08x, computed %08x", got, want)
+	if want, got := entryCRC(b, p), binary.LittleEndian.Uint32(b[60:]); want != got {
+		return entry{}, fmt.Errorf("entry: CRC %08x, computed %08x for page %d", got, want, p)
 	}
 	e := entry{
-		kind:   b[4],
-		tl:     b[5],
-		nl:     binary.LittleEndian.Uint16(b[6:]),
-		gen:    binary.LittleEndian.Uint64(b[8:]),
-		head:   binary.LittleEndian.Uint32(b[16:]),
-		next:   binary.LittleEndian.Uint32(b[20:]),
-		seq:    binary.LittleEndian.Uint32(b[24:]),
-		n:      binary.LittleEndian.Uint32(b[28:]),
-		sum:    binary.LittleEndian.Uint32(b[32:]),
-		id:     binary.LittleEndian.Uint64(b[36:]),
-		pages:  binary.LittleEndian.Uint32(b[44:]),
-		page:   binary.LittleEndian.Uint32(b[48:]),
-		keySum: binary.LittleEndian.Uint32(b[52:]),
+		kind: b[4],
+		gen:  binary.LittleEndian.Uint64(b[8:]),
+		next: binary.LittleEndian.Uint32(b[16:]),
+		page: p,
 	}
-	switch {
-	case e.page != p:
-		return entry{}, fmt.Errorf("entry: names page %d", e.page)
-	case e.kind != kindHead && e.kind != kindCont:
+	switch e.kind {
+	case kindCont:
+		e.head = binary.LittleEndian.Uint32(b[20:])
+		e.seq = binary.LittleEndian.Uint32(b[24:])
+		return e, nil
+	case kindHead:
+	default:
 		return entry{}, fmt.Errorf("entry: kind %d", e.kind)
-	case e.kind == kindHead && (e.head != p || e.seq != 0):
-		return entry{}, fmt.Errorf("entry: head names head page %d, position %d", e.head, e.seq)
-	case e.kind == kindHead && int(e.tl) > block.MaxTenantLen:
-		return entry{}, fmt.Errorf("entry: tenant length %d over %d", e.tl, block.MaxTenantLen)
-	case e.kind == kindHead && int(e.nl) > block.MaxNameLen:
-		return entry{}, fmt.Errorf("entry: name length %d over %d", e.nl, block.MaxNameLen)
-	case e.kind == kindHead && e.pages != uint32(pagesFor(int(e.tl)+int(e.nl)+int(e.n))):
-		return entry{}, fmt.Errorf("entry: %d pages for a record of %d bytes", e.pages, int(e.tl)+int(e.nl)+int(e.n))
 	}
+	e.head = p
+	e.tl = b[5]
+	e.nl = binary.LittleEndian.Uint16(b[6:])
+	e.n = binary.LittleEndian.Uint32(b[20:])
+	e.sum = binary.LittleEndian.Uint32(b[24:])
+	e.id = binary.LittleEndian.Uint64(b[28:])
+	e.inKey = b[36]&flagKeyInEntry != 0
+	kl := int(e.tl) + int(e.nl)
+	switch {
+	case int(e.tl) > block.MaxTenantLen:
+		return entry{}, fmt.Errorf("entry: tenant length %d over %d", e.tl, block.MaxTenantLen)
+	case int(e.nl) > block.MaxNameLen:
+		return entry{}, fmt.Errorf("entry: name length %d over %d", e.nl, block.MaxNameLen)
+	case e.inKey && kl > keyArea:
+		return entry{}, fmt.Errorf("entry: key of %d bytes in a key area of %d", kl, keyArea)
+	}
+	if e.inKey {
+		e.key = string(b[37 : 37+kl])
+	} else {
+		e.keySum = binary.LittleEndian.Uint32(b[37:])
+	}
+	e.pages = uint32(pagesFor(e.prefixLen() + int(e.n)))
 	return e, nil
 }
+
+// keyInEntry reports whether k's tenant and name go in the head entry of
+// an object of n payload bytes (see the layout above): only when they do
+// not fit in front of the payload without an extra page, and fit in the
+// key area.
+func keyInEntry(k block.Key, n int) bool {
+	kl := len(k.Tenant) + len(k.Name)
+	return kl > 0 && kl <= keyArea && pagesFor(kl+n) > pagesFor(n)
+}
+
+// keyBytes returns k's tenant then name.
+func keyBytes(k block.Key) string { return k.Tenant + k.Name }
 
 // pagesFor is the number of pages a record of n bytes occupies (at least
 // one: the head entry needs a page even for an empty record).

@@ -199,8 +199,18 @@ func SlotSize(blockSize int) int64 {
 // pagesOf is the number of pages the tier has for capacity bytes.
 func pagesOf(capacity int64) int64 { return capacity / pageCost }
 
-// recordLen is the length of the record of a payload of n bytes under k.
-func recordLen(k block.Key, n int) int { return len(k.Tenant) + len(k.Name) + n }
+// recordLen is the length of the record of a payload of n bytes under k:
+// the payload, after the tenant and name unless they go in the head entry.
+func recordLen(k block.Key, n int) int {
+	if keyInEntry(k, n) {
+		return n
+	}
+	return len(k.Tenant) + len(k.Name) + n
+}
+
+// prefixLen is the number of bytes in front of the payload of an object of
+// n bytes under k.
+func prefixLen(k block.Key, n int) int { return recordLen(k, n) - n }
 
 // Validate reports the first bad field, by name.
 func (o Options) Validate() error {

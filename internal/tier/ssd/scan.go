@@ -171,22 +171,28 @@ func (t *Tier) walkChain(h entry, tags, next []uint32, claimed bitset) ([]int32,
 func (t *Tier) checkRecord(h entry, pages []int32, payload *[]byte) (block.Key, bool) {
 	st := &t.openStats
 	var preArr [block.MaxTenantLen + block.MaxNameLen]byte
-	pre := preArr[:int(h.tl)+int(h.nl)]
+	pre := preArr[:h.prefixLen()]
 	runs := runsOf(pages)
 	var err error
 	verify := !t.opts.SkipScanVerify
-	if verify {
+	switch {
+	case verify:
 		*payload = slices.Grow((*payload)[:0], int(h.n))[:h.n]
 		err = t.readRecord(runs, pre, *payload)
-	} else {
+	case len(pre) > 0:
 		err = t.readRecord(runsOf(pages[:1]), pre, nil) // the name fits in the head page
 	}
 	if err != nil {
 		st.IOErrors++
 		return block.Key{}, false
 	}
-	k := block.Key{Tenant: string(pre[:h.tl]), ID: h.id, Name: string(pre[h.tl:])}
-	if block.KeySum(k) != h.keySum || k.Validate() != nil {
+	var k block.Key
+	if h.inKey {
+		k = block.Key{Tenant: h.key[:h.tl], ID: h.id, Name: h.key[h.tl:]}
+	} else {
+		k = block.Key{Tenant: string(pre[:h.tl]), ID: h.id, Name: string(pre[h.tl:])}
+	}
+	if !h.inKey && block.KeySum(k) != h.keySum || keyInEntry(k, int(h.n)) != h.inKey || k.Validate() != nil {
 		st.Corrupt++
 		return block.Key{}, false
 	}

@@ -698,8 +698,11 @@ func (s *recordSource) fill(b []byte) int {
 // continuation entries, then its head entry. It returns the files it
 // wrote.
 func (t *Tier) writeRecord(o object, payload tier.Segments) ([]*pageFile, error) {
+	inKey := keyInEntry(o.key, int(o.n))
 	parts := make([][]byte, 0, 2+len(payload))
-	parts = append(parts, []byte(o.key.Tenant), []byte(o.key.Name))
+	if !inKey {
+		parts = append(parts, []byte(o.key.Tenant), []byte(o.key.Name))
+	}
 	parts = append(parts, payload...)
 	src := recordSource{parts: parts}
 	recLen := recordLen(o.key, int(o.n))
@@ -729,7 +732,12 @@ func (t *Tier) writeRecord(o object, payload tier.Segments) ([]*pageFile, error)
 	head := entry{
 		kind: kindHead, tl: uint8(len(o.key.Tenant)), nl: uint16(len(o.key.Name)),
 		gen: o.gen, head: uint32(pages[0]), next: noPage, n: o.n, sum: o.sum, id: o.key.ID,
-		pages: uint32(len(pages)), page: uint32(pages[0]), keySum: block.KeySum(o.key),
+		page: uint32(pages[0]), inKey: inKey,
+	}
+	if inKey {
+		head.key = keyBytes(o.key)
+	} else {
+		head.keySum = block.KeySum(o.key)
 	}
 	if len(pages) > 1 {
 		head.next = uint32(pages[1])
@@ -921,12 +929,17 @@ func (t *Tier) failRead(id int32, o object, k block.Key, what string, ioErr, che
 	return fmt.Errorf("ssd: %s %s from page %d (%d pages): %w: %w", what, k, o.runs[0].start, o.pages, kvpool.ErrCorrupt, reason)
 }
 
-// checkHead compares a head entry read back with what the index holds.
+// checkHead compares a head entry read back with what the index holds
+// (and a key it holds with the index's).
 func checkHead(e entry, o object) error {
 	if e.kind != kindHead || e.gen != o.gen || e.n != o.n || e.sum != o.sum || e.id != o.key.ID ||
-		int(e.tl) != len(o.key.Tenant) || int(e.nl) != len(o.key.Name) || int(e.pages) != int(o.pages) {
+		int(e.tl) != len(o.key.Tenant) || int(e.nl) != len(o.key.Name) || int(e.pages) != int(o.pages) ||
+		e.inKey != keyInEntry(o.key, int(o.n)) {
 		return fmt.Errorf("head entry holds gen %d, %d bytes, sum %08x, id %016x; the index expects gen %d, %d bytes, sum %08x, id %016x",
 			e.gen, e.n, e.sum, e.id, o.gen, o.n, o.sum, o.key.ID)
+	}
+	if e.inKey && e.key != keyBytes(o.key) {
+		return fmt.Errorf("head entry holds tenant %q name %q, want %s", e.key[:e.tl], e.key[e.tl:], o.key)
 	}
 	return nil
 }
@@ -962,12 +975,14 @@ func (t *Tier) readObject(o object, k block.Key, dst []byte) (out []byte, ioErr,
 	n := int(o.n)
 	out = slices.Grow(dst[:0], n)[:n]
 	var preArr [block.MaxTenantLen + block.MaxNameLen]byte
-	pre := preArr[:len(k.Tenant)+len(k.Name)]
+	pre := preArr[:prefixLen(k, n)]
 	if err := t.readRecord(o.runs, pre, out); err != nil {
 		return dst[:0], err, nil
 	}
-	if err := checkPrefix(pre, k); err != nil {
-		return dst[:0], nil, err
+	if len(pre) > 0 {
+		if err := checkPrefix(pre, k); err != nil {
+			return dst[:0], nil, err
+		}
 	}
 	if !block.Verify(k, out, o.sum) {
 		return dst[:0], nil, fmt.Errorf("payload checksum %08x, head entry says %08x", block.Checksum(k, out), o.sum)
@@ -1118,7 +1133,7 @@ func (t *Tier) Section(k block.Key) (f vfs.File, off int64, n int, sum uint32, r
 	t.mu.Unlock()
 	pf, poff := t.locate(o.runs[0].start)
 	var once sync.Once
-	pl := int64(len(k.Tenant) + len(k.Name))
+	pl := int64(prefixLen(k, int(o.n)))
 	return pf.f, poff + pl, int(o.n), o.sum, func() { once.Do(func() { t.unpin(id) }) }, nil
 }
 
@@ -1129,7 +1144,7 @@ func (t *Tier) checkStored(o object, k block.Key) (ioErr, checkErr error) {
 		return ioErr, checkErr
 	}
 	var preArr [block.MaxTenantLen + block.MaxNameLen]byte
-	pre := preArr[:len(k.Tenant)+len(k.Name)]
+	pre := preArr[:prefixLen(k, int(o.n))]
 	if len(pre) == 0 {
 		return nil, nil
 	}
