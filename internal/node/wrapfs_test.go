@@ -23,7 +23,7 @@ func TestWrapSSDFS(t *testing.T) {
 			wrapped := 0
 			opts := Options{WrapSSDFS: func(inner vfs.FS) vfs.FS {
 				wrapped++
-				efs = errorfs.Wrap(inner, errorfs.OnPath("slots-*.dat", errorfs.NoSpace(0)))
+				efs = errorfs.Wrap(inner, errorfs.OnPath("pages-*.dat", errorfs.NoSpace(0)))
 				return efs
 			}}
 			r := start(t, cfg, opts)
