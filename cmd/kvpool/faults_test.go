@@ -964,9 +964,9 @@ func TestFaultDiskFullDuringReplay(t *testing.T) {
 }
 
 // TestFaultTornWriteDuringReplay: node-1 runs with --ssd-sync always and a
-// crash filesystem: its 48th slot header write (a put's commit record)
-// stores half the header, then the process dies by SIGKILL — a power loss
-// in the middle of the write, as the slot file sees it. Before the replay
+// crash filesystem: its 48th head entry write (a put's commit record)
+// stores half the entry, then the process dies by SIGKILL — a power loss
+// in the middle of the write, as the side table sees it. Before the replay
 // the test puts 40 blocks on node-1 directly (RAM holds 16, so most are
 // demoted at once and the rest early in the replay); a block the master
 // lists on node-1's SSD was acknowledged durable (the node reports a
