@@ -315,23 +315,39 @@ type extent struct {
 }
 
 // extents splits runs into pieces of at most maxIO bytes that do not
-// cross a file boundary, and calls fn for each in chain order.
-func (t *Tier) extents(runs []pageRun, fn func(e extent) error) error {
-	per := int32(t.opts.PagesPerFile)
-	rec := 0
-	for _, r := range runs {
-		p, left := r.start, r.n
-		for left > 0 {
-			n := min(left, per-p%per, maxIO/PageSize)
-			if err := fn(extent{page: p, n: int(n), rec: rec}); err != nil {
-				return err
-			}
-			p += n
-			left -= n
-			rec += int(n) * PageSize
-		}
+// cross a file boundary, in chain order: for e, ok := it.next(); ok; ...
+// (an iterator rather than a callback, so the read path allocates
+// nothing).
+type extents struct {
+	runs []pageRun
+	per  int32
+	p    int32 // next page of runs[0]
+	left int32 // pages left in runs[0]
+	rec  int
+}
+
+func (t *Tier) extents(runs []pageRun) extents {
+	it := extents{runs: runs, per: int32(t.opts.PagesPerFile)}
+	if len(runs) > 0 {
+		it.p, it.left = runs[0].start, runs[0].n
 	}
-	return nil
+	return it
+}
+
+func (it *extents) next() (extent, bool) {
+	for it.left == 0 {
+		if len(it.runs) <= 1 {
+			return extent{}, false
+		}
+		it.runs = it.runs[1:]
+		it.p, it.left = it.runs[0].start, it.runs[0].n
+	}
+	n := min(it.left, it.per-it.p%it.per, maxIO/PageSize)
+	e := extent{page: it.p, n: int(n), rec: it.rec}
+	it.p += n
+	it.left -= n
+	it.rec += int(n) * PageSize
+	return e, true
 }
 
 // chainPages returns the pages of runs in chain order.
@@ -709,7 +725,11 @@ func (t *Tier) writeRecord(o object, payload tier.Segments) ([]*pageFile, error)
 	bp, c := t.getBuf(min(roundUp(recLen, PageSize), maxIO))
 	defer t.putBuf(bp, c)
 	touched := []*pageFile{t.table}
-	err := t.extents(o.runs, func(e extent) error {
+	for it := t.extents(o.runs); ; {
+		e, ok := it.next()
+		if !ok {
+			break
+		}
 		b := (*bp)[:e.n*PageSize]
 		m := src.fill(b)
 		clear(b[m:])
@@ -719,12 +739,8 @@ func (t *Tier) writeRecord(o object, payload tier.Segments) ([]*pageFile, error)
 		}
 		pf.dirty.Store(true)
 		if _, err := pf.f.WriteAt(b, off); err != nil {
-			return fmt.Errorf("write pages %d..%d: %w", e.page, int(e.page)+e.n-1, err)
+			return touched, fmt.Errorf("write pages %d..%d: %w", e.page, int(e.page)+e.n-1, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return touched, err
 	}
 	// The entries: one write per run (a run's entries are adjacent in the
 	// table), the head's last.
@@ -944,14 +960,14 @@ func checkHead(e entry, o object) error {
 	return nil
 }
 
-// readHead reads and decodes the head entry of o.
-func (t *Tier) readHead(o object) (entry, error, error) {
-	var b [entrySize]byte
+// readHead reads and decodes the head entry of o, using b (entrySize
+// bytes) to read into.
+func (t *Tier) readHead(o object, b []byte) (entry, error, error) {
 	hp := o.runs[0].start
-	if _, err := t.table.f.ReadAt(b[:], int64(hp)*entrySize); err != nil {
+	if _, err := t.table.f.ReadAt(b[:entrySize], int64(hp)*entrySize); err != nil {
 		return entry{}, fmt.Errorf("read head entry: %w", err), nil
 	}
-	e, err := decodeEntry(b[:], uint32(hp))
+	e, err := decodeEntry(b[:entrySize], uint32(hp))
 	if err != nil {
 		return entry{}, nil, err
 	}
@@ -969,13 +985,14 @@ func checkPrefix(pre []byte, k block.Key) error {
 
 // readObject reads and verifies pinned object o, expected to hold k.
 func (t *Tier) readObject(o object, k block.Key, dst []byte) (out []byte, ioErr, checkErr error) {
-	if _, ioErr, checkErr = t.readHead(o); ioErr != nil || checkErr != nil {
+	sp, c := t.getBuf(PageSize) // scratch: the head entry, then the tenant and name
+	defer t.putBuf(sp, c)
+	if _, ioErr, checkErr = t.readHead(o, *sp); ioErr != nil || checkErr != nil {
 		return dst[:0], ioErr, checkErr
 	}
 	n := int(o.n)
 	out = slices.Grow(dst[:0], n)[:n]
-	var preArr [block.MaxTenantLen + block.MaxNameLen]byte
-	pre := preArr[:prefixLen(k, n)]
+	pre := (*sp)[:prefixLen(k, n)]
 	if err := t.readRecord(o.runs, pre, out); err != nil {
 		return dst[:0], err, nil
 	}
@@ -996,48 +1013,46 @@ func (t *Tier) readObject(o object, k block.Key, dst []byte) (out []byte, ioErr,
 // into pre and pay.
 func (t *Tier) readRecord(runs []pageRun, pre, pay []byte) error {
 	recLen := len(pre) + len(pay)
-	put := func(rec int, b []byte) {
-		if rec < len(pre) {
-			c := copy(pre[rec:], b)
-			b, rec = b[c:], rec+c
-		}
-		if len(b) > 0 {
-			copy(pay[rec-len(pre):], b)
-		}
-	}
+	var bp *[]byte
+	var c int
 	if t.opts.DirectIO {
-		bp, c := t.getBuf(min(roundUp(recLen, PageSize), maxIO))
+		bp, c = t.getBuf(min(roundUp(recLen, PageSize), maxIO))
 		defer t.putBuf(bp, c)
-		return t.extents(runs, func(e extent) error {
+	}
+	for it := t.extents(runs); ; {
+		e, ok := it.next()
+		if !ok {
+			return nil
+		}
+		pf, off := t.locate(e.page)
+		if t.opts.DirectIO {
 			b := (*bp)[:e.n*PageSize]
-			pf, off := t.locate(e.page)
 			if _, err := pf.f.ReadAt(b, off); err != nil {
 				return fmt.Errorf("read pages %d..%d: %w", e.page, int(e.page)+e.n-1, err)
 			}
-			put(e.rec, b[:min(len(b), recLen-e.rec)])
-			return nil
-		})
-	}
-	return t.extents(runs, func(e extent) error {
-		from, to := e.rec, min(e.rec+e.n*PageSize, recLen)
-		pf, off := t.locate(e.page)
-		read := func(b []byte, at int) error {
-			if len(b) == 0 {
-				return nil
+			b = b[:min(len(b), recLen-e.rec)]
+			rec := e.rec
+			if rec < len(pre) {
+				n := copy(pre[rec:], b)
+				b, rec = b[n:], rec+n
 			}
-			if _, err := pf.f.ReadAt(b, off+int64(at-e.rec)); err != nil {
+			copy(pay[rec-len(pre):], b)
+			continue
+		}
+		from, to := e.rec, min(e.rec+e.n*PageSize, recLen)
+		for from < to {
+			var b []byte
+			if from < len(pre) {
+				b = pre[from:min(to, len(pre))]
+			} else {
+				b = pay[from-len(pre) : to-len(pre)]
+			}
+			if _, err := pf.f.ReadAt(b, off+int64(from-e.rec)); err != nil {
 				return fmt.Errorf("read pages %d..%d: %w", e.page, int(e.page)+e.n-1, err)
 			}
-			return nil
+			from += len(b)
 		}
-		if from < len(pre) {
-			if err := read(pre[from:min(to, len(pre))], from); err != nil {
-				return err
-			}
-			from = min(to, len(pre))
-		}
-		return read(pay[from-len(pre):to-len(pre)], from)
-	})
+	}
 }
 
 // notifyRemoved calls Options.OnRemove for each key. t.mu is not held.
@@ -1140,26 +1155,24 @@ func (t *Tier) Section(k block.Key) (f vfs.File, off int64, n int, sum uint32, r
 // checkStored reads o's head entry and its stored tenant and name and
 // compares them with the index and k.
 func (t *Tier) checkStored(o object, k block.Key) (ioErr, checkErr error) {
-	if _, ioErr, checkErr = t.readHead(o); ioErr != nil || checkErr != nil {
-		return ioErr, checkErr
-	}
-	var preArr [block.MaxTenantLen + block.MaxNameLen]byte
-	pre := preArr[:prefixLen(k, int(o.n))]
-	if len(pre) == 0 {
-		return nil, nil
-	}
 	bp, c := t.getBuf(PageSize)
 	defer t.putBuf(bp, c)
+	if _, ioErr, checkErr = t.readHead(o, *bp); ioErr != nil || checkErr != nil {
+		return ioErr, checkErr
+	}
+	pl := prefixLen(k, int(o.n))
+	if pl == 0 {
+		return nil, nil
+	}
 	pf, off := t.locate(o.runs[0].start)
 	b := (*bp)[:PageSize]
 	if !t.opts.DirectIO {
-		b = pre
+		b = b[:pl]
 	}
 	if _, err := pf.f.ReadAt(b, off); err != nil {
 		return fmt.Errorf("read page %d: %w", o.runs[0].start, err), nil
 	}
-	copy(pre, b)
-	return nil, checkPrefix(pre, k)
+	return nil, checkPrefix(b[:pl], k)
 }
 
 // Delete removes k (see tier.Tier). The object leaves the index even when
