@@ -818,7 +818,7 @@ func TestConcurrentEviction(t *testing.T) {
 					for i := range 400 {
 						k := key(rng.Uint64N(32))
 						if rng.IntN(3) == 0 {
-							p := tiertest.Payload(k.ID, uint64(w*1000+i), 16+rng.IntN(4080))
+							p := tiertest.Payload(k.ID, uint64(w*1000+i), 16+rng.IntN(3*PageSize)) // 1 to 4 pages
 							if err := tr.Put(ctx, k, p, block.Checksum(k, p)); err != nil && !errors.Is(err, kvpool.ErrFull) {
 								errs <- err
 								return
