@@ -309,8 +309,12 @@ func checkGeometry(fs vfs.FS, dir string, want geometry, names []string) error {
 		return fmt.Errorf("read %s: %w", path, err)
 	}
 	if got.version != want.version {
-		return fmt.Errorf("%s holds an SSD tier in on-disk format %d (format 1: fixed-size slots); this kvpool writes format %d (variable-size objects in %d-byte pages) and cannot read it: use an empty directory (the blocks in it are lost either way)",
-			dir, got.version, want.version, PageSize)
+		what := ""
+		if got.version == 1 {
+			what = " (fixed-size slots)"
+		}
+		return fmt.Errorf("%s holds an SSD tier in on-disk format %d%s; this kvpool writes format %d (variable-size objects in %d-byte pages) and cannot read it: use an empty directory (the blocks in it are lost either way)",
+			dir, got.version, what, want.version, PageSize)
 	}
 	if got != want {
 		return fmt.Errorf("%s was formatted with page size %d, %d pages per file; the options ask for page size %d, %d pages per file: use the same options or an empty directory",

@@ -442,3 +442,22 @@ func BenchmarkSpace(b *testing.B) {
 		})
 	}
 }
+
+// TestMaxObjects: MaxObjects bounds the resident objects whatever their
+// size; a put that replaces a resident key evicts nothing for it.
+func TestMaxObjects(t *testing.T) {
+	o := pageOptions(vfs.NewMem(), 64, SyncNone)
+	o.MaxObjects = 2
+	tr := mustOpen(t, o)
+	closeChecked(t, tr)
+	put(t, tr, key(1), []byte("a"))
+	put(t, tr, key(2), []byte("b"))
+	put(t, tr, key(1), []byte("a2"))
+	if st := tr.Stats(); st.Evicted != 0 || st.Blocks != 2 {
+		t.Fatalf("replace at the bound: %+v, want nothing evicted", st)
+	}
+	put(t, tr, key(3), []byte("c"))
+	if st := tr.Stats(); st.Evicted != 1 || tr.Contains(key(2)) || !tr.Contains(key(1)) {
+		t.Fatalf("a third key: %+v, key 2 present %v; want the LRU (2) evicted", st, tr.Contains(key(2)))
+	}
+}

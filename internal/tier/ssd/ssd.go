@@ -512,7 +512,8 @@ func (t *Tier) put(ctx context.Context, k block.Key, payload tier.Segments, n in
 		return err
 	}
 	defer t.ops.Done()
-	victims := t.makeRoomLocked(need)
+	_, replacing := t.index[k]
+	victims := t.makeRoomLocked(need, replacing)
 	if t.opts.OnRemove != nil && len(victims) > 0 {
 		// Every return below unlocks t.mu first, so the deferred call
 		// runs without the lock, once the victims have left the index.
@@ -571,20 +572,21 @@ func (t *Tier) checkPut(ctx context.Context, k block.Key, payload tier.Segments,
 	return nil
 }
 
-// makeRoomLocked evicts per the watermarks (and MaxObjects) when need
-// more pages would take the held pages past highPages. It returns the
+// makeRoomLocked evicts per the watermarks (and MaxObjects, counting one
+// object more unless the put replaces one) when need more pages would take
+// the held pages past highPages. It returns the
 // evicted objects, which the caller invalidates and frees (or takes pages
 // from); pinned victims are skipped and made most recently used, as they
 // are being read.
-func (t *Tier) makeRoomLocked(need int) []victim {
+func (t *Tier) makeRoomLocked(need int, replacing bool) []victim {
 	used := t.nPages - t.alloc.free
 	freePages := 0
 	if used+need > t.highPages {
 		freePages = max(used-t.lowPages, used+need-t.highPages)
 	}
 	freeObjs := 0
-	if m := t.opts.MaxObjects; m > 0 && len(t.index)+1 > m {
-		freeObjs = len(t.index) + 1 - m
+	if m, n := t.opts.MaxObjects, len(t.index); m > 0 && !replacing && n+1 > m {
+		freeObjs = n + 1 - m
 	}
 	if freePages <= 0 && freeObjs <= 0 {
 		return nil
