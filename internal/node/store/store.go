@@ -231,7 +231,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.SSD != nil {
 		so := *opts.SSD
 		so.OnRemove = s.onSSDRemove
-		// ISSUE15-MERGE (ssd): so.MaxObjectSize = s.maxObject
+		if so.MaxObjectSize == 0 {
+			// The store's limit, or what the SSD tier can hold if less
+			// (a larger object then stays in RAM or is dropped when RAM
+			// evicts it).
+			so.MaxObjectSize = min(s.maxObject, ssd.CapacityPayload(so.CapacityBytes))
+		}
 		t, err := ssd.Open(ctx, so)
 		if err != nil {
 			r.Close()

@@ -260,6 +260,16 @@ func (o Options) Validate() error {
 	return nil
 }
 
+// CapacityPayload is the largest payload a tier of capacity bytes (0: the
+// default capacity) holds under a key of the longest tenant and name: the
+// most MaxObjectSize may be for that capacity.
+func CapacityPayload(capacity int64) int {
+	if capacity == 0 {
+		capacity = DefaultCapacityBytes
+	}
+	return capacityPayload(capacity)
+}
+
 // capacityPayload is the largest payload a tier of capacity bytes holds
 // under a key of the longest tenant and name.
 func capacityPayload(capacity int64) int {
