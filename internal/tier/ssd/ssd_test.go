@@ -853,12 +853,14 @@ func TestModel(t *testing.T) {
 		{"no eviction", 80, true},
 		{"eviction", 12, false},
 	}
-	const keys, steps = 48, 1500
+	const steps = 1500
 	for _, tt := range tests {
 		for seed := range uint64(3) {
 			t.Run(fmt.Sprintf("%s/seed=%d", tt.name, seed), func(t *testing.T) {
 				mem := vfs.NewMem()
-				o := testOptions(mem, 2048, tt.slots, SyncAlways)
+				// Objects of 1 to 4 pages, in files of 5 pages: chains
+				// cross files and, with eviction, fragment.
+				o := testOptions(mem, modelMax, tt.slots, SyncAlways)
 				o.PagesPerFile = 5
 				o.HighWatermark, o.LowWatermark = 1, 0.75
 				tr := mustOpen(t, o)
@@ -866,12 +868,12 @@ func TestModel(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 99))
 				model := map[block.Key][]byte{}
 				for step := range steps {
-					k := block.Key{Tenant: []string{"a", "b"}[rng.IntN(2)], ID: rng.Uint64N(keys / 2)}
+					k := modelKeys[rng.IntN(len(modelKeys))]
 					var op string
 					switch r := rng.IntN(100); {
 					case r < 45:
 						op = "put"
-						p := tiertest.Payload(k.ID, uint64(step), 16+rng.IntN(2048-16))
+						p := tiertest.Payload(k.ID, uint64(step), 16+rng.IntN(modelMax-16))
 						put(t, tr, k, p)
 						model[k] = p
 					case r < 80:
@@ -919,27 +921,42 @@ func TestModel(t *testing.T) {
 	}
 }
 
+// modelMax is the largest payload of TestModel: up to 4 pages.
+const modelMax = 3*PageSize + 1000
+
+// modelKeys are TestModel's keys: chain keys of two tenants, and named
+// keys whose IDs collide with each other and with the chain keys'.
+var modelKeys = func() []block.Key {
+	var ks []block.Key
+	for _, ten := range []string{"a", "b"} {
+		for id := range uint64(16) {
+			ks = append(ks, block.Key{Tenant: ten, ID: id})
+		}
+		for i := range 8 {
+			ks = append(ks, block.Key{Tenant: ten, ID: uint64(i % 3), Name: fmt.Sprintf("name-%d-%s", i, strings.Repeat("x", i*7))})
+		}
+	}
+	return ks
+}()
+
 func compare(t *testing.T, tr *Tier, model map[block.Key][]byte, exact bool, where string) {
 	t.Helper()
 	present := 0
-	for _, ten := range []string{"a", "b"} {
-		for id := range uint64(24) {
-			k := block.Key{Tenant: ten, ID: id}
-			want, inModel := model[k]
-			if !tr.Contains(k) {
-				if inModel && exact {
-					t.Fatalf("%s: %s missing", where, k)
-				}
-				continue
+	for _, k := range modelKeys {
+		want, inModel := model[k]
+		if !tr.Contains(k) {
+			if inModel && exact {
+				t.Fatalf("%s: %s missing", where, k)
 			}
-			present++
-			if !inModel {
-				t.Fatalf("%s: %s present, the model has none", where, k)
-			}
-			got, _, err := tr.Get(ctx, k, nil)
-			if err != nil || !bytes.Equal(got, want) {
-				t.Fatalf("%s: %s: %d bytes, %v; want the model's %d", where, k, len(got), err, len(want))
-			}
+			continue
+		}
+		present++
+		if !inModel {
+			t.Fatalf("%s: %s present, the model has none", where, k)
+		}
+		got, _, err := tr.Get(ctx, k, nil)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: %s: %d bytes, %v; want the model's %d", where, k, len(got), err, len(want))
 		}
 	}
 	if st := tr.Stats(); st.Blocks != present {
