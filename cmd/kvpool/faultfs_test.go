@@ -21,18 +21,19 @@ import (
 // faultFSEnv selects the SSD fault of a node process started by a fault
 // scenario (cluster.Options.NodeEnv):
 //
-//	enospc-after=N  the first N writes to slot files succeed; every later
+//	enospc-after=N  the first N writes to page files succeed; every later
 //	                one stores nothing and fails with ENOSPC (a full disk)
-//	torn-after=N    the Nth slot header written (a put's commit record,
-//	                told from an invalidation by its magic) stores only
-//	                its first half, then the process kills itself with
+//	torn-after=N    the Nth head entry written to the side table (a put's
+//	                commit record, told from continuation entries and
+//	                invalidations by its magic and kind) stores only its
+//	                first half, then the process kills itself with
 //	                SIGKILL: a power loss in the middle of the write, as
-//	                the slot file sees it
+//	                the side table sees it
 const faultFSEnv = "KVPOOL_TEST_FAULTFS"
 
 // tornMarker starts the line the node prints just before it kills itself,
 // so a test can count the torn writes it injected.
-const tornMarker = "kvpool test hook: torn slot header write"
+const tornMarker = "kvpool test hook: torn head entry write"
 
 // testHooks returns the hooks of a test-binary kvpool process: nodeFS
 // built from spec (faultFSEnv's value; "" means none), with crash run
@@ -46,23 +47,26 @@ func testHooks(spec string, crash func()) (hooks, error) {
 	if !ok || err != nil || n < 0 {
 		return hooks{}, fmt.Errorf("%s=%q: want enospc-after=N or torn-after=N with N >= 0", faultFSEnv, spec)
 	}
-	slots := func(inj errorfs.Injector) errorfs.Injector {
-		return errorfs.OnPath("slots-*.dat", errorfs.OnOps(errorfs.OpWrite, inj))
+	pages := func(inj errorfs.Injector) errorfs.Injector {
+		return errorfs.OnPath("pages-*.dat", errorfs.OnOps(errorfs.OpWrite, inj))
+	}
+	table := func(inj errorfs.Injector) errorfs.Injector {
+		return errorfs.OnPath("pages.tbl", errorfs.OnOps(errorfs.OpWrite, inj))
 	}
 	switch kind {
 	case "enospc-after":
 		return hooks{nodeFS: func(inner vfs.FS) vfs.FS {
-			return errorfs.Wrap(inner, slots(errorfs.From(n+1, errorfs.NoSpace(0))))
+			return errorfs.Wrap(inner, pages(errorfs.From(n+1, errorfs.NoSpace(0))))
 		}}, nil
 	case "torn-after":
 		if n == 0 {
 			return hooks{}, fmt.Errorf("%s=%q: the torn write is the Nth, N >= 1", faultFSEnv, spec)
 		}
-		magic := binary.LittleEndian.AppendUint32(nil, slotHeaderMagic)
+		head := append(binary.LittleEndian.AppendUint32(nil, entryMagic), entryKindHead)
 		return hooks{nodeFS: func(inner vfs.FS) vfs.FS {
-			fs := errorfs.Wrap(inner, slots(errorfs.OnWritePrefix(magic, errorfs.Nth(n, errorfs.Crash(0.5)))))
+			fs := errorfs.Wrap(inner, table(errorfs.OnWritePrefix(head, errorfs.Nth(n, errorfs.Crash(0.5)))))
 			fs.OnCrash(func() {
-				fmt.Fprintf(os.Stderr, "%s (header write %d): half stored; power loss now\n", tornMarker, n)
+				fmt.Fprintf(os.Stderr, "%s (head entry write %d): half stored; power loss now\n", tornMarker, n)
 				crash()
 			})
 			return fs
@@ -113,18 +117,21 @@ func TestFaultFSHook(t *testing.T) {
 	}
 }
 
-// TestFaultFSHookFaults: what each hook does to slot files, on an
-// in-memory filesystem.
+// TestFaultFSHookFaults: what each hook does to page files and the side
+// table, on an in-memory filesystem.
 func TestFaultFSHookFaults(t *testing.T) {
-	header := binary.LittleEndian.AppendUint32(nil, slotHeaderMagic)
-	header = append(header, make([]byte, 100)...) // a 104-byte header
+	header := append(binary.LittleEndian.AppendUint32(nil, entryMagic), entryKindHead)
+	header = append(header, make([]byte, 59)...) // a 64-byte head entry
+	cont := append(binary.LittleEndian.AppendUint32(nil, entryMagic), entryKindHead+1)
+	cont = append(cont, make([]byte, 59)...) // a continuation entry
 	payload := make([]byte, 64)
-	invalidate := make([]byte, 104)
+	invalidate := make([]byte, 64)
 	type write struct {
 		file string
 		p    []byte
 	}
-	slot := func(p []byte) write { return write{"/ssd/slots-000.dat", p} }
+	page := func(p []byte) write { return write{"/ssd/pages-000.dat", p} }
+	entry := func(p []byte) write { return write{"/ssd/pages.tbl", p} }
 	other := func(p []byte) write { return write{"/ssd/geometry", p} }
 	tests := []struct {
 		spec    string
@@ -133,10 +140,10 @@ func TestFaultFSHookFaults(t *testing.T) {
 		crashAt int // write after which crash ran, -1: never
 		kept    int // bytes the failing write stored
 	}{
-		{"enospc-after=3", []write{slot(payload), other(payload), slot(header), slot(payload), slot(header)}, 4, -1, 0},
-		{"enospc-after=0", []write{other(payload), slot(payload)}, 1, -1, 0},
-		{"torn-after=2", []write{slot(payload), slot(header), slot(invalidate), slot(payload), other(header), slot(header)}, 5, 5, 52},
-		{"torn-after=1", []write{slot(invalidate), slot(payload)}, -1, -1, 0},
+		{"enospc-after=3", []write{page(payload), other(payload), entry(header), page(payload), page(payload), page(header)}, 5, -1, 0},
+		{"enospc-after=0", []write{other(payload), entry(header), page(payload)}, 2, -1, 0},
+		{"torn-after=2", []write{page(payload), entry(header), entry(invalidate), entry(cont), page(header), other(header), entry(header)}, 6, 6, 32},
+		{"torn-after=1", []write{entry(invalidate), entry(cont), page(header)}, -1, -1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {

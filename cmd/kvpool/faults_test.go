@@ -32,7 +32,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -58,11 +57,15 @@ const faultsEnv = "KVPOOL_FAULTS"
 // faultsLong reports whether the longer variants run (faultsEnv=1).
 func faultsLong() bool { return os.Getenv(faultsEnv) == "1" }
 
-// Slot header layout of internal/tier/ssd (layout.go), read here to find and
-// damage slots of a stopped node from outside the package.
+// Side-table layout of internal/tier/ssd (layout.go, format 2), read here
+// to find and damage the objects of a stopped node from outside the
+// package.
 const (
-	slotHeaderSize  = 4096       // the header region before the payload
-	slotHeaderMagic = 0x4b565342 // "BSVK": a slot holding a block
+	pageSize      = 4096       // ssd.PageSize
+	entryBytes    = 64         // one side-table entry per page
+	entryMagic    = 0x4b565350 // "PSVK": an entry of a page in use
+	entryKindHead = 1          // the entry of an object's first page
+	keyInEntry    = 1          // flags bit: tenant and name are in the entry
 )
 
 // faultScenario skips in -short mode, checks for leaked goroutines after
@@ -386,50 +389,47 @@ func TestFaultKillMasterDuringReplay(t *testing.T) {
 	}
 }
 
-// slotRef is one valid slot of an SSD tier's files.
+// slotRef is one object of an SSD tier's files: its first page.
 type slotRef struct {
 	file string
-	off  int64 // the slot's offset in file
+	off  int64 // the first page's offset in file
+	pre  int   // bytes of tenant and name in front of the payload
 	id   uint64
 	n    uint32 // payload length
 }
 
-// scanSlots reads the slot headers of the SSD tier in dir (layout of
-// internal/tier/ssd/layout.go) and returns the valid slots.
+// scanSlots reads the side table of the SSD tier in dir (layout of
+// internal/tier/ssd/layout.go) and returns its objects, one per head
+// entry with the right magic (the CRC is not checked: the caller damages
+// what it finds, and the tier's own scan judges).
 func scanSlots(t *testing.T, dir string, blockSize int) []slotRef {
 	t.Helper()
-	size := ssd.SlotSize(blockSize)
-	files, err := filepath.Glob(filepath.Join(dir, "slots-*.dat"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no slot files in %s (%v)", dir, err)
+	tbl, err := os.ReadFile(filepath.Join(dir, "pages.tbl"))
+	if err != nil || len(tbl) == 0 {
+		t.Fatalf("no side table in %s (%v)", dir, err)
 	}
-	sort.Strings(files)
 	var out []slotRef
-	hdr := make([]byte, 104)
-	for _, name := range files {
-		f, err := os.Open(name)
-		if err != nil {
-			t.Fatal(err)
+	for p := 0; (p+1)*entryBytes <= len(tbl); p++ {
+		e := tbl[p*entryBytes : (p+1)*entryBytes]
+		if binary.LittleEndian.Uint32(e[0:]) != entryMagic || e[4] != entryKindHead {
+			continue
 		}
-		st, err := f.Stat()
-		if err != nil {
-			t.Fatal(err)
+		pre := int(e[5]) + int(binary.LittleEndian.Uint16(e[6:]))
+		if e[36]&keyInEntry != 0 {
+			pre = 0
 		}
-		for off := int64(0); off+size <= st.Size(); off += size {
-			if _, err := f.ReadAt(hdr, off); err != nil {
-				t.Fatalf("read slot header at %s+%d: %v", name, off, err)
-			}
-			if binary.LittleEndian.Uint32(hdr[0:]) != slotHeaderMagic {
-				continue
-			}
-			out = append(out, slotRef{file: name, off: off, id: binary.LittleEndian.Uint64(hdr[16:]), n: binary.LittleEndian.Uint32(hdr[12:])})
-		}
-		f.Close()
+		out = append(out, slotRef{
+			file: filepath.Join(dir, fmt.Sprintf("pages-%03d.dat", p/ssd.DefaultPagesPerFile)),
+			off:  int64(p%ssd.DefaultPagesPerFile) * pageSize,
+			pre:  pre,
+			id:   binary.LittleEndian.Uint64(e[28:]),
+			n:    binary.LittleEndian.Uint32(e[20:]),
+		})
 	}
 	return out
 }
 
-// flipBit flips one bit in the middle of the payload of slot s.
+// flipBit flips one bit of the payload of object s, in its first page.
 func flipBit(t *testing.T, s slotRef) {
 	t.Helper()
 	f, err := os.OpenFile(s.file, os.O_RDWR, 0)
@@ -437,7 +437,7 @@ func flipBit(t *testing.T, s slotRef) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	at := s.off + slotHeaderSize + int64(s.n/2)
+	at := s.off + int64(s.pre) + int64(min(int(s.n)/2, pageSize-s.pre-1))
 	b := make([]byte, 1)
 	if _, err := f.ReadAt(b, at); err != nil {
 		t.Fatal(err)
@@ -964,9 +964,9 @@ func TestFaultDiskFullDuringReplay(t *testing.T) {
 }
 
 // TestFaultTornWriteDuringReplay: node-1 runs with --ssd-sync always and a
-// crash filesystem: its 48th slot header write (a put's commit record)
-// stores half the header, then the process dies by SIGKILL — a power loss
-// in the middle of the write, as the slot file sees it. Before the replay
+// crash filesystem: its 48th head entry write (a put's commit record)
+// stores half the entry, then the process dies by SIGKILL — a power loss
+// in the middle of the write, as the side table sees it. Before the replay
 // the test puts 40 blocks on node-1 directly (RAM holds 16, so most are
 // demoted at once and the rest early in the replay); a block the master
 // lists on node-1's SSD was acknowledged durable (the node reports a

@@ -245,9 +245,9 @@ func TestNodeProcessStartupLine(t *testing.T) {
 				t.Errorf("startup line has %q: %s", c.notWant, p.startup)
 			}
 			if c.ssdDir != "" {
-				files, _ := filepath.Glob(filepath.Join(c.ssdDir, "slots-*"))
+				files, _ := filepath.Glob(filepath.Join(c.ssdDir, "pages-*"))
 				if len(files) == 0 {
-					t.Errorf("SSD offload said on, but %s holds no slot files", c.ssdDir)
+					t.Errorf("SSD offload said on, but %s holds no page files", c.ssdDir)
 				}
 			}
 			p.stop(t)

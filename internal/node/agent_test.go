@@ -108,7 +108,7 @@ func newRig(t *testing.T, c *inProc, bs, ramSlots, ssdSlots int) *agentRig {
 	ssdBytes := int64(0)
 	if ssdSlots > 0 {
 		so.SSD = &ssd.Options{Dir: "/ssd", FS: vfs.NewMem(), BlockSize: bs, CapacityBytes: int64(ssdSlots) * ssd.SlotSize(bs),
-			SlotsPerFile: 16, Sync: ssd.SyncNone, HighWatermark: 1, LowWatermark: 1}
+			PagesPerFile: 16, Sync: ssd.SyncNone, HighWatermark: 1, LowWatermark: 1}
 		ssdBytes = so.SSD.CapacityBytes
 	}
 	st, err := store.Open(ctx, so)

@@ -31,7 +31,7 @@ func TestNodeNamedObjects(t *testing.T) {
 // tiersKeepNames is whether the SSD tier on this branch stores names with
 // its objects (the issue-15 rewrite of internal/tier/ssd); before it, a
 // named object demoted to SSD fails its checksum there.
-const tiersKeepNames = false // ISSUE15-MERGE: set true when the ssd rewrite is merged
+const tiersKeepNames = true
 
 func testNodeNamedObjects(t *testing.T, cross bool) {
 	const max = 8 << 20

@@ -23,7 +23,7 @@ func TestWrapSSDFS(t *testing.T) {
 			wrapped := 0
 			opts := Options{WrapSSDFS: func(inner vfs.FS) vfs.FS {
 				wrapped++
-				efs = errorfs.Wrap(inner, errorfs.OnPath("slots-*.dat", errorfs.NoSpace(0)))
+				efs = errorfs.Wrap(inner, errorfs.OnPath("pages-*.dat", errorfs.NoSpace(0)))
 				return efs
 			}}
 			r := start(t, cfg, opts)
@@ -31,15 +31,17 @@ func TestWrapSSDFS(t *testing.T) {
 				t.Fatalf("WrapSSDFS called %d times, want 1", wrapped)
 			}
 			p := pool(t, r.n.Addr())
-			const n = 40 // RAM holds 16: at least 24 demotions
+			// RAM holds 16 blocks of 64 KiB (with their keys, in its 4 KiB
+			// chunks): at least 24 demotions.
+			const n, size = 40, 64<<10 - 128
 			for i := range uint64(n) {
-				if err := p.Put(ctx, i, payload(i, 1000)); err != nil {
+				if err := p.Put(ctx, i, payload(i, size)); err != nil {
 					t.Fatalf("put %d: %v", i, err)
 				}
 			}
 			for i := uint64(n - 8); i < n; i++ {
 				got, _, err := p.Get(ctx, i, nil)
-				if err != nil || string(got) != string(payload(i, 1000)) {
+				if err != nil || string(got) != string(payload(i, size)) {
 					t.Fatalf("get %d from RAM on a full disk: %v", i, err)
 				}
 			}

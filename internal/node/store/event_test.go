@@ -158,7 +158,7 @@ func TestEventsSSD(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("events %+v, want %+v", got, want)
 	}
-	sw := errorfs.NewSwitch(errorfs.OnPath("slots-*", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(3))))
+	sw := errorfs.NewSwitch(errorfs.OnPath("pages-*", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(3))))
 	efs.SetInjector(sw)
 	sw.Set(true)
 	if _, _, _, err := s.Get(ctx, key(2), nil); !errors.Is(err, kvpool.ErrCorrupt) {

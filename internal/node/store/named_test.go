@@ -17,7 +17,7 @@ import (
 // rewrites of internal/tier/ram and internal/tier/ssd). The tiers before
 // them index by tenant and ID only, so two names with one ID overwrite
 // each other there.
-const tiersKeepNames = false // ISSUE15-MERGE: set true when the ram and ssd rewrites are merged
+const tiersKeepNames = true
 
 // TestNamedCollision: two named keys that share an ID (constructed
 // directly, as if their names hashed alike) and a chain key with that ID

@@ -231,7 +231,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.SSD != nil {
 		so := *opts.SSD
 		so.OnRemove = s.onSSDRemove
-		// ISSUE15-MERGE (ssd): so.MaxObjectSize = s.maxObject
+		if so.MaxObjectSize == 0 {
+			// The store's limit, or what the SSD tier can hold if less
+			// (a larger object then stays in RAM or is dropped when RAM
+			// evicts it).
+			so.MaxObjectSize = min(s.maxObject, ssd.CapacityPayload(so.CapacityBytes))
+		}
 		t, err := ssd.Open(ctx, so)
 		if err != nil {
 			r.Close()
@@ -592,26 +597,31 @@ func (s *Store) Acquire(ctx context.Context, k block.Key) (Ref, error) {
 		s.c.misses.Add(1)
 		return Ref{}, fmt.Errorf("store: acquire %s: %w", k, kvpool.ErrNotFound)
 	}
-	if !s.zeroCopySSD {
-		// A verified read: the SSD tier checks header and checksum and
-		// drops a corrupt slot, so the node never sends a bad copy.
-		bp := s.bufs.Get().(*[]byte)
-		p, sum, err := s.ssd.Get(ctx, k, (*bp)[:0])
-		if err != nil {
-			s.bufs.Put(bp)
+	if s.zeroCopySSD {
+		f, off, n, sum, rel, err := s.ssd.Section(k)
+		if err == nil {
+			s.ssdHit(k)
+			return Ref{From: InSSD, File: f, Off: off, Len: n, Sum: sum, release: rel}, nil
+		}
+		if !errors.Is(err, ssd.ErrFragmented) {
 			return Ref{}, s.ssdMiss(k, "acquire", err)
 		}
-		s.ssdHit(k)
-		var once sync.Once
-		release := func() { once.Do(func() { *bp = p[:0]; s.bufs.Put(bp) }) }
-		return Ref{From: InSSD, Payload: tier.Segments{p}, Len: len(p), Sum: sum, release: release}, nil
+		// Not in one run of adjacent pages: no single file section to
+		// send, so read it (verified) like the copying path.
 	}
-	f, off, n, sum, rel, err := s.ssd.Section(k)
+	// A verified read: the SSD tier checks the head entry, the stored
+	// name and the checksum and drops a corrupt copy, so the node never
+	// sends a bad one.
+	bp := s.bufs.Get().(*[]byte)
+	out, sum, err := s.ssd.Get(ctx, k, (*bp)[:0])
 	if err != nil {
+		s.bufs.Put(bp)
 		return Ref{}, s.ssdMiss(k, "acquire", err)
 	}
 	s.ssdHit(k)
-	return Ref{From: InSSD, File: f, Off: off, Len: n, Sum: sum, release: rel}, nil
+	var once sync.Once
+	release := func() { once.Do(func() { *bp = out[:0]; s.bufs.Put(bp) }) }
+	return Ref{From: InSSD, Payload: tier.Segments{out}, Len: len(out), Sum: sum, release: release}, nil
 }
 
 // Touch records an access to k's RAM copy with the RAM tier's eviction

@@ -28,15 +28,16 @@ var ctx = context.Background()
 
 func key(id uint64) block.Key { return block.Key{Tenant: "ten", ID: id} }
 
-// ssdOpts is an SSD tier of n slots of bs bytes on fs that evicts only
-// when full, one block at a time.
+// ssdOpts is an SSD tier with room for n objects of up to bs bytes on fs
+// (and at most n objects) that evicts only when full, one block at a time.
 func ssdOpts(fs vfs.FS, bs, n int) *ssd.Options {
 	return &ssd.Options{
 		Dir:           "/ssd",
 		FS:            fs,
 		BlockSize:     bs,
 		CapacityBytes: int64(n) * ssd.SlotSize(bs),
-		SlotsPerFile:  16,
+		MaxObjects:    n,
+		PagesPerFile:  16,
 		Sync:          ssd.SyncNone,
 		HighWatermark: 1,
 		LowWatermark:  1,
@@ -462,7 +463,7 @@ func TestBitFlip(t *testing.T) {
 	for i := range uint64(n) {
 		put(t, s, key(i), tiertest.Payload(i, 1, bs))
 	}
-	sw := errorfs.NewSwitch(errorfs.OnPath("slots-*", errorfs.OnOps(errorfs.OpRead, errorfs.Probability(0.3, 5, errorfs.BitFlip(3)))))
+	sw := errorfs.NewSwitch(errorfs.OnPath("pages-*", errorfs.OnOps(errorfs.OpRead, errorfs.Probability(0.3, 5, errorfs.BitFlip(3)))))
 	efs.SetInjector(sw)
 	sw.Set(true)
 	corrupt := 0
@@ -659,6 +660,47 @@ func TestWriteAroundReplacesPinned(t *testing.T) {
 	mustGet(t, s, key(1), []byte("new"))
 }
 
+// TestAcquireSSDFragmented: with ZeroCopySSD, an SSD object whose pages
+// are not adjacent cannot be one file section; Acquire reads it (verified)
+// instead, and still hands out a section for an object in one run.
+func TestAcquireSSDFragmented(t *testing.T) {
+	const bs = 4096
+	o := testOpts(bs, 2, vfs.NewMem(), 64)
+	o.SSD.CapacityBytes = 64 * (ssd.PageSize + 64) // 64 pages
+	o.SSD.MaxObjects = 0
+	o.SSD.MaxObjectSize = 8 * ssd.PageSize
+	o.Promotion.Off = true
+	o.ZeroCopySSD = true
+	s := mustOpen(t, o)
+	// Fill the SSD tier with one-page objects and free every other page.
+	for i := range uint64(64) {
+		p := []byte{byte(i)}
+		if err := s.ssd.Put(ctx, key(100+i), p, block.Checksum(key(100+i), p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := uint64(0); i < 64; i += 2 {
+		if err := s.ssd.Delete(ctx, key(100+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := block.Named("ten", "fragmented")
+	p := tiertest.Payload(1, 1, 5*ssd.PageSize)
+	if err := s.ssd.Put(ctx, k, p, block.Checksum(k, p)); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := s.Acquire(ctx, k)
+	if err != nil || ref.From != InSSD || ref.File != nil || !bytes.Equal(ref.Payload.AppendTo(nil), p) || ref.Sum != block.Checksum(k, p) {
+		t.Fatalf("Acquire of a fragmented SSD object: from %v, file %v, %d bytes, %v; want its bytes, read", ref.From, ref.File != nil, ref.Len, err)
+	}
+	ref.Release()
+	ref, err = s.Acquire(ctx, key(101)) // one page: a section
+	if err != nil || ref.File == nil || ref.Len != 1 {
+		t.Fatalf("Acquire of a one-page SSD object: file %v, %d bytes, %v; want a section", ref.File != nil, ref.Len, err)
+	}
+	ref.Release()
+}
+
 // TestAcquireSSDVerified: by default Acquire of an SSD block reads and
 // verifies it, so a flipped bit is a counted miss and the copy is dropped
 // on the node; with ZeroCopySSD it hands out the file region unread.
@@ -686,17 +728,33 @@ func TestAcquireSSDVerified(t *testing.T) {
 			}
 			ref.Release()
 
-			efs.SetInjector(errorfs.OnPath("slots-*", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(9))))
-			ref, err = s.Acquire(ctx, key(1))
-			efs.SetInjector(nil)
 			if zeroCopy {
-				// Unread: the flip is the receiver's to catch (it verifies Sum).
+				// The payload is unread: a flip in it is the receiver's to
+				// catch (it verifies Sum).
+				efs.SetInjector(errorfs.OnPath("pages-*", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(9))))
+				ref, err = s.Acquire(ctx, key(1))
+				efs.SetInjector(nil)
 				if err != nil {
 					t.Fatalf("zero-copy Acquire: %v", err)
 				}
 				ref.Release()
+				// The head entry (which holds the short key of a 4 KiB
+				// block) is read back and compared, so a flip there is a
+				// corrupt miss.
+				efs.SetInjector(errorfs.OnPath("pages.tbl", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(9))))
+				ref, err = s.Acquire(ctx, key(1))
+				efs.SetInjector(nil)
+				if err == nil {
+					ref.Release()
+				}
+				if !errors.Is(err, kvpool.ErrNotFound) || !strings.Contains(err.Error(), "failed verification") || s.Contains(key(1)) {
+					t.Fatalf("zero-copy Acquire with a flipped head entry: %v (present %v); want a corrupt miss", err, s.Contains(key(1)))
+				}
 				return
 			}
+			efs.SetInjector(errorfs.OnPath("pages-*", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(9))))
+			ref, err = s.Acquire(ctx, key(1))
+			efs.SetInjector(nil)
 			if !errors.Is(err, kvpool.ErrCorrupt) || ref.Payload != nil {
 				t.Fatalf("Acquire of a flipped SSD block = %v with %d bytes; want a corrupt miss", err, len(ref.Payload))
 			}

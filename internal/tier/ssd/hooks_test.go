@@ -42,7 +42,7 @@ func (r *removals) take() []Removed {
 func TestOnRemove(t *testing.T) {
 	t.Run("eviction", func(t *testing.T) {
 		rec := &removals{t: t}
-		o := testOptions(vfs.NewMem(), 4096, 100, SyncNone) // 0.95 / 0.90
+		o := pageOptions(vfs.NewMem(), 100, SyncNone) // 0.95 / 0.90
 		o.OnRemove = rec.hook
 		tr := mustOpen(t, o)
 		rec.tr = tr
@@ -82,7 +82,7 @@ func TestOnRemove(t *testing.T) {
 		closeChecked(t, tr)
 		k := key(7)
 		put(t, tr, k, tiertest.Payload(7, 1, 4096))
-		sw := errorfs.NewSwitch(errorfs.OnPath("slots-*", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(3))))
+		sw := errorfs.NewSwitch(errorfs.OnPath("pages-*", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(3))))
 		efs.SetInjector(sw)
 		sw.Set(true)
 		if _, _, err := tr.Get(ctx, k, nil); !errors.Is(err, kvpool.ErrCorrupt) {

@@ -17,107 +17,198 @@ import (
 	"github.com/kvpool/kvpool/internal/vfs"
 )
 
-// Slot layout. A slot is a header region followed by a payload region:
+// On-disk layout (format 2).
 //
-//	[0, 4096)            header (headerLen bytes used, the rest zero)
-//	[4096, 4096+P)       payload, P = BlockSize rounded up to 4096
+// Data: preallocated page files pages-NNN.dat of PagesPerFile pages of
+// PageSize bytes; page p is at offset (p % PagesPerFile) * PageSize of
+// file p / PagesPerFile. An object is a record
 //
-// Header fields, little endian:
+//	[tenant][name][payload]
 //
-//	0   magic        u32  headerMagic; 0 means "no block" (invalidated)
-//	4   version      u16  formatVersion
-//	6   tenant len   u8
-//	7   reserved     u8   0
-//	8   slot         u32  the slot's own number (catches misplaced I/O)
-//	12  payload len  u32
-//	16  key id       u64
-//	24  generation   u64  tier-wide, increasing per put
-//	32  payload sum  u32  block.Checksum(key, payload)
-//	36  tenant       [64]byte, zero padded
-//	100 header CRC   u32  CRC-32C of bytes [0, 100)
+// laid over a chain of pages: byte j of the record is at byte j % PageSize
+// of the chain's page j / PageSize. The chain's pages need not be adjacent.
+// When putting the tenant and name in front of the payload would cost a
+// page more than the payload alone (a payload that fills its last page:
+// a 32 KiB block would take 9 pages, not 8) and they fit in the head
+// entry's key area (keyArea bytes), they go there instead and the record
+// is the payload alone.
 //
-// A put writes the payload first and the header last: the header is the
-// commit record, and the header CRC plus the payload checksum detect a
-// write torn anywhere or reordered by the device.
+// Side table: pages.tbl holds one entry of entrySize bytes per page, entry
+// p at offset p*entrySize. Fields, little endian:
+//
+//	0   magic        u32  entryMagic; 0 means "page holds nothing"
+//	4   kind         u8   kindHead or kindCont
+//	5   tenant len   u8   (head)
+//	6   name len     u16  (head)
+//	8   generation   u64  the record's: tier-wide, increasing per put
+//	16  next page    u32  the chain's next page, noPage at the end
+//	20  head page    u32  (continuation) the record's first page
+//	    payload len  u32  (head)
+//	24  seq          u32  (continuation) this page's position in the chain
+//	    payload sum  u32  (head) block.Checksum(key, payload)
+//	28  key id       u64  (head)
+//	36  flags        u8   (head) flagKeyInEntry: tenant and name are in the key area
+//	37  key area     [23]byte (head) tenant and name (flagKeyInEntry), or
+//	                 block.KeySum(key) u32 (they are in the data, checked at scan)
+//	60  entry CRC    u32  CRC-32C of the page number (u32) then bytes [0, 60):
+//	                 an entry written at another page's place fails it
+//
+// A put writes the data pages, then the continuation entries, then the
+// head entry: the head entry is the commit record. At Open a head counts
+// only when every page of its chain has an entry with the head's
+// generation, head page and position, and its tenant and name (and,
+// verifying, the payload checksum) read back.
 const (
-	headerSize    = vfs.DirectIOAlign
-	headerLen     = 104
-	headerMagic   = 0x4b565342 // "BSVK" little endian: kvpool SSD block
-	formatVersion = 1
+	// PageSize is the unit of allocation and of O_DIRECT I/O.
+	PageSize = vfs.DirectIOAlign
+	// entrySize is one side-table entry: 64 bytes per 4 KiB page, 1.6%.
+	entrySize      = 64
+	keyArea        = 60 - 37
+	entryMagic     = 0x4b565350 // "PSVK" little endian: kvpool SSD page
+	kindHead       = 1
+	kindCont       = 2
+	flagKeyInEntry = 1
+	noPage         = ^uint32(0)
+	formatVersion  = 2
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// header is a decoded slot header.
-type header struct {
-	slot uint32
-	key  block.Key
-	n    uint32
-	sum  uint32
-	gen  uint64
+// entry is a decoded side-table entry.
+type entry struct {
+	kind   uint8
+	tl     uint8
+	nl     uint16
+	gen    uint64
+	head   uint32 // the head's own page for a head entry
+	next   uint32
+	seq    uint32 // 0 for a head entry
+	n      uint32
+	sum    uint32
+	id     uint64
+	inKey  bool   // tenant and name are in key, not in the data
+	key    string // tenant then name (inKey)
+	keySum uint32 // block.KeySum of the key (!inKey)
+	pages  uint32 // derived: the chain's length
+	page   uint32 // derived: the entry's own page
 }
 
-// encode writes h into b[:headerLen].
-func (h *header) encode(b []byte) {
-	b = b[:headerLen]
+// prefixLen is the number of record bytes in front of the payload.
+func (e *entry) prefixLen() int {
+	if e.inKey {
+		return 0
+	}
+	return int(e.tl) + int(e.nl)
+}
+
+func entryCRC(b []byte, p uint32) uint32 {
+	var pb [4]byte
+	binary.LittleEndian.PutUint32(pb[:], p)
+	return crc32.Update(crc32.Checksum(pb[:], castagnoli), castagnoli, b[:60])
+}
+
+// encode writes e, the entry of page e.page, into b[:entrySize].
+func (e *entry) encode(b []byte) {
+	b = b[:entrySize]
 	clear(b)
-	binary.LittleEndian.PutUint32(b[0:], headerMagic)
-	binary.LittleEndian.PutUint16(b[4:], formatVersion)
-	b[6] = byte(len(h.key.Tenant))
-	binary.LittleEndian.PutUint32(b[8:], h.slot)
-	binary.LittleEndian.PutUint32(b[12:], h.n)
-	binary.LittleEndian.PutUint64(b[16:], h.key.ID)
-	binary.LittleEndian.PutUint64(b[24:], h.gen)
-	binary.LittleEndian.PutUint32(b[32:], h.sum)
-	copy(b[36:36+block.MaxTenantLen], h.key.Tenant)
-	binary.LittleEndian.PutUint32(b[100:], crc32.Checksum(b[:100], castagnoli))
+	binary.LittleEndian.PutUint32(b[0:], entryMagic)
+	b[4] = e.kind
+	binary.LittleEndian.PutUint64(b[8:], e.gen)
+	binary.LittleEndian.PutUint32(b[16:], e.next)
+	if e.kind == kindHead {
+		b[5] = e.tl
+		binary.LittleEndian.PutUint16(b[6:], e.nl)
+		binary.LittleEndian.PutUint32(b[20:], e.n)
+		binary.LittleEndian.PutUint32(b[24:], e.sum)
+		binary.LittleEndian.PutUint64(b[28:], e.id)
+		if e.inKey {
+			b[36] = flagKeyInEntry
+			copy(b[37:60], e.key)
+		} else {
+			binary.LittleEndian.PutUint32(b[37:], e.keySum)
+		}
+	} else {
+		binary.LittleEndian.PutUint32(b[20:], e.head)
+		binary.LittleEndian.PutUint32(b[24:], e.seq)
+	}
+	binary.LittleEndian.PutUint32(b[60:], entryCRC(b, e.page))
 }
 
-// errEmptySlot marks a header region that holds no block.
-var errEmptySlot = errors.New("empty slot")
+// errEmpty marks an entry that holds nothing.
+var errEmpty = errors.New("empty entry")
 
-// decodeHeader parses the header of slot from b. It returns errEmptySlot
-// for an invalidated or never-written slot and a descriptive error for a
-// torn or corrupt header.
-func decodeHeader(b []byte, slot uint32, blockSize int) (header, error) {
-	if len(b) < headerLen {
-		return header{}, fmt.Errorf("header: %d bytes, want %d", len(b), headerLen)
+// decodeEntry parses the entry of page p from b. It returns errEmpty for
+// an invalidated or never-written entry and a descriptive error for a torn
+// or corrupt one.
+func decodeEntry(b []byte, p uint32) (entry, error) {
+	if len(b) < entrySize {
+		return entry{}, fmt.Errorf("entry: %d bytes, want %d", len(b), entrySize)
 	}
 	magic := binary.LittleEndian.Uint32(b[0:])
 	if magic == 0 {
-		return header{}, errEmptySlot
+		return entry{}, errEmpty
 	}
-	if magic != headerMagic {
-		return header{}, fmt.Errorf("header: bad magic %#08x", magic)
+	if magic != entryMagic {
+		return entry{}, fmt.Errorf("entry: bad magic %#08x", magic)
 	}
-	if want, got := crc32.Checksum(b[:100], castagnoli), binary.LittleEndian.Uint32(b[100:]); want != got {
-		return header{}, fmt.Errorf("header: CRC %08x, computed %08x", got, want)
+	if want, got := entryCRC(b, p), binary.LittleEndian.Uint32(b[60:]); want != got {
+		return entry{}, fmt.Errorf("entry: CRC %08x, computed %08x for page %d", got, want, p)
 	}
-	if v := binary.LittleEndian.Uint16(b[4:]); v != formatVersion {
-		return header{}, fmt.Errorf("header: format version %d, want %d", v, formatVersion)
+	e := entry{
+		kind: b[4],
+		gen:  binary.LittleEndian.Uint64(b[8:]),
+		next: binary.LittleEndian.Uint32(b[16:]),
+		page: p,
 	}
-	tl := int(b[6])
-	if tl > block.MaxTenantLen {
-		return header{}, fmt.Errorf("header: tenant length %d over %d", tl, block.MaxTenantLen)
+	switch e.kind {
+	case kindCont:
+		e.head = binary.LittleEndian.Uint32(b[20:])
+		e.seq = binary.LittleEndian.Uint32(b[24:])
+		return e, nil
+	case kindHead:
+	default:
+		return entry{}, fmt.Errorf("entry: kind %d", e.kind)
 	}
-	h := header{
-		slot: binary.LittleEndian.Uint32(b[8:]),
-		n:    binary.LittleEndian.Uint32(b[12:]),
-		key:  block.Key{ID: binary.LittleEndian.Uint64(b[16:]), Tenant: string(b[36 : 36+tl])},
-		gen:  binary.LittleEndian.Uint64(b[24:]),
-		sum:  binary.LittleEndian.Uint32(b[32:]),
-	}
+	e.head = p
+	e.tl = b[5]
+	e.nl = binary.LittleEndian.Uint16(b[6:])
+	e.n = binary.LittleEndian.Uint32(b[20:])
+	e.sum = binary.LittleEndian.Uint32(b[24:])
+	e.id = binary.LittleEndian.Uint64(b[28:])
+	e.inKey = b[36]&flagKeyInEntry != 0
+	kl := int(e.tl) + int(e.nl)
 	switch {
-	case h.slot != slot:
-		return header{}, fmt.Errorf("header: names slot %d", h.slot)
-	case int64(h.n) > int64(blockSize):
-		return header{}, fmt.Errorf("header: payload length %d over block size %d", h.n, blockSize)
+	case int(e.tl) > block.MaxTenantLen:
+		return entry{}, fmt.Errorf("entry: tenant length %d over %d", e.tl, block.MaxTenantLen)
+	case int(e.nl) > block.MaxNameLen:
+		return entry{}, fmt.Errorf("entry: name length %d over %d", e.nl, block.MaxNameLen)
+	case e.inKey && kl > keyArea:
+		return entry{}, fmt.Errorf("entry: key of %d bytes in a key area of %d", kl, keyArea)
 	}
-	if err := h.key.Validate(); err != nil {
-		return header{}, fmt.Errorf("header: %w", err)
+	if e.inKey {
+		e.key = string(b[37 : 37+kl])
+	} else {
+		e.keySum = binary.LittleEndian.Uint32(b[37:])
 	}
-	return h, nil
+	e.pages = uint32(pagesFor(e.prefixLen() + int(e.n)))
+	return e, nil
 }
+
+// keyInEntry reports whether k's tenant and name go in the head entry of
+// an object of n payload bytes (see the layout above): only when they do
+// not fit in front of the payload without an extra page, and fit in the
+// key area.
+func keyInEntry(k block.Key, n int) bool {
+	kl := len(k.Tenant) + len(k.Name)
+	return kl > 0 && kl <= keyArea && pagesFor(kl+n) > pagesFor(n)
+}
+
+// keyBytes returns k's tenant then name.
+func keyBytes(k block.Key) string { return k.Tenant + k.Name }
+
+// pagesFor is the number of pages a record of n bytes occupies (at least
+// one: the head entry needs a page even for an empty record).
+func pagesFor(n int) int { return max(1, (n+PageSize-1)/PageSize) }
 
 // alignedBuf returns n bytes whose address is a multiple of
 // vfs.DirectIOAlign, as O_DIRECT requires.
@@ -130,25 +221,29 @@ func alignedBuf(n int) []byte {
 	return b[skip : skip+n : skip+n]
 }
 
-// The geometry file records what the slot files were formatted with, so
-// that reopening a directory with another BlockSize or SlotsPerFile fails
-// clearly instead of reading every slot at the wrong offset.
+// The geometry file records the format and what the page files were
+// formatted with, so that reopening a directory of another format or
+// PagesPerFile fails clearly instead of reading every page at the wrong
+// offset. The capacity may change between runs: page files beyond it are
+// removed and the records that lose a page are dropped at the scan.
 const (
 	geometryFile  = "ssd.geometry"
-	slotFilePref  = "slots-"
-	slotFileSuff  = ".dat"
+	pageFilePref  = "pages-"
+	pageFileSuff  = ".dat"
+	tableFile     = "pages.tbl"
 	geometryMagic = "kvpool-ssd"
+	oldSlotPref   = "slots-" // format 1's slot files
 )
 
-func slotFileName(i int) string { return fmt.Sprintf("%s%03d%s", slotFilePref, i, slotFileSuff) }
+func pageFileName(i int) string { return fmt.Sprintf("%s%03d%s", pageFilePref, i, pageFileSuff) }
 
-// parseSlotFileName returns the index of a slot file name.
-func parseSlotFileName(name string) (int, bool) {
-	s, ok := strings.CutPrefix(name, slotFilePref)
+// parsePageFileName returns the index of a page file name.
+func parsePageFileName(name string) (int, bool) {
+	s, ok := strings.CutPrefix(name, pageFilePref)
 	if !ok {
 		return 0, false
 	}
-	s, ok = strings.CutSuffix(s, slotFileSuff)
+	s, ok = strings.CutSuffix(s, pageFileSuff)
 	if !ok {
 		return 0, false
 	}
@@ -158,32 +253,41 @@ func parseSlotFileName(name string) (int, bool) {
 
 type geometry struct {
 	version      int
-	blockSize    int
-	slotsPerFile int
+	pageSize     int
+	pagesPerFile int
 }
 
 func (g geometry) encode() []byte {
-	return fmt.Appendf(nil, "%s %d\nblock_size %d\nslots_per_file %d\n", geometryMagic, g.version, g.blockSize, g.slotsPerFile)
+	return fmt.Appendf(nil, "%s %d\npage_size %d\npages_per_file %d\n", geometryMagic, g.version, g.pageSize, g.pagesPerFile)
 }
 
+// parseGeometry parses a geometry file. A file of another format version
+// parses as far as its version, so the caller can say which format the
+// directory holds.
 func parseGeometry(b []byte) (geometry, error) {
 	var g geometry
-	_, err := fmt.Fscanf(bytes.NewReader(b), geometryMagic+" %d\nblock_size %d\nslots_per_file %d\n", &g.version, &g.blockSize, &g.slotsPerFile)
-	if err != nil {
+	r := bytes.NewReader(b)
+	if _, err := fmt.Fscanf(r, geometryMagic+" %d\n", &g.version); err != nil {
+		return g, fmt.Errorf("parse %q: %w", b, err)
+	}
+	if g.version != formatVersion {
+		return g, nil
+	}
+	if _, err := fmt.Fscanf(r, "page_size %d\npages_per_file %d\n", &g.pageSize, &g.pagesPerFile); err != nil {
 		return g, fmt.Errorf("parse %q: %w", b, err)
 	}
 	return g, nil
 }
 
 // checkGeometry reads dir's geometry file, or writes it when the directory
-// holds no slot files yet.
+// holds no tier files yet.
 func checkGeometry(fs vfs.FS, dir string, want geometry, names []string) error {
 	path := filepath.Join(dir, geometryFile)
 	size, err := fs.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		for _, n := range names {
-			if _, ok := parseSlotFileName(n); ok {
-				return fmt.Errorf("%s holds slot files but no %s: not a kvpool SSD tier, or damaged; use an empty directory", dir, geometryFile)
+			if _, ok := parsePageFileName(n); ok || n == tableFile || strings.HasPrefix(n, oldSlotPref) {
+				return fmt.Errorf("%s holds SSD tier files (%s) but no %s: not a kvpool SSD tier, or damaged; use an empty directory", dir, n, geometryFile)
 			}
 		}
 		return writeGeometry(fs, dir, want)
@@ -204,9 +308,17 @@ func checkGeometry(fs vfs.FS, dir string, want geometry, names []string) error {
 	if err != nil {
 		return fmt.Errorf("read %s: %w", path, err)
 	}
+	if got.version != want.version {
+		what := ""
+		if got.version == 1 {
+			what = " (fixed-size slots)"
+		}
+		return fmt.Errorf("%s holds an SSD tier in on-disk format %d%s; this kvpool writes format %d (variable-size objects in %d-byte pages) and cannot read it: use an empty directory (the blocks in it are lost either way)",
+			dir, got.version, what, want.version, PageSize)
+	}
 	if got != want {
-		return fmt.Errorf("%s was formatted with format %d, block size %d, %d slots per file; the options ask for format %d, block size %d, %d slots per file: use the same options or an empty directory",
-			dir, got.version, got.blockSize, got.slotsPerFile, want.version, want.blockSize, want.slotsPerFile)
+		return fmt.Errorf("%s was formatted with page size %d, %d pages per file; the options ask for page size %d, %d pages per file: use the same options or an empty directory",
+			dir, got.pageSize, got.pagesPerFile, want.pageSize, want.pagesPerFile)
 	}
 	return nil
 }

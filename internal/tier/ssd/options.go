@@ -17,15 +17,15 @@ type SyncMode string
 const (
 	// SyncNone never syncs before a Put returns (only at Close). A crash
 	// may lose any block written since the files were last synced, but
-	// never returns one corrupt: every slot is verified at Open and Get.
+	// never returns one corrupt: every record is verified at Open and Get.
 	SyncNone SyncMode = "none"
 	// SyncBatch is a group commit: a Put (or Delete) returns once an
 	// fsync that started after its writes completed has finished. One
 	// fsync covers every Put that finished writing while the previous one
 	// ran or the batch window (SyncInterval, or SyncEvery puts) was open.
 	SyncBatch SyncMode = "batch"
-	// SyncAlways syncs the slot's file (and any file the Put invalidated a
-	// slot in) before each Put or Delete returns.
+	// SyncAlways syncs the page files the Put wrote and the side table
+	// before each Put or Delete returns.
 	SyncAlways SyncMode = "always"
 )
 
@@ -40,17 +40,25 @@ func ParseSyncMode(s string) (SyncMode, error) {
 
 // Defaults. Each says where its value comes from.
 const (
-	// DefaultBlockSize is the largest payload a slot holds: the top of the
-	// live-run payload range (64–256 KiB per block; docs/design.md, "Scale
-	// model").
+	// DefaultBlockSize is the typical object size the eviction policy is
+	// sized for: the top of the live-run payload range (64–256 KiB per
+	// block; docs/design.md, "Scale model"). It bounds nothing: objects
+	// of any size up to MaxObjectSize are stored.
 	DefaultBlockSize = 256 << 10
-	// DefaultCapacityBytes bounds the slot files' size on disk: small
-	// enough for a laptop run, large enough for ~4k blocks of 256 KiB.
+	// DefaultMaxObjectSize is the largest payload accepted by default:
+	// an LMCache chunk of an 8B model is ~32 MiB (ISSUE 15), with room to
+	// spare.
+	DefaultMaxObjectSize = 64 << 20
+	// MaxObjectSizeLimit is the largest MaxObjectSize accepted: an object
+	// is read and written whole, so a larger one would hold that much
+	// memory per request.
+	MaxObjectSizeLimit = 512 << 20
+	// DefaultCapacityBytes bounds the tier's files on disk: small enough
+	// for a laptop run, large enough for ~4k blocks of 256 KiB.
 	DefaultCapacityBytes = 1 << 30
-	// DefaultSlotsPerFile keeps the file count low (a 1 TiB tier of
-	// 256 KiB blocks is ~4k files) while each file stays quick to
-	// preallocate and scan.
-	DefaultSlotsPerFile = 1024
+	// DefaultPagesPerFile is 65536 pages, 256 MiB per page file: a 1 TiB
+	// tier is 4k files, each quick to preallocate.
+	DefaultPagesPerFile = 1 << 16
 	// DefaultSync is SyncBatch: a restarted node finds the blocks it had
 	// (the point of an SSD tier that survives restarts) for one fsync per
 	// batch rather than one per block.
@@ -64,33 +72,48 @@ const (
 	// batch rarely waits for the interval under load.
 	DefaultSyncEvery = 64
 	// DefaultHighWatermark and DefaultLowWatermark: evict when a put
-	// would take the used share of slots past 95%, down to 90%. These are
+	// would take the used share of pages past 95%, down to 90%. These are
 	// Mooncake master's eviction_high_watermark_ratio (0.95) and
 	// eviction_ratio (0.05) defaults.
 	DefaultHighWatermark = 0.95
 	DefaultLowWatermark  = 0.90
 )
 
-// maxBlockSize keeps payload lengths within the header's 32-bit field and
-// a slot within what one ReadAt can return.
-const maxBlockSize = 1 << 30
+// maxBlockSize bounds BlockSize (a sizing hint) to the largest object.
+const maxBlockSize = MaxObjectSizeLimit
+
+// pageCost is the disk space one page takes: the page and its side-table
+// entry.
+const pageCost = PageSize + entrySize
 
 // Options configure a Tier. The zero value of every field means its
 // default; Dir is required.
 type Options struct {
-	// Dir holds the slot files and the geometry file.
+	// Dir holds the page files, the side table and the geometry file.
 	Dir string
 	// FS is the filesystem (default: the operating system's).
 	FS vfs.FS
-	// BlockSize is the largest payload of a slot (default DefaultBlockSize).
+	// BlockSize is the typical object size the eviction policy is sized
+	// for: the policy's capacity is the high watermark's bytes over
+	// SlotSize(BlockSize) (default DefaultBlockSize). Objects of any size
+	// up to MaxObjectSize are stored.
 	BlockSize int
-	// CapacityBytes bounds the size of the slot files on disk; the tier
-	// has CapacityBytes / SlotSize(BlockSize) slots (default
-	// DefaultCapacityBytes).
+	// MaxObjectSize is the largest payload accepted (default
+	// DefaultMaxObjectSize, or what CapacityBytes holds if that is less;
+	// at most MaxObjectSizeLimit and what CapacityBytes holds). A larger
+	// Put fails with kvpool.ErrTooLarge.
+	MaxObjectSize int
+	// CapacityBytes bounds the tier's files on disk, pages and side table
+	// together: the tier has CapacityBytes / (PageSize + 64) pages
+	// (default DefaultCapacityBytes).
 	CapacityBytes int64
-	// SlotsPerFile is the number of slots in each preallocated slot file
-	// (default DefaultSlotsPerFile).
-	SlotsPerFile int
+	// PagesPerFile is the number of pages in each preallocated page file
+	// (default DefaultPagesPerFile).
+	PagesPerFile int
+	// MaxObjects, when set, bounds the number of resident objects: a put
+	// that would exceed it evicts, like one that would pass the high
+	// watermark (default: no bound but the pages).
+	MaxObjects int
 	// Sync is the durability mode (default DefaultSync).
 	Sync SyncMode
 	// SyncInterval is the longest a SyncBatch batch stays open (default
@@ -99,33 +122,35 @@ type Options struct {
 	// SyncEvery closes a SyncBatch batch once this many puts joined it
 	// (default DefaultSyncEvery).
 	SyncEvery int
-	// HighWatermark and LowWatermark are fractions of the slots: when a
-	// put would take the slots in use past High, blocks are evicted until
+	// HighWatermark and LowWatermark are fractions of the pages: when a
+	// put would take the pages in use past High, objects are evicted until
 	// at most Low are in use (defaults DefaultHighWatermark,
-	// DefaultLowWatermark). Set both to 1 to evict one block per put only
+	// DefaultLowWatermark). Set both to 1 to evict only what a put needs
 	// when the tier is full.
 	HighWatermark, LowWatermark float64
 	// NewEviction builds the eviction policy for a tier of the given
-	// number of slots; the tier drives it, keyed by slot number, under
-	// its lock (default policy.NewLRU).
+	// number of objects of BlockSize; the tier drives it, keyed by object
+	// number, under its lock (default policy.NewLRU).
 	NewEviction func(capacity int) policy.Eviction
-	// DirectIO opens the slot files with O_DIRECT and does all their I/O
-	// with 4096-aligned buffers. Open fails with ErrNoDirectIO where the
-	// platform or filesystem refuses it; the caller decides whether to
-	// retry without (and says so in its startup line).
+	// DirectIO opens the page files with O_DIRECT and does all their I/O
+	// with 4096-aligned buffers (the side table is written buffered and
+	// synced per Sync). Open fails with ErrNoDirectIO where the platform
+	// or filesystem refuses it; the caller decides whether to retry
+	// without (and says so in its startup line).
 	DirectIO bool
 	// SkipScanVerify skips verifying payload checksums during the
-	// start-up scan (headers are always checked; payloads are still
-	// verified on every Get). The default verifies.
+	// start-up scan (side-table entries, chains, tenants and names are
+	// always checked; payloads are still verified on every Get). The
+	// default verifies.
 	SkipScanVerify bool
 	// OnRemove, when set, is called for every block the tier removes on
 	// its own: evicted to make room for a Put, or dropped because a Get
-	// found its slot corrupt or unreadable. It is called after the block
+	// found its pages corrupt or unreadable. It is called after the block
 	// has left the index (Contains reports false), without the tier's
 	// lock held, on the goroutine of the Put or Get, possibly
 	// concurrently; it must be safe for concurrent use and must not block
 	// for long. It is not called for Delete, for a copy replaced by a Put
-	// of the same key, or for the slots the start-up scan drops (they
+	// of the same key, or for the records the start-up scan drops (they
 	// were never in the index). A node uses it to tell its master which
 	// replicas are gone.
 	OnRemove func(Removed)
@@ -138,7 +163,7 @@ type RemoveReason uint8
 const (
 	// RemovedEvicted: the eviction policy chose the block to make room.
 	RemovedEvicted RemoveReason = iota + 1
-	// RemovedCorrupt: a read found the slot corrupt or unreadable.
+	// RemovedCorrupt: a read found the record corrupt or unreadable.
 	RemovedCorrupt
 )
 
@@ -163,14 +188,29 @@ type Removed struct {
 // or the filesystem does not support O_DIRECT.
 var ErrNoDirectIO = errors.New("direct I/O not supported")
 
-// SlotSize is the on-disk size of a slot holding payloads of up to
-// blockSize bytes: a 4 KiB header region plus the payload rounded up to
-// 4 KiB, so that both are aligned for O_DIRECT.
+// SlotSize is the disk space (pages and their side-table entries) an
+// object of payload blockSize bytes takes under a key of the longest
+// tenant and a name of up to 64 bytes: what a caller sizing CapacityBytes
+// for N such objects multiplies by N.
 func SlotSize(blockSize int) int64 {
-	return headerSize + roundUp(int64(blockSize), vfs.DirectIOAlign)
+	return int64(pagesFor(block.MaxTenantLen+64+blockSize)) * pageCost
 }
 
-func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
+// pagesOf is the number of pages the tier has for capacity bytes.
+func pagesOf(capacity int64) int64 { return capacity / pageCost }
+
+// recordLen is the length of the record of a payload of n bytes under k:
+// the payload, after the tenant and name unless they go in the head entry.
+func recordLen(k block.Key, n int) int {
+	if keyInEntry(k, n) {
+		return n
+	}
+	return len(k.Tenant) + len(k.Name) + n
+}
+
+// prefixLen is the number of bytes in front of the payload of an object of
+// n bytes under k.
+func prefixLen(k block.Key, n int) int { return recordLen(k, n) - n }
 
 // Validate reports the first bad field, by name.
 func (o Options) Validate() error {
@@ -182,10 +222,14 @@ func (o Options) Validate() error {
 		return bad("Dir", "empty (the tier needs a directory)")
 	case o.BlockSize < 0 || o.BlockSize > maxBlockSize:
 		return bad("BlockSize", "%d out of range [0, %d]", o.BlockSize, maxBlockSize)
+	case o.MaxObjectSize < 0 || o.MaxObjectSize > MaxObjectSizeLimit:
+		return bad("MaxObjectSize", "%d out of range [0, %d]", o.MaxObjectSize, MaxObjectSizeLimit)
 	case o.CapacityBytes < 0:
 		return bad("CapacityBytes", "%d is negative", o.CapacityBytes)
-	case o.SlotsPerFile < 0:
-		return bad("SlotsPerFile", "%d is negative", o.SlotsPerFile)
+	case o.PagesPerFile < 0:
+		return bad("PagesPerFile", "%d is negative", o.PagesPerFile)
+	case o.MaxObjects < 0:
+		return bad("MaxObjects", "%d is negative", o.MaxObjects)
 	case o.SyncInterval < 0:
 		return bad("SyncInterval", "%v is negative", o.SyncInterval)
 	case o.SyncEvery < 0:
@@ -204,10 +248,32 @@ func (o Options) Validate() error {
 	if d.LowWatermark > d.HighWatermark {
 		return bad("LowWatermark", "%v above HighWatermark %v", d.LowWatermark, d.HighWatermark)
 	}
-	if d.CapacityBytes < SlotSize(d.BlockSize) {
-		return bad("CapacityBytes", "%d holds no slot of %d bytes (BlockSize %d)", d.CapacityBytes, SlotSize(d.BlockSize), d.BlockSize)
+	if pagesOf(d.CapacityBytes) < 1 {
+		return bad("CapacityBytes", "%d holds no page of %d bytes (with its %d-byte side-table entry)", d.CapacityBytes, PageSize, entrySize)
+	}
+	if d.MaxObjectSize > capacityPayload(d.CapacityBytes) {
+		return bad("MaxObjectSize", "%d bytes do not fit in CapacityBytes %d (at most %d with the longest key)", d.MaxObjectSize, d.CapacityBytes, capacityPayload(d.CapacityBytes))
+	}
+	if pagesOf(d.CapacityBytes) > int64(noPage-1) {
+		return bad("CapacityBytes", "%d is %d pages, over the side table's %d", d.CapacityBytes, pagesOf(d.CapacityBytes), noPage-1)
 	}
 	return nil
+}
+
+// CapacityPayload is the largest payload a tier of capacity bytes (0: the
+// default capacity) holds under a key of the longest tenant and name: the
+// most MaxObjectSize may be for that capacity.
+func CapacityPayload(capacity int64) int {
+	if capacity == 0 {
+		capacity = DefaultCapacityBytes
+	}
+	return capacityPayload(capacity)
+}
+
+// capacityPayload is the largest payload a tier of capacity bytes holds
+// under a key of the longest tenant and name.
+func capacityPayload(capacity int64) int {
+	return int(max(0, min(pagesOf(capacity)*PageSize-block.MaxTenantLen-block.MaxNameLen, MaxObjectSizeLimit)))
 }
 
 // withDefaults fills the zero fields.
@@ -221,8 +287,11 @@ func (o Options) withDefaults() Options {
 	if o.CapacityBytes == 0 {
 		o.CapacityBytes = DefaultCapacityBytes
 	}
-	if o.SlotsPerFile == 0 {
-		o.SlotsPerFile = DefaultSlotsPerFile
+	if o.MaxObjectSize == 0 {
+		o.MaxObjectSize = min(DefaultMaxObjectSize, capacityPayload(o.CapacityBytes))
+	}
+	if o.PagesPerFile == 0 {
+		o.PagesPerFile = DefaultPagesPerFile
 	}
 	if o.Sync == "" {
 		o.Sync = DefaultSync

@@ -25,17 +25,28 @@ import (
 
 var ctx = context.Background()
 
-// testOptions: small slots on fs, with n slots, 16 per file.
+// testOptions: room on fs for n objects of blockSize bytes (under keys
+// of up to 64-byte tenants and names), 16 pages per file.
 func testOptions(fs vfs.FS, blockSize, n int, sync SyncMode) Options {
 	return Options{
 		Dir:           "/ssd",
 		FS:            fs,
 		BlockSize:     blockSize,
 		CapacityBytes: int64(n) * SlotSize(blockSize),
-		SlotsPerFile:  16,
+		PagesPerFile:  16,
 		Sync:          sync,
 	}
 }
+
+// pageOptions: a tier of exactly n pages on fs, 16 per file.
+func pageOptions(fs vfs.FS, n int, sync SyncMode) Options {
+	o := testOptions(fs, PageSize, 1, sync)
+	o.CapacityBytes = int64(n) * pageCost
+	return o
+}
+
+// onePage is the largest payload that fills exactly one page under key().
+const onePage = PageSize - len("ten")
 
 func mustOpen(t testing.TB, o Options) *Tier {
 	t.Helper()
@@ -102,10 +113,9 @@ func TestConformance(t *testing.T) {
 				if v.os {
 					fs, dir = vfs.Default(), t.TempDir()
 				}
-				o := testOptions(fs, cfg.BlockSize, cfg.Blocks, v.sync)
+				o := conformanceOptions(fs, cfg, v.sync)
 				o.Dir = dir
 				o.DirectIO = v.direct
-				o.HighWatermark, o.LowWatermark = 1, 1 // hold exactly cfg.Blocks
 				tr, err := Open(ctx, o)
 				if errors.Is(err, ErrNoDirectIO) {
 					t.Skipf("filesystem refuses O_DIRECT: %v", err)
@@ -119,6 +129,20 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// conformanceOptions sizes a tier for a tiertest.Config: room for
+// cfg.Blocks objects of cfg.BlockSize and for one of the largest size
+// accepted, MaxObjects = cfg.Blocks (so that a tier asked for 2 objects
+// evicts at the third, whatever their sizes), watermarks at 1.
+func conformanceOptions(fs vfs.FS, cfg tiertest.Config, sync SyncMode) Options {
+	maxSize := max(cfg.MaxObjectSize, cfg.BlockSize)
+	o := testOptions(fs, cfg.BlockSize, cfg.Blocks, sync)
+	o.CapacityBytes = max(o.CapacityBytes, int64(pagesFor(block.MaxTenantLen+block.MaxNameLen+maxSize))*pageCost)
+	o.MaxObjectSize = maxSize
+	o.MaxObjects = cfg.Blocks
+	o.HighWatermark, o.LowWatermark = 1, 1
+	return o
+}
+
 func TestValidate(t *testing.T) {
 	ok := Options{Dir: "/d"}
 	tests := []struct {
@@ -129,8 +153,12 @@ func TestValidate(t *testing.T) {
 		{"BlockSize", func(o *Options) { o.BlockSize = -1 }},
 		{"BlockSize", func(o *Options) { o.BlockSize = 2 << 30 }},
 		{"CapacityBytes", func(o *Options) { o.CapacityBytes = -5 }},
-		{"CapacityBytes", func(o *Options) { o.BlockSize, o.CapacityBytes = 8192, 8192 }},
-		{"SlotsPerFile", func(o *Options) { o.SlotsPerFile = -1 }},
+		{"CapacityBytes", func(o *Options) { o.CapacityBytes = 4096 }},
+		{"MaxObjectSize", func(o *Options) { o.MaxObjectSize = MaxObjectSizeLimit + 1 }},
+		{"MaxObjectSize", func(o *Options) { o.MaxObjectSize = -1 }},
+		{"MaxObjectSize", func(o *Options) { o.MaxObjectSize, o.CapacityBytes = 1<<20, 1<<20 }},
+		{"PagesPerFile", func(o *Options) { o.PagesPerFile = -1 }},
+		{"MaxObjects", func(o *Options) { o.MaxObjects = -1 }},
 		{"Sync", func(o *Options) { o.Sync = "sometimes" }},
 		{"SyncInterval", func(o *Options) { o.SyncInterval = -time.Second }},
 		{"SyncEvery", func(o *Options) { o.SyncEvery = -1 }},
@@ -159,25 +187,56 @@ func TestValidate(t *testing.T) {
 
 func TestGeometryMismatch(t *testing.T) {
 	fs := vfs.NewMem()
-	tr := mustOpen(t, testOptions(fs, 4096, 32, SyncNone))
+	tr := mustOpen(t, pageOptions(fs, 32, SyncNone))
 	put(t, tr, key(1), []byte("x"))
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(ctx, testOptions(fs, 8192, 32, SyncNone))
-	if err == nil || !strings.Contains(err.Error(), "block size 4096") {
-		t.Fatalf("reopen with another block size: %v, want an error naming the block sizes", err)
+	o := pageOptions(fs, 32, SyncNone)
+	o.PagesPerFile = 8
+	_, err := Open(ctx, o)
+	if err == nil || !strings.Contains(err.Error(), "16 pages per file") || !strings.Contains(err.Error(), "empty directory") {
+		t.Fatalf("reopen with another PagesPerFile: %v, want an error naming both and the way out", err)
 	}
-	// A smaller capacity is fine: the slots beyond it are dropped.
-	tr = mustOpen(t, testOptions(fs, 4096, 20, SyncNone))
+	// A smaller capacity is fine: the pages beyond it are dropped.
+	tr = mustOpen(t, pageOptions(fs, 20, SyncNone))
 	closeChecked(t, tr)
 	mustGet(t, tr, key(1), []byte("x"))
 	names, _ := fs.ReadDir("/ssd")
-	if want := []string{"slots-000.dat", "slots-001.dat", "ssd.geometry"}; fmt.Sprint(names) != fmt.Sprint(want) {
+	if want := []string{"pages-000.dat", "pages-001.dat", "pages.tbl", "ssd.geometry"}; fmt.Sprint(names) != fmt.Sprint(want) {
 		t.Errorf("files %v, want %v", names, want)
 	}
-	if sz, _ := fs.Stat("/ssd/slots-001.dat"); sz != 4*SlotSize(4096) {
-		t.Errorf("last file %d bytes, want %d", sz, 4*SlotSize(4096))
+	if sz, _ := fs.Stat("/ssd/pages-001.dat"); sz != 4*PageSize {
+		t.Errorf("last file %d bytes, want %d", sz, 4*PageSize)
+	}
+	if sz, _ := fs.Stat("/ssd/pages.tbl"); sz != 20*entrySize {
+		t.Errorf("side table %d bytes, want %d", sz, 20*entrySize)
+	}
+}
+
+// TestOldFormatRefused: a directory of the fixed-slot format (1) is
+// refused with an error that says so and what to do; so is one holding
+// tier files without a geometry file.
+func TestOldFormatRefused(t *testing.T) {
+	write := func(fs vfs.FS, name, data string) {
+		f, err := fs.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteAt([]byte(data), 0)
+		f.Close()
+	}
+	fs := vfs.NewMem()
+	fs.MkdirAll("/ssd", 0o755)
+	write(fs, "/ssd/ssd.geometry", "kvpool-ssd 1\nblock_size 262144\nslots_per_file 1024\n")
+	write(fs, "/ssd/slots-000.dat", "old")
+	_, err := Open(ctx, pageOptions(fs, 32, SyncNone))
+	if err == nil || !strings.Contains(err.Error(), "format 1") || !strings.Contains(err.Error(), "use an empty directory") {
+		t.Fatalf("Open of a format-1 directory: %v, want an error naming the format and the way out", err)
+	}
+	fs.Remove("/ssd/ssd.geometry")
+	if _, err := Open(ctx, pageOptions(fs, 32, SyncNone)); err == nil || !strings.Contains(err.Error(), "empty directory") {
+		t.Fatalf("Open of slot files without geometry: %v", err)
 	}
 }
 
@@ -191,26 +250,17 @@ func TestBitFlip(t *testing.T) {
 				t.Skip("no O_DIRECT")
 			}
 			efs := errorfs.Wrap(vfs.NewMem(), nil)
-			o := testOptions(efs, 4096, 256, SyncNone)
+			o := pageOptions(efs, 256, SyncNone)
 			o.DirectIO = direct
 			tr := mustOpen(t, o)
 			closeChecked(t, tr)
 			const n = 200
 			for i := range uint64(n) {
-				put(t, tr, key(i), tiertest.Payload(i, 1, 4096))
+				put(t, tr, key(i), tiertest.Payload(i, 1, onePage))
 			}
-			// Flip bits only where a Get looks: with O_DIRECT it also reads
-			// the unused rest of the 4 KiB header region, whose bytes mean
-			// nothing. (Payloads fill their region, so have no padding.)
-			flips := errorfs.BitFlip(11)
-			checked := errorfs.InjectorFunc(func(op errorfs.Op) errorfs.Fault {
-				f := flips.Inject(op)
-				if r := f.Off % SlotSize(4096); f.Kind == errorfs.FaultBitFlip && r >= headerLen && r < headerSize {
-					return errorfs.Fault{}
-				}
-				return f
-			})
-			sw := errorfs.NewSwitch(errorfs.OnPath("slots-*", errorfs.OnOps(errorfs.OpRead, errorfs.Probability(0.2, 7, checked))))
+			// Records fill their page, so every bit a Get reads matters:
+			// of the page files and of the side table.
+			sw := errorfs.NewSwitch(errorfs.OnOps(errorfs.OpRead, errorfs.Probability(0.2, 7, errorfs.BitFlip(11))))
 			efs.SetInjector(sw)
 			sw.Set(true)
 			corrupt := 0
@@ -225,7 +275,7 @@ func TestBitFlip(t *testing.T) {
 					t.Fatalf("Get %d returned bytes with ErrCorrupt", i)
 				case !flipped && err != nil:
 					t.Fatalf("Get %d without a flip: %v", i, err)
-				case !flipped && !bytes.Equal(got, tiertest.Payload(i, 1, 4096)):
+				case !flipped && !bytes.Equal(got, tiertest.Payload(i, 1, onePage)):
 					t.Fatalf("Get %d: wrong bytes", i)
 				}
 				if flipped {
@@ -264,15 +314,15 @@ func TestTornWriteRestart(t *testing.T) {
 	const n = 1200
 	mem := vfs.NewMem()
 	efs := errorfs.Wrap(mem, nil)
-	o := testOptions(efs, 4096, n+100, SyncBatch)
-	o.SlotsPerFile = 256
+	o := pageOptions(efs, n+100, SyncBatch)
+	o.PagesPerFile = 256
 	tr := mustOpen(t, o)
 	for i := range uint64(n) {
-		put(t, tr, key(i), tiertest.Payload(i, 1, 4096))
+		put(t, tr, key(i), tiertest.Payload(i, 1, onePage))
 	}
-	// The next put: its payload write goes through, its header write is
-	// cut short at 50 bytes, and the "power" is gone for every later write
-	// (so the put cannot clean up after itself).
+	// The next put (one page): its data write goes through, its head
+	// entry write is cut short at 50 bytes, and the "power" is gone for
+	// every later write (so the put cannot clean up after itself).
 	efs.SetInjector(errorfs.OnOps(errorfs.OpWrite, errorfs.Any(
 		errorfs.Nth(2, errorfs.InjectorFunc(func(op errorfs.Op) errorfs.Fault {
 			return errorfs.Fault{Kind: errorfs.FaultShortWrite, N: 50}
@@ -280,7 +330,7 @@ func TestTornWriteRestart(t *testing.T) {
 		errorfs.From(2, errorfs.Fail(nil)), // sees only the writes Nth passed over
 	)))
 	torn := key(n)
-	p := tiertest.Payload(n, 1, 4096)
+	p := tiertest.Payload(n, 1, onePage)
 	if err := tr.Put(ctx, torn, p, block.Checksum(torn, p)); err == nil {
 		t.Fatal("torn put succeeded")
 	}
@@ -298,12 +348,12 @@ func TestTornWriteRestart(t *testing.T) {
 		t.Fatalf("OpenStats %+v, want %d recovered, 1 torn", got, n)
 	}
 	for i := range uint64(n) {
-		mustGet(t, tr2, key(i), tiertest.Payload(i, 1, 4096))
+		mustGet(t, tr2, key(i), tiertest.Payload(i, 1, onePage))
 	}
 	if tr2.Contains(torn) {
 		t.Error("torn block came back")
 	}
-	// The torn slot was zeroed: one more restart finds nothing to drop.
+	// The torn entry was zeroed: one more restart finds nothing to drop.
 	tr2.Close()
 	tr3 := mustOpen(t, testOptionsFS(o, mem))
 	closeChecked(t, tr3)
@@ -317,59 +367,115 @@ func testOptionsFS(o Options, fs vfs.FS) Options {
 	return o
 }
 
-// TestScanDrops: every kind of damage found at Open is dropped and counted.
+// TestScanDrops: every kind of damage found at Open is dropped and
+// counted, never served, and every other record survives. Records are
+// three pages each (head 3k, continuations 3k+1, 3k+2), so damage can hit
+// a head entry, a continuation entry or a page of the middle.
 func TestScanDrops(t *testing.T) {
+	const recs, size = 10, 3*PageSize - 200
+	table := func(p int64) int64 { return p * entrySize }
+	data := func(p int64) int64 { return p * PageSize }
 	tests := []struct {
 		name   string
-		damage func(t *testing.T, f vfs.File, slot int64)
+		damage func(t *testing.T, fs vfs.FS)
 		verify bool
 		want   OpenStats
 	}{
-		{"header bit", func(t *testing.T, f vfs.File, off int64) { flip(t, f, off+20) }, true, OpenStats{Torn: 1}},
-		{"payload bit", func(t *testing.T, f vfs.File, off int64) { flip(t, f, off+headerSize+7) }, true, OpenStats{Corrupt: 1}},
-		{"payload bit, no scan verify", func(t *testing.T, f vfs.File, off int64) { flip(t, f, off+headerSize+7) }, false, OpenStats{}},
-		{"garbage magic", func(t *testing.T, f vfs.File, off int64) { f.WriteAt([]byte{1, 2, 3, 4}, off) }, true, OpenStats{Torn: 1}},
-		{"header of another slot", func(t *testing.T, f vfs.File, off int64) {
-			h := make([]byte, headerLen)
-			f.ReadAt(h, off+SlotSize(4096)) // slot 1's header, written into slot 0
-			f.WriteAt(h, off)
-		}, true, OpenStats{Torn: 1}},
+		{"head entry bit", func(t *testing.T, fs vfs.FS) { flipIn(t, fs, tableFile, table(0)+20) }, true, OpenStats{Torn: 1, Orphans: 2}},
+		{"head entry garbage magic", func(t *testing.T, fs vfs.FS) { writeIn(t, fs, tableFile, table(0), []byte{1, 2, 3, 4}) }, true, OpenStats{Torn: 1, Orphans: 2}},
+		{"head entry of another page", func(t *testing.T, fs vfs.FS) {
+			writeIn(t, fs, tableFile, table(0), readIn(t, fs, tableFile, table(3), entrySize))
+		}, true, OpenStats{Torn: 1, Orphans: 2}},
+		{"continuation entry torn", func(t *testing.T, fs vfs.FS) { flipIn(t, fs, tableFile, table(1)+30) }, true, OpenStats{Torn: 1, Orphans: 1}},
+		{"continuation entry absent", func(t *testing.T, fs vfs.FS) { writeIn(t, fs, tableFile, table(1), make([]byte, entrySize)) }, true, OpenStats{Torn: 1, Orphans: 1}},
+		{"last continuation absent", func(t *testing.T, fs vfs.FS) { writeIn(t, fs, tableFile, table(2), make([]byte, entrySize)) }, true, OpenStats{Torn: 1}},
+		{"continuation of another record", func(t *testing.T, fs vfs.FS) {
+			writeIn(t, fs, tableFile, table(1), readIn(t, fs, tableFile, table(4), entrySize))
+		}, true, OpenStats{Torn: 1, Orphans: 1}},
+		{"name bit", func(t *testing.T, fs vfs.FS) { flipIn(t, fs, pageFileName(0), data(0)+1) }, true, OpenStats{Corrupt: 1}},
+		{"name bit, no scan verify", func(t *testing.T, fs vfs.FS) { flipIn(t, fs, pageFileName(0), data(0)+1) }, false, OpenStats{Corrupt: 1}},
+		{"middle page bit", func(t *testing.T, fs vfs.FS) { flipIn(t, fs, pageFileName(0), data(1)+7) }, true, OpenStats{Corrupt: 1}},
+		{"middle page bit, no scan verify", func(t *testing.T, fs vfs.FS) { flipIn(t, fs, pageFileName(0), data(1)+7) }, false, OpenStats{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mem := vfs.NewMem()
-			o := testOptions(mem, 4096, 32, SyncAlways)
+			o := pageOptions(mem, 64, SyncAlways)
 			o.SkipScanVerify = !tt.verify
 			tr := mustOpen(t, o)
-			for i := range uint64(10) {
-				put(t, tr, key(i), tiertest.Payload(i, 1, 3000))
+			keys := make([]block.Key, recs)
+			for i := range keys {
+				keys[i] = block.Named("ten", fmt.Sprintf("obj-%03d", i))
+				put(t, tr, keys[i], tiertest.Payload(uint64(i), 1, size))
+			}
+			if tr.alloc.isUsed(30) || len(tr.objs[tr.index[keys[0]]].runs) != 1 || tr.objs[tr.index[keys[0]]].runs[0] != (pageRun{0, 3}) {
+				t.Fatalf("layout: object 0 at %v", tr.objs[tr.index[keys[0]]].runs)
 			}
 			tr.Close()
-			f, err := mem.OpenFile("/ssd/slots-000.dat", os.O_RDWR, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.damage(t, f, 0) // slot 0 holds key 0
-			f.Close()
+			tt.damage(t, mem)
 			tr2 := mustOpen(t, o)
 			closeChecked(t, tr2)
 			got := tr2.OpenStats()
 			dropped := tt.want.Torn + tt.want.Corrupt
-			tt.want.Slots, tt.want.Recovered = 32, 10-dropped
+			tt.want.Pages, tt.want.Recovered = 64, recs-dropped
 			if got != tt.want {
 				t.Errorf("OpenStats %+v, want %+v", got, tt.want)
 			}
-			for i := uint64(1); i < 10; i++ {
-				mustGet(t, tr2, key(i), tiertest.Payload(i, 1, 3000))
+			for i := 1; i < recs; i++ {
+				mustGet(t, tr2, keys[i], tiertest.Payload(uint64(i), 1, size))
 			}
-			if !tt.verify {
+			if dropped > 0 && tr2.Contains(keys[0]) {
+				t.Errorf("damaged record %s is indexed", keys[0])
+			}
+			if dropped == 0 {
 				// Not checked at Open, so caught at Get.
-				if _, _, err := tr2.Get(ctx, key(0), nil); !errors.Is(err, kvpool.ErrCorrupt) {
-					t.Errorf("Get of the damaged block: %v, want ErrCorrupt", err)
+				if _, _, err := tr2.Get(ctx, keys[0], nil); !errors.Is(err, kvpool.ErrCorrupt) {
+					t.Errorf("Get of the damaged record: %v, want ErrCorrupt", err)
 				}
+			}
+			// What was dropped was invalidated: the next Open finds
+			// nothing wrong.
+			tr2.Close()
+			tr3 := mustOpen(t, o)
+			closeChecked(t, tr3)
+			if st := tr3.OpenStats(); st.Torn+st.Corrupt+st.Orphans+st.Duplicates != 0 {
+				t.Errorf("second reopen: %+v", st)
 			}
 		})
 	}
+}
+
+func readIn(t *testing.T, fs vfs.FS, name string, off int64, n int) []byte {
+	t.Helper()
+	f, err := fs.OpenFile("/ssd/"+name, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func writeIn(t *testing.T, fs vfs.FS, name string, off int64, b []byte) {
+	t.Helper()
+	f, err := fs.OpenFile("/ssd/"+name, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flipIn(t *testing.T, fs vfs.FS, name string, off int64) {
+	t.Helper()
+	b := readIn(t, fs, name, off, 1)
+	b[0] ^= 0x10
+	writeIn(t, fs, name, off, b)
 }
 
 func flip(t *testing.T, f vfs.File, off int64) {
@@ -385,19 +491,15 @@ func flip(t *testing.T, f vfs.File, off int64) {
 
 func TestDuplicatesKeepNewest(t *testing.T) {
 	mem := vfs.NewMem()
-	o := testOptions(mem, 4096, 32, SyncAlways)
+	o := pageOptions(mem, 32, SyncAlways)
 	tr := mustOpen(t, o)
 	put(t, tr, key(1), []byte("old"))
-	hdr := make([]byte, headerLen)
-	f, _ := mem.OpenFile("/ssd/slots-000.dat", os.O_RDWR, 0)
-	f.ReadAt(hdr, 0) // slot 0: key 1, "old"
+	old := readIn(t, mem, tableFile, 0, entrySize) // page 0: key 1, "old"
 	put(t, tr, key(1), []byte("new"))
 	tr.Close()
-	// Resurrect the old copy's header, as a crash before its invalidation
-	// reached the disk would.
-	f, _ = mem.OpenFile("/ssd/slots-000.dat", os.O_RDWR, 0)
-	f.WriteAt(hdr, 0)
-	f.Close()
+	// Resurrect the old copy's head entry, as a crash before its
+	// invalidation reached the disk would.
+	writeIn(t, mem, tableFile, 0, old)
 	tr2 := mustOpen(t, o)
 	closeChecked(t, tr2)
 	if st := tr2.OpenStats(); st.Duplicates != 1 || st.Recovered != 1 {
@@ -410,12 +512,12 @@ func TestDuplicatesKeepNewest(t *testing.T) {
 // reads keep working, and puts work again once there is room.
 func TestDiskFull(t *testing.T) {
 	efs := errorfs.Wrap(vfs.NewMem(), nil)
-	tr := mustOpen(t, testOptions(efs, 4096, 64, SyncBatch))
+	tr := mustOpen(t, pageOptions(efs, 64, SyncBatch))
 	closeChecked(t, tr)
 	for i := range uint64(20) {
 		put(t, tr, key(i), tiertest.Payload(i, 1, 4000))
 	}
-	full := errorfs.NewSwitch(errorfs.NoSpace(4050)) // room for one payload, not its header
+	full := errorfs.NewSwitch(errorfs.NoSpace(PageSize + 20)) // room for one page, not its entry
 	efs.SetInjector(full)
 	full.Set(true)
 	for i := uint64(100); i < 105; i++ {
@@ -572,7 +674,7 @@ func TestBatchCommit(t *testing.T) {
 // across Delete and eviction.
 func TestSection(t *testing.T) {
 	mem := vfs.NewMem()
-	o := testOptions(mem, 4096, 2, SyncNone)
+	o := pageOptions(mem, 2, SyncNone)
 	o.HighWatermark, o.LowWatermark = 1, 1
 	tr := mustOpen(t, o)
 	closeChecked(t, tr)
@@ -614,7 +716,7 @@ func TestSection(t *testing.T) {
 
 // TestAllPinnedIsFull: when every slot is pinned, Put reports ErrFull.
 func TestAllPinnedIsFull(t *testing.T) {
-	tr := mustOpen(t, testOptions(vfs.NewMem(), 4096, 1, SyncNone))
+	tr := mustOpen(t, pageOptions(vfs.NewMem(), 1, SyncNone))
 	closeChecked(t, tr)
 	put(t, tr, key(1), []byte("a"))
 	_, _, _, _, release, err := tr.Section(key(1))
@@ -633,7 +735,7 @@ func TestAllPinnedIsFull(t *testing.T) {
 }
 
 func TestWatermarks(t *testing.T) {
-	tr := mustOpen(t, testOptions(vfs.NewMem(), 4096, 100, SyncNone)) // default 0.95 / 0.90
+	tr := mustOpen(t, pageOptions(vfs.NewMem(), 100, SyncNone)) // default 0.95 / 0.90
 	closeChecked(t, tr)
 	for i := range uint64(95) {
 		put(t, tr, key(i), []byte("x"))
@@ -653,7 +755,7 @@ func TestWatermarks(t *testing.T) {
 }
 
 func TestPolicyOption(t *testing.T) {
-	o := testOptions(vfs.NewMem(), 4096, 2, SyncNone)
+	o := pageOptions(vfs.NewMem(), 2, SyncNone)
 	o.HighWatermark, o.LowWatermark = 1, 1
 	o.NewEviction = func(n int) policy.Eviction { return policy.NewFIFO(n) }
 	tr := mustOpen(t, o)
@@ -704,7 +806,7 @@ func TestConcurrentEviction(t *testing.T) {
 					for i := range 400 {
 						k := key(rng.Uint64N(32))
 						if rng.IntN(3) == 0 {
-							p := tiertest.Payload(k.ID, uint64(w*1000+i), 16+rng.IntN(4080))
+							p := tiertest.Payload(k.ID, uint64(w*1000+i), 16+rng.IntN(3*PageSize)) // 1 to 4 pages
 							if err := tr.Put(ctx, k, p, block.Checksum(k, p)); err != nil && !errors.Is(err, kvpool.ErrFull) {
 								errs <- err
 								return
@@ -751,25 +853,27 @@ func TestModel(t *testing.T) {
 		{"no eviction", 80, true},
 		{"eviction", 12, false},
 	}
-	const keys, steps = 48, 1500
+	const steps = 1500
 	for _, tt := range tests {
 		for seed := range uint64(3) {
 			t.Run(fmt.Sprintf("%s/seed=%d", tt.name, seed), func(t *testing.T) {
 				mem := vfs.NewMem()
-				o := testOptions(mem, 2048, tt.slots, SyncAlways)
-				o.SlotsPerFile = 5
+				// Objects of 1 to 4 pages, in files of 5 pages: chains
+				// cross files and, with eviction, fragment.
+				o := testOptions(mem, modelMax, tt.slots, SyncAlways)
+				o.PagesPerFile = 5
 				o.HighWatermark, o.LowWatermark = 1, 0.75
 				tr := mustOpen(t, o)
 				defer func() { tr.Close() }()
 				rng := rand.New(rand.NewPCG(seed, 99))
 				model := map[block.Key][]byte{}
 				for step := range steps {
-					k := block.Key{Tenant: []string{"a", "b"}[rng.IntN(2)], ID: rng.Uint64N(keys / 2)}
+					k := modelKeys[rng.IntN(len(modelKeys))]
 					var op string
 					switch r := rng.IntN(100); {
 					case r < 45:
 						op = "put"
-						p := tiertest.Payload(k.ID, uint64(step), 16+rng.IntN(2048-16))
+						p := tiertest.Payload(k.ID, uint64(step), 16+rng.IntN(modelMax-16))
 						put(t, tr, k, p)
 						model[k] = p
 					case r < 80:
@@ -817,27 +921,42 @@ func TestModel(t *testing.T) {
 	}
 }
 
+// modelMax is the largest payload of TestModel: up to 4 pages.
+const modelMax = 3*PageSize + 1000
+
+// modelKeys are TestModel's keys: chain keys of two tenants, and named
+// keys whose IDs collide with each other and with the chain keys'.
+var modelKeys = func() []block.Key {
+	var ks []block.Key
+	for _, ten := range []string{"a", "b"} {
+		for id := range uint64(16) {
+			ks = append(ks, block.Key{Tenant: ten, ID: id})
+		}
+		for i := range 8 {
+			ks = append(ks, block.Key{Tenant: ten, ID: uint64(i % 3), Name: fmt.Sprintf("name-%d-%s", i, strings.Repeat("x", i*7))})
+		}
+	}
+	return ks
+}()
+
 func compare(t *testing.T, tr *Tier, model map[block.Key][]byte, exact bool, where string) {
 	t.Helper()
 	present := 0
-	for _, ten := range []string{"a", "b"} {
-		for id := range uint64(24) {
-			k := block.Key{Tenant: ten, ID: id}
-			want, inModel := model[k]
-			if !tr.Contains(k) {
-				if inModel && exact {
-					t.Fatalf("%s: %s missing", where, k)
-				}
-				continue
+	for _, k := range modelKeys {
+		want, inModel := model[k]
+		if !tr.Contains(k) {
+			if inModel && exact {
+				t.Fatalf("%s: %s missing", where, k)
 			}
-			present++
-			if !inModel {
-				t.Fatalf("%s: %s present, the model has none", where, k)
-			}
-			got, _, err := tr.Get(ctx, k, nil)
-			if err != nil || !bytes.Equal(got, want) {
-				t.Fatalf("%s: %s: %d bytes, %v; want the model's %d", where, k, len(got), err, len(want))
-			}
+			continue
+		}
+		present++
+		if !inModel {
+			t.Fatalf("%s: %s present, the model has none", where, k)
+		}
+		got, _, err := tr.Get(ctx, k, nil)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: %s: %d bytes, %v; want the model's %d", where, k, len(got), err, len(want))
 		}
 	}
 	if st := tr.Stats(); st.Blocks != present {

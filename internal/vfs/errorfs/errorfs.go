@@ -9,7 +9,7 @@
 //
 // fails the third write, and
 //
-//	errorfs.OnPath("slots-*.dat", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(seed)))
+//	errorfs.OnPath("pages-*.dat", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(seed)))
 //
 // flips one random bit in every read of a slot file, and
 //
