@@ -20,26 +20,14 @@ import (
 func TestNodeNamedObjects(t *testing.T) {
 	for _, cross := range []bool{false, true} {
 		t.Run(map[bool]string{false: "ram", true: "ram_and_ssd"}[cross], func(t *testing.T) {
-			if cross && !tiersKeepNames {
-				t.Skip("ISSUE15-MERGE: needs the SSD tier that keeps names (tiersKeepNames)")
-			}
 			testNodeNamedObjects(t, cross)
 		})
 	}
 }
 
-// tiersKeepNames is whether the SSD tier on this branch stores names with
-// its objects (the issue-15 rewrite of internal/tier/ssd); before it, a
-// named object demoted to SSD fails its checksum there.
-const tiersKeepNames = true
-
 func testNodeNamedObjects(t *testing.T, cross bool) {
 	const max = 8 << 20
 	cfg := testConfig(filepath.Join(t.TempDir(), "ssd"))
-	// Before the chunked RAM tier, a slot holds block_size bytes: make
-	// it the max object size so every size fits (afterwards block_size
-	// only sizes the policies).
-	cfg.BlockSize = max
 	cfg.MaxObjectBytes = max
 	cfg.RAM.Bytes = 8 * max // everything fits
 	if cross {

@@ -366,8 +366,8 @@ func storeOptions(cfg config.Node, pacers *pacer.Set, ag *agent) (store.Options,
 		RAM: ram.Options{
 			// The typical object size the policies are sized for, not a
 			// limit on object size (max_object_bytes is).
-			BlockSize: int(cfg.BlockSize),
-			// ISSUE15-MERGE (ram): ChunkSize: int(cfg.RAM.ChunkBytes),
+			BlockSize:     int(cfg.BlockSize),
+			ChunkSize:     int(cfg.RAM.ChunkBytes),
 			CapacityBytes: int64(cfg.RAM.Bytes),
 			Eviction:      spec.Eviction,
 			Admission:     spec.Admission,

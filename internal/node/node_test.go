@@ -252,6 +252,7 @@ func TestNode(t *testing.T) {
 // /metrics shows the SSD tier off, and RAM overflow drops blocks.
 func TestNodeNoSSD(t *testing.T) {
 	cfg := testConfig("")
+	cfg.RAM.ChunkBytes = cfg.BlockSize // one 1000-byte block per chunk: 16 fit
 	reg := prometheus.NewRegistry()
 	r := start(t, cfg, Options{Registry: reg, StartupLine: "kvpool node: test line; SSD offload: off (default)"})
 	if log := r.logs.String(); !strings.Contains(log, "SSD offload: off") || !strings.Contains(log, "ssd=false") {
@@ -325,6 +326,7 @@ func TestNodeCluster(t *testing.T) {
 	c := &inProc{beats: make(chan struct{}, 1)}
 	c.set(m, false)
 	cfg := testConfig(filepath.Join(t.TempDir(), "ssd"))
+	cfg.RAM.ChunkBytes = cfg.BlockSize // one block per chunk: 16 fit in RAM
 	cfg.NodeName = "n1"
 	cfg.HeartbeatInterval = 5 * time.Millisecond
 	r := start(t, cfg, Options{Master: c})

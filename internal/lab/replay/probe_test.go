@@ -9,14 +9,18 @@ import (
 )
 
 // TestProbeBlockSize checks that Probe counts a node's capacity in the
-// blocks it can really hold: a 64 KiB payload on a node of 256 KiB slots
-// takes a whole slot, so 8 MiB of RAM holds 32 of them, not 128.
+// blocks it can really hold: a 64 KiB payload on a node of 256 KiB RAM
+// chunks takes a whole chunk, so 8 MiB of RAM holds 32 of them, not 128
+// (node-1, on the default 4 KiB chunks, holds 128).
 func TestProbeBlockSize(t *testing.T) {
 	c, err := cluster.StartInProcess(context.Background(), cluster.InProcessOptions{
 		Nodes: 2,
 		Node: func(i int, cfg *config.Node) {
 			cfg.BlockSize = 256 << 10
 			cfg.RAM.Bytes = 8 << 20
+			if i == 0 {
+				cfg.RAM.ChunkBytes = 256 << 10
+			}
 		},
 	})
 	if err != nil {
@@ -34,9 +38,10 @@ func TestProbeBlockSize(t *testing.T) {
 	if len(info.Nodes) != 2 {
 		t.Fatalf("probed %d nodes, want 2: %+v", len(info.Nodes), info.Nodes)
 	}
+	want := map[string]int{"node-0": 32, "node-1": 128}
 	for _, n := range info.Nodes {
-		if n.RAMBlocks != 32 {
-			t.Errorf("node %s: %d RAM blocks of 64 KiB on 256 KiB slots of 8 MiB, want 32", n.ID, n.RAMBlocks)
+		if n.RAMBlocks != want[n.ID] {
+			t.Errorf("node %s: %d RAM blocks of 64 KiB in 8 MiB, want %d", n.ID, n.RAMBlocks, want[n.ID])
 		}
 	}
 }

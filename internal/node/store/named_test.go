@@ -12,22 +12,12 @@ import (
 	"github.com/kvpool/kvpool/internal/vfs"
 )
 
-// tiersKeepNames is whether the RAM and SSD tiers on this branch store
-// the full name with each object and compare it on reads (the issue-15
-// rewrites of internal/tier/ram and internal/tier/ssd). The tiers before
-// them index by tenant and ID only, so two names with one ID overwrite
-// each other there.
-const tiersKeepNames = true
-
 // TestNamedCollision: two named keys that share an ID (constructed
 // directly, as if their names hashed alike) and a chain key with that ID
 // are three objects, through Put, Get, View, Acquire, Exists, Delete,
 // demotion to SSD and promotion back: a read never returns another name's
 // bytes.
 func TestNamedCollision(t *testing.T) {
-	if !tiersKeepNames {
-		t.Skip("ISSUE15-MERGE: needs the RAM and SSD tiers that keep names (tiersKeepNames)")
-	}
 	const bs = 512
 	a := block.Key{Tenant: "ten", ID: 7, Name: "a"}
 	b := block.Key{Tenant: "ten", ID: 7, Name: "b"}

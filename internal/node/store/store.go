@@ -60,6 +60,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -221,7 +222,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.maxObject = DefaultMaxObjectSize
 	}
 	ro := opts.RAM
-	// ISSUE15-MERGE (ram): ro.MaxObjectSize = s.maxObject
+	if ro.MaxObjectSize == 0 {
+		// The store's limit, or what the RAM tier holds if less (a larger
+		// object then goes straight to SSD, or is refused without one).
+		ro.MaxObjectSize = int(min(int64(s.maxObject), cmp.Or(ro.CapacityBytes, ram.DefaultCapacityBytes)))
+	}
 	ro.OnEvict = s.demote
 	r, err := ram.Open(ro)
 	if err != nil {
