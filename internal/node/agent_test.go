@@ -108,7 +108,8 @@ func newRig(t *testing.T, c *inProc, bs, ramSlots, ssdSlots int) *agentRig {
 	ssdBytes := int64(0)
 	if ssdSlots > 0 {
 		so.SSD = &ssd.Options{Dir: "/ssd", FS: vfs.NewMem(), BlockSize: bs, CapacityBytes: int64(ssdSlots) * ssd.SlotSize(bs),
-			PagesPerFile: 16, Sync: ssd.SyncNone, HighWatermark: 1, LowWatermark: 1}
+			PagesPerFile: 16, Sync: ssd.SyncNone, HighWatermark: 1, LowWatermark: 1,
+			MaxObjects: ssdSlots} // objects of up to bs bytes: ssdSlots of them, as the old slots were
 		ssdBytes = so.SSD.CapacityBytes
 	}
 	st, err := store.Open(ctx, so)

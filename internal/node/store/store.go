@@ -350,7 +350,9 @@ func (s *Store) put(ctx context.Context, k block.Key, payload []byte, sum uint32
 		}
 		s.emit(Event{Kind: EventPut, Key: k, Size: len(payload), Sum: sum})
 		return InRAM, nil
-	case s.ssd != nil && (errors.Is(err, ram.ErrNotAdmitted) || errors.Is(err, kvpool.ErrFull)):
+	case s.ssd != nil && (errors.Is(err, ram.ErrNotAdmitted) || errors.Is(err, kvpool.ErrFull) || errors.Is(err, kvpool.ErrTooLarge)):
+		// checkPut let the object in, so a RAM tier too small to keep it
+		// (kvpool.ErrTooLarge) leaves it to SSD like a refusal does.
 		return s.writeAround(ctx, k, payload, sum, err)
 	case errors.Is(err, ram.ErrNotAdmitted):
 		// Without an SSD tier a block the RAM policy declines has no

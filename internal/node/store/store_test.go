@@ -764,3 +764,36 @@ func TestAcquireSSDVerified(t *testing.T) {
 		})
 	}
 }
+
+// TestLargerThanRAMKeeps: an object the RAM tier would not keep (larger
+// than its low watermark) goes to SSD; without SSD it is refused, never
+// acknowledged and then dropped.
+func TestLargerThanRAMKeeps(t *testing.T) {
+	for _, withSSD := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ssd=%v", withSSD), func(t *testing.T) {
+			var fs vfs.FS
+			if withSSD {
+				fs = vfs.NewMem()
+			}
+			o := testOpts(4096, 10, fs, 16)
+			o.RAM.HighWatermark, o.RAM.LowWatermark = 0.9, 0.5
+			s := mustOpen(t, o)
+			k := block.Named("t", "big")
+			p := tiertest.Payload(1, 1, 7*4096)
+			loc, err := s.Put(ctx, k, p, block.Checksum(k, p))
+			if withSSD {
+				if err != nil || loc != InSSD {
+					t.Fatalf("Put of 7 chunks into a RAM tier keeping 5: %v, %v; want it on SSD", loc, err)
+				}
+				mustGet(t, s, k, p)
+				return
+			}
+			if !errors.Is(err, kvpool.ErrTooLarge) || !strings.Contains(err.Error(), "low watermark") {
+				t.Fatalf("Put without SSD: %v, %v; want ErrTooLarge naming the low watermark", loc, err)
+			}
+			if s.Contains(k) {
+				t.Fatal("a refused object is stored")
+			}
+		})
+	}
+}

@@ -248,3 +248,30 @@ func TestEveryPolicyOverCapacity(t *testing.T) {
 		})
 	}
 }
+
+// TestLargerThanLowWatermark: with watermarks, a Put past the high one
+// trims to the low one, the newest object last, so an object larger than
+// the low watermark would be evicted by the Put that stored it. It is
+// refused up front instead, and one that fits is kept.
+func TestLargerThanLowWatermark(t *testing.T) {
+	o := chunked(20)
+	o.HighWatermark, o.LowWatermark = 0.9, 0.5 // trim past 18 chunks down to 10
+	r := mustOpen(t, o)
+	k := block.Named("t", "big")
+	p := tiertest.Payload(1, 1, 11*512)
+	err := r.Put(ctx, k, p, block.Checksum(k, p))
+	if !errors.Is(err, kvpool.ErrTooLarge) || !strings.Contains(err.Error(), "need 12 chunks") || !strings.Contains(err.Error(), "the 10 (5120 bytes)") {
+		t.Fatalf("Put of 12 chunks into a tier keeping 10: %v; want ErrTooLarge naming both", err)
+	}
+	p = tiertest.Payload(1, 1, 9*512)
+	put(t, r, k, p)
+	for i := range uint64(9) { // pushes past the high watermark: the big one is the LRU victim
+		put(t, r, key(i), tiertest.Payload(i, 1, 500))
+	}
+	p = tiertest.Payload(2, 1, 9*512)
+	k2 := block.Named("t", "big2")
+	put(t, r, k2, p) // past 18 chunks: trimmed to 10, the newest kept
+	if !r.Contains(k2) {
+		t.Fatal("an object within the low watermark was evicted by its own Put")
+	}
+}

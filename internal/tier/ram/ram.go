@@ -848,6 +848,14 @@ func (r *RAM) checkPut(ctx context.Context, k block.Key, payload []byte, sum uin
 		return 0, fmt.Errorf("ram: put %s: %d-byte name and %d-byte payload need %d chunks of %d bytes, the RAM tier has %d (%d bytes): %w",
 			k, len(k.Name), len(payload), need, r.cs, r.nChunks, r.stats.CapacityBytes, kvpool.ErrTooLarge)
 	}
+	if keep := r.keepChunks(); need > keep {
+		// Past the high watermark the tier trims down to the low one,
+		// the newest object last: one larger than the low watermark would
+		// be evicted by the Put that stored it (and, without a lower
+		// tier, lost right after it was acknowledged).
+		return 0, fmt.Errorf("ram: put %s: %d-byte name and %d-byte payload need %d chunks of %d bytes, more than the %d (%d bytes) the RAM tier keeps below its low watermark: %w",
+			k, len(k.Name), len(payload), need, r.cs, keep, int64(keep)*int64(r.cs), kvpool.ErrTooLarge)
+	}
 	if got := block.Checksum(k, payload); got != sum {
 		return 0, fmt.Errorf("ram: put %s: checksum %08x given, payload has %08x: %w", k, sum, got, kvpool.ErrCorrupt)
 	}
@@ -990,6 +998,16 @@ func (r *RAM) reserveLocked(need int, noEvict bool) (int32, error) {
 		}
 	}
 	return r.allocLocked(need), nil
+}
+
+// keepChunks is the most chunks one object may take: all of them, or
+// when a Put past the high watermark trims down to the low one, the low
+// watermark's.
+func (r *RAM) keepChunks() int {
+	if r.high >= r.nChunks {
+		return r.nChunks
+	}
+	return r.low
 }
 
 // trimLocked evicts after a Put published an object: past the high
