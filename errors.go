@@ -15,8 +15,9 @@ var (
 	ErrCorrupt = errors.New("block corrupt")
 
 	// ErrTooLarge is returned when a payload or a frame exceeds a limit: a
-	// tier's slot size, the payload or frame limit a node or the master
-	// advertises.
+	// node's max object size (its --max-object-bytes, config
+	// max_object_bytes), what a tier can ever hold, the payload or frame
+	// limit a node or the master advertises.
 	ErrTooLarge = errors.New("too large")
 
 	// ErrFull is returned when a tier or node cannot make room for a block

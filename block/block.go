@@ -12,8 +12,8 @@
 // stored under another name.
 //
 // The checksum covers the key as well as the payload, so a copy handed out
-// under the wrong key (a misdirected read, a reused slot, a mixed-up
-// response) fails verification exactly like a flipped bit does: a client
+// under the wrong key (a misdirected read, a reused chunk or page, a
+// mixed-up response) fails verification exactly like a flipped bit does: a client
 // that verifies what it receives against the key it asked for can never
 // accept another block's bytes.
 package block
@@ -25,8 +25,8 @@ import (
 	"unsafe"
 )
 
-// MaxTenantLen is the longest tenant name accepted (bytes). Slot headers and
-// wire frames reserve room for it.
+// MaxTenantLen is the longest tenant name accepted (bytes). The SSD tier's
+// records and the wire frames reserve room for it.
 const MaxTenantLen = 64
 
 // MaxNameLen is the longest object name accepted (bytes).

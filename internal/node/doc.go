@@ -18,8 +18,8 @@
 // # Pacing
 //
 // The network pacers are the data-plane server's Egress and Ingress. The
-// SSD pacers wrap the SSD tier's files: every read and write of a slot
-// file waits for its bytes (after the start-up scan, which is not
+// SSD pacers wrap the SSD tier's files: every read and write of a page
+// file or of the side table waits for its bytes (after the start-up scan, which is not
 // paced). While SSD reads are paced, SSD blocks are sent with positional
 // reads rather than sendfile, so that the pacer sees them.
 //

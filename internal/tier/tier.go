@@ -2,6 +2,12 @@
 // RAM tier, the SSD tier). Tiers report failures with the sentinels of
 // package kvpool (kvpool.ErrNotFound, kvpool.ErrCorrupt, ...). The
 // conformance suite in tiertest runs against every implementation.
+//
+// A tier stores objects of any size up to its max object size under
+// chain keys or named keys (block.Key); it keeps a named object's full
+// name and compares it on every read, so two names sharing an ID never
+// return each other's bytes. Stats reports both the payload bytes it
+// holds and the space they occupy (HeldBytes).
 package tier
 
 import (

@@ -72,8 +72,8 @@
 //
 // # The nodes' caches
 //
-// ClusterOptions sizes a node's RAM tier as RAMSlotsFor(RAMBlocks) slots
-// with both watermarks at RAMWatermark(RAMBlocks): the node keeps exactly
+// ClusterOptions sizes a node's RAM tier for RAMSlotsFor(RAMBlocks)
+// blocks of the payload size (its block_size) with both watermarks at RAMWatermark(RAMBlocks): the node keeps exactly
 // RAMBlocks blocks and evicts one at a time after the Put that exceeds
 // them, as the simulator's cache does, with its policy sized for
 // RAMBlocks; and the pool stays under the master's eviction watermark, so

@@ -45,9 +45,9 @@
 // sharing (package netshare): a transfer's rate is the smallest of its
 // links' fair shares, recomputed whenever a transfer starts or ends — a
 // simple approximation of max–min fairness. Bytes are counted in whole
-// blocks (costmodel BlockBytes; the store moves fixed-size slots), hits in
-// tokens (a partial last block counts its own tokens). SSD writes are
-// counted but do not take SSD bandwidth. Concurrent requests needing the
+// blocks (costmodel BlockBytes; a live block is one object of the
+// payload size), hits in tokens (a partial last block counts its own
+// tokens). SSD writes are counted but do not take SSD bandwidth. Concurrent requests needing the
 // same block each fetch it (no coalescing).
 //
 // Fetch or recompute. For the instance a request runs on, the simulator

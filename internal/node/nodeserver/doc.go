@@ -76,9 +76,11 @@
 //
 // Blocks are sent by reference. A GET or MGET response is assembled as a
 // small buffer of headers plus the payloads where they lie: a RAM block's
-// payload is written from its slot with writev (net.Buffers), an SSD block's
-// payload is sent from its file with sendfile(2) where the platform allows
-// (Linux), falling back to positional reads into a pooled buffer. One MGET
+// payload is written from its chunks with writev (net.Buffers, one buffer
+// per run of adjacent chunks); an SSD block's payload is sent from its page
+// file with sendfile(2) where the backend hands out a file section (one run
+// of adjacent pages) and the platform allows it (Linux), and otherwise
+// from a verified read into a pooled buffer. One MGET
 // response mixes both, in request order. The backend pins every block of a
 // response (Backend.Acquire) until it has been written. PUT payloads are read
 // from the socket straight into a pooled buffer of the payload's size class

@@ -11,11 +11,12 @@
 //     any quota charge or tier work, with its size, the limit and the
 //     node setting that raises it.
 //   - Put stores into RAM. A block the RAM tier refuses (its admission
-//     policy said no, or every slot is pinned) is written to the SSD tier
-//     instead when there is one ("write-around": a refused block is kept
-//     somewhere rather than lost), and refused otherwise.
+//     policy said no, or so many chunks are pinned that eviction cannot
+//     free enough) is written to the SSD tier instead when there is one
+//     ("write-around": a refused block is kept somewhere rather than
+//     lost), and refused otherwise.
 //   - A block RAM evicts is demoted: written to the SSD tier before its
-//     slot is reused, by the Put that needed the slot. With SSD offload
+//     chunks are reused, by the Put that needed them. With SSD offload
 //     off it is dropped. A failed demotion (disk full, I/O error) drops
 //     the block and is counted; it never blocks the RAM tier.
 //   - Get, View and Acquire read RAM, then SSD. Every SSD read is
@@ -23,8 +24,8 @@
 //     a miss (kvpool.ErrNotFound, also matching kvpool.ErrCorrupt), never
 //     bytes.
 //   - An SSD hit is shown to the Promoter; a promotion it admits copies
-//     the block back into RAM on the store's worker goroutine, into a free
-//     slot only (promotion never evicts). The SSD copy stays: tiers are
+//     the block back into RAM on the store's worker goroutine, into free
+//     chunks only (promotion never evicts). The SSD copy stays: tiers are
 //     inclusive, so a promoted block that is evicted again needs no write.
 //     A RAM tier that evicts only when full (the default watermarks) stays
 //     full under load, and the promotion watermark then rejects every

@@ -173,10 +173,11 @@
 // so a receiver verifies each block against the key it asked for: a block
 // delivered under the wrong key, tenant or connection fails like a flipped
 // bit. The payload follows its header directly, so a server sends a block by
-// encoding the headers into a small buffer and writing the payload from its
-// RAM slot by writev (AppendBlockFrameHead with net.Buffers) or
-// from its SSD slot by sendfile, and a client reads each payload straight
-// into its destination (Reader.NextBlock, Reader.ReadPayload).
+// encoding the headers into a small buffer and writing the payload where
+// it lies: from the RAM tier's chunks by writev, one buffer per run of
+// adjacent chunks (AppendBlockFrameHead with net.Buffers), or from an SSD
+// page file by sendfile; and a client reads each payload straight into
+// its destination (Reader.NextBlock, Reader.ReadPayload).
 //
 // Access entry (ACCESS), a 16-byte hint then a block entry (code 0):
 //

@@ -5,14 +5,14 @@
 // tier against the model and against its own invariants (when the tier
 // has a Check method) before closing it.
 //
-// Besides the contract of fixed-size blocks, the suite covers objects of
-// any size with names of their own (mixed.go): sizes from 1 byte to
-// Config.MaxObjectSize compared byte for byte, names that share an ID
-// with each other and with a chain key (a read returns its own object or
-// a miss, never another's), churn of ten times the capacity with the space
-// counters checked after it, readers verifying every byte while writers
-// force eviction, and the errors for a too-large object or a too-long
-// name.
+// Besides the base contract (blocks of up to Config.BlockSize bytes under
+// chain keys), the suite covers objects of any size with names of their
+// own (mixed.go): sizes from 1 byte to Config.MaxObjectSize compared byte
+// for byte, names that share an ID with each other and with a chain key
+// (a read returns its own object or a miss, never another's), churn of
+// ten times the capacity with the space counters checked after it,
+// readers verifying every byte while writers force eviction, and the
+// errors for a too-large object or a too-long name.
 package tiertest
 
 import (

@@ -11,7 +11,7 @@
 //
 //	errorfs.OnPath("pages-*.dat", errorfs.OnOps(errorfs.OpRead, errorfs.BitFlip(seed)))
 //
-// flips one random bit in every read of a slot file, and
+// flips one random bit in every read of the SSD tier's page files, and
 //
 //	errorfs.OnWritePrefix(magic, errorfs.Nth(5, errorfs.Crash(0.5)))
 //
