@@ -174,6 +174,8 @@ func TestBadFlags(t *testing.T) {
 		{"bench", []string{"--target", "ram", "--block", "0"}, "--block"},
 		{"bench", []string{"--target", "cluster", "--nodes", "0"}, "--nodes"},
 		{"bench", []string{"--vs", "nosuch"}, "--vs"},
+		{"bench", []string{"--target", "master", "--named"}, "--named"},
+		{"bench", []string{"--vs", "tcp", "--block", "1GiB"}, "--block"},
 		{"replay", []string{"--local", "-2"}, "--local"},
 		{"replay", []string{"--local", "2", "--speed", "0"}, "--speed"},
 		{"replay", []string{"--local", "2", "--mode", "nosuch"}, "--mode"},

@@ -78,7 +78,7 @@ func parseBench(args []string, stderr io.Writer) (benchFlags, error) {
 	s := &f.spec
 	fs.StringVar(&s.Target, "target", "", "target: "+strings.Join(bench.Targets(), ", "))
 	fs.StringVar(&s.Tier, "tier", "ram", "node target's tier under test: ram or ssd")
-	blocks := fs.String("block", "256KiB", "block (value) size, or a comma-separated list")
+	blocks := fs.String("block", "", "block (value) size, or a comma-separated list (default 256KiB; with --vs 32KiB,256KiB,4MiB); nodes and tiers take objects up to it")
 	fs.IntVar(&s.Conns, "conns", 0, fmt.Sprintf("connections (0 = the target's default: %d; sim: 1)", bench.DefaultConns))
 	fs.IntVar(&s.Batch, "batch", 0, fmt.Sprintf("keys per master lookup / blocks per client.Get for cluster (0 = the target's default: master %d, cluster %d)", bench.DefaultMasterBatch, bench.DefaultClusterBatch))
 	fs.IntVar(&s.Nodes, "nodes", bench.DefaultClusterNodes, "nodes of the cluster target")
@@ -89,6 +89,7 @@ func parseBench(args []string, stderr io.Writer) (benchFlags, error) {
 	data := fs.String("data", "", "data set size (default: 64 blocks in memory, 256MiB on disk)")
 	fs.StringVar(&s.Dir, "dir", "", "directory for the ssd/disk files (default: a temporary directory)")
 	fs.BoolVar(&s.BufferedIO, "buffered-io", false, "do not use O_DIRECT for ssd, disk and node --tier ssd")
+	fs.BoolVar(&s.Named, "named", false, "store and read named objects (LMCache-style names, the node's named ops) instead of chain ids: ram, ssd, node, cluster, redis and --vs")
 	fs.StringVar(&s.TracePath, "trace", "", "sim target's trace file (default: a generated chat trace)")
 	fs.StringVar(&s.Addr, "redis-addr", "", "address of a running redis-server (redis target, --vs redis)")
 	fs.StringVar(&f.redisBin, "redis-server", "redis-server", "redis-server binary --vs redis starts when --redis-addr is empty")
@@ -100,7 +101,8 @@ func parseBench(args []string, stderr io.Writer) (benchFlags, error) {
 			"Measures one target (a tier, a node, the master, a local cluster, the simulator,\n"+
 			"plain TCP or disk, or a redis-server) with a closed-loop load of --conns\n"+
 			"connections and prints throughput and latency percentiles; --vs runs kvpool's\n"+
-			"node beside each comparison point at the same block sizes.\n\nflags:")
+			"node beside each comparison point at the same block sizes and prints one row\n"+
+			"per block size and point with kvpool's throughput as a ratio to the point's.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := parseNoArgs(fs, args, "nodes"); err != nil {
@@ -110,8 +112,15 @@ func parseBench(args []string, stderr io.Writer) (benchFlags, error) {
 		return f, usageErrorf("give exactly one of --target and --vs")
 	}
 	var err error
-	if f.sizes, err = parseBlockSizes(*blocks); err != nil {
-		return f, err
+	switch {
+	case *blocks != "":
+		if f.sizes, err = parseBlockSizes(*blocks); err != nil {
+			return f, err
+		}
+	case *vs != "":
+		f.sizes = bench.DefaultCompareSizes()
+	default:
+		f.sizes = []int{bench.DefaultBlockSize}
 	}
 	if *data != "" {
 		sz, err := config.ParseSize(*data)
@@ -123,7 +132,7 @@ func parseBench(args []string, stderr io.Writer) (benchFlags, error) {
 	s.Progress = stderr
 	if *vs != "" {
 		f.vs = bench.CompareOptions{
-			BlockSizes: f.sizes, Conns: s.Conns, Depth: s.Depth, Duration: s.Duration,
+			BlockSizes: f.sizes, Named: s.Named, Conns: s.Conns, Depth: s.Depth, Duration: s.Duration,
 			Dir: s.Dir, BufferedIO: s.BufferedIO, Progress: stderr, RedisAddr: s.Addr,
 		}
 		for _, a := range strings.Split(*vs, ",") {

@@ -19,6 +19,9 @@ func TestBenchCommand(t *testing.T) {
 	}{
 		{name: "ram json", args: []string{"--target", "ram", "--block", "16KiB", "--count", "5", "--conns", "1", "--json"}, jsonOut: true},
 		{name: "tcp table", args: []string{"--target", "tcp", "--block", "16KiB,32KiB", "--count", "5", "--conns", "2"}, stdout: "32KiB"},
+		{name: "node named", args: []string{"--target", "node", "--named", "--block", "16KiB", "--count", "5", "--conns", "1"}, stdout: "node-ram-named"},
+		{name: "named on tcp", args: []string{"--target", "tcp", "--named"}, code: 2, stderr: "--named"},
+		{name: "block over 512MiB", args: []string{"--target", "tcp", "--block", "1GiB"}, code: 2, stderr: "--block"},
 		{name: "neither", args: nil, code: 2, stderr: "--target"},
 		{name: "both", args: []string{"--target", "ram", "--vs", "tcp"}, code: 2, stderr: "exactly one"},
 		{name: "bad block", args: []string{"--target", "ram", "--block", "huge"}, code: 2, stderr: "--block"},

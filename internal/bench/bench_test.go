@@ -178,6 +178,11 @@ func TestSpecValidate(t *testing.T) {
 		{"bad tier", Spec{Target: TargetNode, Tier: "tape"}, "Tier"},
 		{"negative block", Spec{Target: TargetRAM, BlockSize: -1}, "BlockSize"},
 		{"huge block", Spec{Target: TargetRAM, BlockSize: 1 << 30}, "BlockSize"},
+		{"block over 512 MiB", Spec{Target: TargetNode, BlockSize: MaxBlockSize + 1}, "BlockSize"},
+		{"ok 512 MiB block", Spec{Target: TargetTCP, BlockSize: MaxBlockSize}, ""},
+		{"ok named node", Spec{Target: TargetNode, Named: true}, ""},
+		{"named on tcp", Spec{Target: TargetTCP, Named: true}, "Named"},
+		{"named on master", Spec{Target: TargetMaster, Named: true}, "Named"},
 		{"negative conns", Spec{Target: TargetRAM, Conns: -1}, "Conns"},
 		{"negative batch", Spec{Target: TargetMaster, Batch: -1}, "Batch"},
 		{"depth on node", Spec{Target: TargetNode, Depth: 4}, "Depth"},
@@ -379,9 +384,24 @@ func TestTargetsSmoke(t *testing.T) {
 		{Spec{Target: TargetDisk, DataBytes: 8 * size, BufferedIO: true}, size, 1},
 		{Spec{Target: TargetRedis, Addr: redis, Depth: 4}, size, 4},
 		{Spec{Target: TargetRedis, Addr: redis, Depth: 3, WriteFraction: 0.5}, size, 3},
+		{Spec{Target: TargetRAM, Named: true, WriteFraction: 0.5}, size, 1},
+		{Spec{Target: TargetSSD, Named: true, DataBytes: 32 * size, WriteFraction: 0.5}, size, 1},
+		{Spec{Target: TargetNode, Named: true, WriteFraction: 0.3}, size, 1},
+		{Spec{Target: TargetNode, Named: true, Tier: TierSSD, DataBytes: 32 * size}, size, 1},
+		{Spec{Target: TargetCluster, Named: true, Batch: 4, Nodes: 2, DataBytes: 12 * size}, size, 4},
+		{Spec{Target: TargetRedis, Named: true, Addr: redis, Depth: 2}, size, 2},
+		// Blocks that are not a whole number of RAM chunks: the tiers are
+		// sized in what the objects take (a 1000-byte block takes a 4 KiB
+		// chunk), not in block sizes.
+		{Spec{Target: TargetRAM, BlockSize: 1000}, 1000, 1},
+		{Spec{Target: TargetNode, BlockSize: 1000}, 1000, 1},
+		{Spec{Target: TargetNode, BlockSize: 1000, Tier: TierSSD, BufferedIO: true}, 1000, 1},
+		{Spec{Target: TargetCluster, BlockSize: 1000, Batch: 4, Nodes: 2}, 1000, 4},
 	} {
 		spec := tc.spec
-		spec.BlockSize = size
+		if spec.BlockSize == 0 {
+			spec.BlockSize = size
+		}
 		spec.Count = 20
 		if spec.Target == TargetSim {
 			spec.Count = 1
@@ -389,7 +409,11 @@ func TestTargetsSmoke(t *testing.T) {
 		if spec.Conns == 0 {
 			spec.Conns = 2
 		}
-		t.Run(spec.Target+"/"+spec.Tier+"/"+strconv.FormatFloat(spec.WriteFraction, 'f', -1, 64), func(t *testing.T) {
+		name := spec.Target + "/" + spec.Tier + "/" + strconv.FormatFloat(spec.WriteFraction, 'f', -1, 64) + "/" + SizeName(spec.BlockSize)
+		if spec.Named {
+			name += "/named"
+		}
+		t.Run(name, func(t *testing.T) {
 			spec.Dir = t.TempDir()
 			res, err := Run(context.Background(), spec)
 			if err != nil {
@@ -409,6 +433,9 @@ func TestTargetsSmoke(t *testing.T) {
 			}
 			if spec.Target == TargetNode && res.RAMTierBytes <= 0 {
 				t.Errorf("node run reports RAM tier %d bytes", res.RAMTierBytes)
+			}
+			if strings.HasSuffix(res.Name, "-named") != spec.Named {
+				t.Errorf("result %q for Named %v", res.Name, spec.Named)
 			}
 			var table bytes.Buffer
 			if err := WriteTable(&table, []Result{res}); err != nil || !strings.Contains(table.String(), res.Name) {
@@ -473,6 +500,57 @@ func TestCompare(t *testing.T) {
 	}
 	if _, err := Compare(context.Background(), CompareOptions{Against: []string{"nfs"}}); option.Field(err) != "Against" {
 		t.Errorf("Compare with a bad point: %v", err)
+	}
+	if _, err := Compare(context.Background(), CompareOptions{BlockSizes: []int{MaxBlockSize + 1}}); option.Field(err) != "BlockSizes" {
+		t.Errorf("Compare with a block over 512 MiB: %v", err)
+	}
+}
+
+// TestCompareNamed: with Named the node reads named objects (its row says
+// so) and the comparison point is the same raw TCP.
+func TestCompareNamed(t *testing.T) {
+	cs, err := Compare(context.Background(), CompareOptions{
+		BlockSizes: []int{16 << 10}, Conns: 2, Duration: 50 * time.Millisecond,
+		Against: []string{VsTCP}, Named: true, Dir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].Kvpool.Name != "node-ram-named" || !cs[0].Kvpool.Spec.Named || cs[0].Other.Name != TargetTCP || cs[0].Other.Spec.Named {
+		t.Fatalf("comparisons %+v, want node-ram-named against tcp", cs)
+	}
+	if cs[0].Kvpool.Ops <= 0 || cs[0].Ratio <= 0 {
+		t.Errorf("named run: %d ops, ratio %v", cs[0].Kvpool.Ops, cs[0].Ratio)
+	}
+}
+
+// TestSizing: the targets' tiers are sized in what an object takes (name
+// and payload in whole RAM chunks) and take objects up to the block size.
+func TestSizing(t *testing.T) {
+	for _, tc := range []struct {
+		spec      Spec
+		footprint int64
+		maxObject int
+	}{
+		{Spec{BlockSize: 32 << 10}, 32 << 10, 64 << 20},
+		{Spec{BlockSize: 32 << 10, Named: true}, 36 << 10, 64 << 20},
+		{Spec{BlockSize: 1000}, 4 << 10, 64 << 20},
+		{Spec{BlockSize: 1}, 4 << 10, 64 << 20},
+		{Spec{BlockSize: 4 << 20}, 4 << 20, 64 << 20},
+		{Spec{BlockSize: 100 << 20}, 100 << 20, 100 << 20},
+	} {
+		if got := ramFootprint(tc.spec); got != tc.footprint {
+			t.Errorf("ramFootprint(%d bytes, named %v) = %d, want %d", tc.spec.BlockSize, tc.spec.Named, got, tc.footprint)
+		}
+		if got := maxObject(tc.spec); got != tc.maxObject {
+			t.Errorf("maxObject(%d bytes) = %d, want %d", tc.spec.BlockSize, got, tc.maxObject)
+		}
+	}
+	if objectNameLen > 64 {
+		t.Errorf("names of %d bytes; the SSD sizing (ssd.SlotSize) counts up to 64", objectNameLen)
+	}
+	if a, b := objectName(1), objectName(2); a == b || len(a) != objectNameLen || !strings.HasSuffix(a, "@bfloat16kv_bytes") {
+		t.Errorf("names %q, %q", a, b)
 	}
 }
 

@@ -41,8 +41,9 @@ const (
 	// clusterPutChunk is the most blocks stored by one client.Put (one
 	// PLACE): masterproto.DefaultMaxBatch, the most keys of one request.
 	// One PLACE spreads its blocks evenly over the nodes (each choice adds
-	// a slot to its node's usage), and the setup waits for a chunk to be
-	// indexed before placing the next, so the next sees the usage.
+	// the block's footprint — its name and payload in whole RAM chunks —
+	// to its node's usage), and the setup waits for a chunk to be indexed
+	// before placing the next, so the next sees the usage.
 	clusterPutChunk = masterproto.DefaultMaxBatch
 	// clusterMaxNodes bounds Spec.Nodes: 64 in-process nodes, each with a
 	// listener, an admin server and a heartbeat loop, is far more than a
@@ -54,7 +55,9 @@ const (
 // nodes in process, each registered with the master through
 // masterclient, read by one public client per worker: each request is a
 // client.Get (leased lookup, parallel MGETs, per-block verification) of
-// Batch consecutive blocks at a random offset.
+// Batch consecutive blocks at a random offset — or, when Spec.Named, one
+// client.GetNamed of the names of Batch consecutive blocks (a point
+// lookup each, then the same fetches).
 type clusterTarget struct {
 	cancel  context.CancelFunc // stops the master server (and, through it, everything)
 	wg      sync.WaitGroup     // the master server's and the nodes' goroutines
@@ -65,6 +68,7 @@ type clusterTarget struct {
 	clients []*client.Client
 	perNode map[string]int // blocks per node ID, as the index placed them
 	blocks  int
+	names   []string // objectName of each block when Spec.Named, else nil
 }
 
 // clusterNode is one in-process node and its connection to the master.
@@ -102,9 +106,9 @@ func (t *clusterTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) 
 	// PLACE spreads blocks evenly) with nodeRAMHeadroom to spare, so
 	// nothing is demoted or evicted.
 	share := (n + spec.Nodes - 1) / spec.Nodes
-	ramBytes := int64(float64(share)/nodeRAMHeadroom+2) * int64(spec.BlockSize)
+	ramBytes := int64(float64(share)/nodeRAMHeadroom+2) * ramFootprint(spec)
 	for i := range spec.Nodes {
-		if err := t.startNode(ctx, runCtx, addr, i, spec.BlockSize, ramBytes); err != nil {
+		if err := t.startNode(ctx, runCtx, addr, i, spec, ramBytes); err != nil {
 			return nil, err
 		}
 	}
@@ -122,7 +126,13 @@ func (t *clusterTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) 
 	}
 	// The client computes each block's checksum at Put and verifies it at
 	// Get, so the dataset's own sums are not needed: keep it small.
-	d := newDataset(min(n, maxSources), spec.BlockSize)
+	d := newDataset(min(n, maxSources), spec.BlockSize, false)
+	if spec.Named {
+		t.names = make([]string, n)
+		for id := range t.names {
+			t.names[id] = objectName(uint64(id))
+		}
+	}
 	if err := t.store(ctx, n, d); err != nil {
 		return nil, err
 	}
@@ -132,18 +142,22 @@ func (t *clusterTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) 
 		for j := range dst {
 			dst[j] = make([]byte, spec.BlockSize)
 		}
-		ws[i] = &clusterWorker{cl: c, mix: newMix(i, n-spec.Batch+1, 0), ids: make([]uint64, spec.Batch), dst: dst, size: spec.BlockSize}
+		ws[i] = &clusterWorker{cl: c, mix: newMix(i, n-spec.Batch+1, 0), ids: make([]uint64, spec.Batch), names: t.names, dst: dst, size: spec.BlockSize}
 	}
 	return ws, nil
 }
 
 // startNode runs node i, registered with the master at addr, and waits
-// until it serves.
-func (t *clusterTarget) startNode(ctx, runCtx context.Context, addr string, i, blockSize int, ramBytes int64) error {
+// until it serves. Like the node target's, its block_size is spec's block
+// size (the typical size its policies are sized for), its max object size
+// at least that, and its RAM chunks DefaultRAMChunk.
+func (t *clusterTarget) startNode(ctx, runCtx context.Context, addr string, i int, spec Spec, ramBytes int64) error {
 	cfg := config.Defaults()
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.NodeName = fmt.Sprintf("bench-node-%d", i)
-	cfg.BlockSize = config.Size(blockSize)
+	cfg.BlockSize = config.Size(spec.BlockSize)
+	cfg.MaxObjectBytes = config.Size(maxObject(spec))
+	cfg.RAM.ChunkBytes = config.Size(DefaultRAMChunk)
 	cfg.RAM.Bytes = config.Size(ramBytes)
 	cfg.SSD.Enabled = false
 	cfg.HeartbeatInterval = clusterHeartbeat
@@ -193,9 +207,10 @@ func (t *clusterTarget) waitLive(ctx context.Context, want int) error {
 	})
 }
 
-// store puts blocks 0..n-1 with one replica each through the public
-// client, clusterPutChunk at a time, and waits until the index holds each
-// chunk (polling Lookup) before placing the next.
+// store puts blocks 0..n-1 (or their names) with one replica each through
+// the public client, clusterPutChunk at a time, and waits until the index
+// holds each chunk (polling Lookup, or WaitIndexedNamed) before placing
+// the next.
 func (t *clusterTarget) store(ctx context.Context, n int, d *dataset) error {
 	c := t.clients[0]
 	t.perNode = map[string]int{}
@@ -208,7 +223,15 @@ func (t *clusterTarget) store(ctx context.Context, n int, d *dataset) error {
 			ids = append(ids, id)
 			payloads = append(payloads, d.payload(id))
 		}
-		errs, err := c.Put(ctx, ids, payloads, client.PutOptions{Replicas: 1})
+		var (
+			errs []error
+			err  error
+		)
+		if t.names != nil {
+			errs, err = c.PutNamed(ctx, t.names[lo:hi], payloads, client.PutOptions{Replicas: 1})
+		} else {
+			errs, err = c.Put(ctx, ids, payloads, client.PutOptions{Replicas: 1})
+		}
 		if err != nil {
 			return fmt.Errorf("put blocks %d..%d: %w", lo, hi-1, err)
 		}
@@ -217,28 +240,57 @@ func (t *clusterTarget) store(ctx context.Context, n int, d *dataset) error {
 				return fmt.Errorf("put block %d: %w", ids[i], e)
 			}
 		}
-		var p client.Prefix
-		err = poll(ctx, fmt.Sprintf("blocks %d..%d in the master's index", lo, hi-1), func(ctx context.Context) (string, error) {
-			var lerr error
-			if p, lerr = c.Lookup(ctx, ids); lerr != nil {
-				return "", lerr
-			}
-			if p.Len == len(ids) {
-				return "", nil
-			}
-			return fmt.Sprintf("prefix %d of %d indexed", p.Len, len(ids)), nil
-		})
+		reps, err := t.indexed(ctx, ids)
 		if err != nil {
 			return err
 		}
-		for i, reps := range p.Replicas {
-			if len(reps) != 1 || reps[0].Tier != client.TierRAM || reps[0].Size != int64(len(payloads[i])) {
-				return fmt.Errorf("block %d indexed as %+v, want one RAM replica of %d bytes", ids[i], reps, len(payloads[i]))
+		for i, r := range reps {
+			if len(r) != 1 || r[0].Tier != client.TierRAM || r[0].Size != int64(len(payloads[i])) {
+				return fmt.Errorf("block %d indexed as %+v, want one RAM replica of %d bytes", ids[i], r, len(payloads[i]))
 			}
-			t.perNode[reps[0].Node]++
+			t.perNode[r[0].Node]++
 		}
 	}
 	return nil
+}
+
+// indexed waits until the index lists every block of ids and returns
+// their replicas.
+func (t *clusterTarget) indexed(ctx context.Context, ids []uint64) ([][]client.Location, error) {
+	c := t.clients[0]
+	lo, hi := ids[0], ids[len(ids)-1]
+	if t.names != nil {
+		names := t.names[lo : hi+1]
+		ok, err := c.WaitIndexedNamed(ctx, names, clusterSetupWait)
+		if err != nil {
+			return nil, fmt.Errorf("wait for objects of blocks %d..%d in the master's index: %w", lo, hi, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("wait for objects of blocks %d..%d in the master's index: not all indexed after %v", lo, hi, clusterSetupWait)
+		}
+		reps := make([][]client.Location, len(names))
+		for i, name := range names {
+			if reps[i], err = c.LocateNamed(ctx, name); err != nil {
+				return nil, fmt.Errorf("locate object %q (block %d): %w", name, lo+uint64(i), err)
+			}
+		}
+		return reps, nil
+	}
+	var p client.Prefix
+	err := poll(ctx, fmt.Sprintf("blocks %d..%d in the master's index", lo, hi), func(ctx context.Context) (string, error) {
+		var lerr error
+		if p, lerr = c.Lookup(ctx, ids); lerr != nil {
+			return "", lerr
+		}
+		if p.Len == len(ids) {
+			return "", nil
+		}
+		return fmt.Sprintf("prefix %d of %d indexed", p.Len, len(ids)), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p.Replicas, nil
 }
 
 // poll calls check every clusterHeartbeat until it reports done (an
@@ -288,8 +340,12 @@ func (t *clusterTarget) Annotate(res *Result) {
 	for _, id := range ids {
 		spread = append(spread, fmt.Sprintf("%s %d", id, t.perNode[id]))
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("%d nodes, %d blocks, one RAM replica each (%s); ops are blocks, a request is one client.Get of %d blocks",
-		len(t.nodes), t.blocks, strings.Join(spread, ", "), res.Spec.Batch))
+	get := "client.Get"
+	if t.names != nil {
+		get = "client.GetNamed"
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%d nodes, %d blocks, one RAM replica each (%s); ops are blocks, a request is one %s of %d blocks",
+		len(t.nodes), t.blocks, strings.Join(spread, ", "), get, res.Spec.Batch))
 	var s client.Stats
 	for _, c := range t.clients {
 		cs := c.Stats()
@@ -330,13 +386,15 @@ func (t *clusterTarget) Close() error {
 }
 
 // clusterWorker reads Batch consecutive blocks at a random offset with
-// one client.Get each request, and checks every block loaded whole.
+// one client.Get (or client.GetNamed of their names) each request, and
+// checks every block loaded whole.
 type clusterWorker struct {
-	cl   *client.Client
-	mix  mix // picks the first block of the run
-	ids  []uint64
-	dst  [][]byte
-	size int
+	cl    *client.Client
+	mix   mix // picks the first block of the run
+	ids   []uint64
+	names []string // every block's name when named, else nil
+	dst   [][]byte
+	size  int
 }
 
 func (w *clusterWorker) Do(ctx context.Context) (Op, error) {
@@ -344,7 +402,17 @@ func (w *clusterWorker) Do(ctx context.Context) (Op, error) {
 	for i := range w.ids {
 		w.ids[i] = first + uint64(i)
 	}
-	res, err := w.cl.Get(ctx, w.ids, w.dst)
+	var (
+		res client.GetResult
+		err error
+	)
+	if w.names != nil {
+		// Past the stored blocks (a test's runs) there are no names: ask
+		// for names never stored, which must come back missing.
+		res, err = w.cl.GetNamed(ctx, w.runNames(first), w.dst)
+	} else {
+		res, err = w.cl.Get(ctx, w.ids, w.dst)
+	}
 	if err != nil {
 		return Op{}, fmt.Errorf("get blocks %d..%d: %w", first, first+uint64(len(w.ids))-1, err)
 	}
@@ -359,4 +427,16 @@ func (w *clusterWorker) Do(ctx context.Context) (Op, error) {
 		moved += int64(len(res.Blocks[i]))
 	}
 	return Op{Ops: int64(len(w.ids)), Bytes: moved}, nil
+}
+
+// runNames returns the names of the run of blocks from first.
+func (w *clusterWorker) runNames(first uint64) []string {
+	if hi := first + uint64(len(w.ids)); hi <= uint64(len(w.names)) {
+		return w.names[first:hi]
+	}
+	names := make([]string, len(w.ids))
+	for i, id := range w.ids {
+		names[i] = objectName(id)
+	}
+	return names
 }

@@ -13,20 +13,25 @@ import (
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/node"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
+	"github.com/kvpool/kvpool/internal/tier/ssd"
 )
 
-// Node target sizing. Each constant says where its value comes from.
+// Node target sizing. Each constant says where its value comes from. The
+// node's tiers are sized in what an object takes there, not in block
+// sizes: in RAM its name and payload in whole 4 KiB chunks (ramFootprint;
+// a 1000-byte block takes a whole chunk), on SSD its pages and side-table
+// entries (ssd.SlotSize).
 const (
-	// nodeRAMHeadroom: the RAM tier of tier "ram" is the working set /
-	// 0.8, so the working set stays under the RAM tier's default low
-	// watermark (config.DefaultRAMLowWatermark, 90 %) and nothing is
-	// demoted (BenchmarkNodeGet uses 80 slots for 64 blocks).
+	// nodeRAMHeadroom: the RAM tier of tier "ram" is the working set's
+	// footprint / 0.8, so the working set stays under the RAM tier's
+	// default low watermark (config.DefaultRAMLowWatermark, 90 %) and
+	// nothing is demoted (BenchmarkNodeGet: room for 80 blocks for 64).
 	nodeRAMHeadroom = 0.8
-	// nodeSSDRAMBlocks is the RAM tier of tier "ssd": 2 blocks, so all
-	// but at most 2 blocks are demoted (as BenchmarkNodeGet).
+	// nodeSSDRAMBlocks is the RAM tier of tier "ssd": room for 2 blocks,
+	// so all but at most 2 blocks are demoted (as BenchmarkNodeGet).
 	nodeSSDRAMBlocks = 2
 	// nodeSSDFactor sizes the SSD tier at 2 × the data set, clear of its
-	// high watermark (ssd.DefaultHighWatermark, 95 %) with headers.
+	// high watermark (ssd.DefaultHighWatermark, 95 %).
 	nodeSSDFactor = 2
 )
 
@@ -50,10 +55,15 @@ func (t *nodeTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 		t.notes = append(t.notes, "peak RSS not reset ("+err.Error()+"): it covers the whole process life")
 	}
 	n := spec.blocks()
+	fp := ramFootprint(spec)
 	cfg := config.Defaults()
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	// block_size is the typical object size the policies are sized for;
+	// max_object_bytes is the limit, raised to the block size if need be.
 	cfg.BlockSize = config.Size(spec.BlockSize)
-	cfg.RAM.Bytes = config.Size(int64(float64(n)/nodeRAMHeadroom+1) * int64(spec.BlockSize))
+	cfg.MaxObjectBytes = config.Size(maxObject(spec))
+	cfg.RAM.ChunkBytes = config.Size(DefaultRAMChunk)
+	cfg.RAM.Bytes = config.Size(int64(float64(n)/nodeRAMHeadroom+1) * fp)
 	dir, cleanup, err := workDir(spec, "node")
 	if err != nil {
 		return nil, err
@@ -61,10 +71,10 @@ func (t *nodeTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 	t.cleanup = cleanup
 	cfg.SSD.Enabled = true
 	cfg.SSD.Path = filepath.Join(dir, "ssd")
-	cfg.SSD.Bytes = config.Size(int64(nodeSSDFactor*(n+8)) * int64(spec.BlockSize))
+	cfg.SSD.Bytes = config.Size(int64(nodeSSDFactor*(n+8)) * ssd.SlotSize(spec.BlockSize))
 	cfg.SSD.Sync = "none" // reads do not depend on it; setup is faster
 	if spec.Tier == TierSSD {
-		cfg.RAM.Bytes = config.Size(nodeSSDRAMBlocks * spec.BlockSize)
+		cfg.RAM.Bytes = config.Size(nodeSSDRAMBlocks * fp)
 		cfg.Promotion.MaxPerHeartbeat = 0 // SSD blocks stay on SSD
 		cfg.SSD.DirectIO = !spec.BufferedIO
 	}
@@ -89,10 +99,10 @@ func (t *nodeTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 		}
 		t.conns[i] = c
 	}
-	d := newDataset(n, spec.BlockSize)
+	d := newDataset(n, spec.BlockSize, spec.Named)
 	for id := range uint64(n) {
-		if err := t.conns[0].Put(ctx, id, d.payload(id)); err != nil {
-			return nil, fmt.Errorf("put block %d of %d to node %s: %w", id, n, addr, err)
+		if err := put(ctx, t.conns[0], d, id); err != nil {
+			return nil, fmt.Errorf("%w of %d to node %s", err, n, addr)
 		}
 	}
 	if err := t.checkTier(ctx, spec, n); err != nil {
@@ -178,7 +188,23 @@ func (t *nodeTarget) Close() error {
 	return errors.Join(errs...)
 }
 
-// nodeWorker GETs (or PUTs) random blocks over one connection.
+// put stores block id of d through c: a PUT of its chain id, or a named
+// PUT of its name.
+func put(ctx context.Context, c *nodeclient.Conn, d *dataset, id uint64) error {
+	if d.names != nil {
+		if err := c.PutNamed(ctx, d.names[id], d.payload(id)); err != nil {
+			return fmt.Errorf("put %s: %w", d.what(id), err)
+		}
+		return nil
+	}
+	if err := c.Put(ctx, id, d.payload(id)); err != nil {
+		return fmt.Errorf("put block %d: %w", id, err)
+	}
+	return nil
+}
+
+// nodeWorker GETs (or PUTs) random blocks over one connection, by chain
+// id or, for a named data set, by name (the node's named ops).
 type nodeWorker struct {
 	c    *nodeclient.Conn
 	d    *dataset
@@ -190,14 +216,22 @@ type nodeWorker struct {
 func (w *nodeWorker) Do(ctx context.Context) (Op, error) {
 	id, write := w.mix.next()
 	if write {
-		if err := w.c.Put(ctx, id, w.d.payload(id)); err != nil {
-			return Op{}, fmt.Errorf("put block %d: %w", id, err)
+		if err := put(ctx, w.c, w.d, id); err != nil {
+			return Op{}, err
 		}
 		return Op{Ops: 1, Bytes: int64(w.size)}, nil
 	}
-	p, _, err := w.c.Get(ctx, id, w.dst)
+	var (
+		p   []byte
+		err error
+	)
+	if w.d.names != nil {
+		p, _, err = w.c.GetNamed(ctx, w.d.names[id], w.dst)
+	} else {
+		p, _, err = w.c.Get(ctx, id, w.dst)
+	}
 	if err != nil {
-		return Op{}, fmt.Errorf("get block %d: %w", id, err)
+		return Op{}, fmt.Errorf("get %s: %w", w.d.what(id), err)
 	}
 	if err := checkLen("get block", id, len(p), w.size); err != nil {
 		return Op{}, err

@@ -13,7 +13,9 @@ import (
 )
 
 // redisTarget reads (and writes) the working set on a redis-server at
-// Spec.Addr with GET/SET, pipelining Depth commands per connection.
+// Spec.Addr with GET/SET, pipelining Depth commands per connection. Keys
+// are "kvpool-bench:<id>", or the objects' names when Spec.Named (so the
+// comparison with the node's named GETs sends the same keys).
 type redisTarget struct {
 	conns []net.Conn
 }
@@ -22,7 +24,7 @@ func redisKey(id uint64) string { return "kvpool-bench:" + strconv.FormatUint(id
 
 func (t *redisTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 	n := spec.blocks()
-	d := newDataset(n, spec.BlockSize)
+	d := newDataset(n, spec.BlockSize, spec.Named)
 	ws := make([]Worker, spec.Conns)
 	var dl net.Dialer
 	for i := range ws {
@@ -47,7 +49,7 @@ func (t *redisTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 			return nil, fmt.Errorf("redis %s: send SET: %w", spec.Addr, err)
 		}
 		if err := w0.expectOK(); err != nil {
-			return nil, fmt.Errorf("redis %s: SET %s: %w", spec.Addr, redisKey(id), err)
+			return nil, fmt.Errorf("redis %s: SET %s: %w", spec.Addr, w0.key(id), err)
 		}
 	}
 	return ws, nil
@@ -74,8 +76,16 @@ type redisWorker struct {
 	writes []bool
 }
 
+// key is block id's redis key.
+func (w *redisWorker) key(id uint64) string {
+	if w.d.names != nil {
+		return w.d.names[id]
+	}
+	return redisKey(id)
+}
+
 func (w *redisWorker) set(id uint64) error {
-	w.cmd = AppendSetHeader(w.cmd[:0], redisKey(id), w.size)
+	w.cmd = AppendSetHeader(w.cmd[:0], w.key(id), w.size)
 	if _, err := w.w.Write(w.cmd); err != nil {
 		return fmt.Errorf("send SET: %w", err)
 	}
@@ -114,7 +124,7 @@ func (w *redisWorker) Do(ctx context.Context) (Op, error) {
 			}
 			continue
 		}
-		w.cmd = AppendGet(w.cmd[:0], redisKey(id))
+		w.cmd = AppendGet(w.cmd[:0], w.key(id))
 		if _, err := w.w.Write(w.cmd); err != nil {
 			return Op{}, fmt.Errorf("send GET: %w", err)
 		}

@@ -84,6 +84,9 @@ func RunTarget(ctx context.Context, spec Spec, t Target) (res Result, err error)
 	if spec.Target == TargetNode {
 		res.Name = spec.Target + "-" + spec.Tier
 	}
+	if spec.Named {
+		res.Name += "-named"
+	}
 	defer func() {
 		if cerr := t.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("bench %s: close: %w", res.Name, cerr)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kvpool/kvpool/internal/config"
+	"github.com/kvpool/kvpool/internal/node/store"
 	"github.com/kvpool/kvpool/internal/option"
 )
 
@@ -37,6 +39,14 @@ const (
 	// (64–256 KiB; docs/design.md, "Scale model") and one of the sizes
 	// BENCHMARKS.md reports.
 	DefaultBlockSize = 256 << 10
+	// MaxBlockSize is the largest Spec.BlockSize: the largest object a
+	// node can be configured to take (store.MaxObjectSizeLimit, 512 MiB).
+	MaxBlockSize = store.MaxObjectSizeLimit
+	// DefaultRAMChunk is the RAM tier's chunk size in the ram, node and
+	// cluster targets: a node's default (config.DefaultRAMChunkBytes,
+	// 4 KiB), so the targets measure the tier a node runs by default
+	// whatever the block size.
+	DefaultRAMChunk = int(config.DefaultRAMChunkBytes)
 	// DefaultConns is 8, the connection count of the benchmark's targets
 	// (BENCHMARKS.md).
 	DefaultConns = 8
@@ -90,8 +100,20 @@ type Spec struct {
 	// Tier is the node target's tier under test, TierRAM (default) or
 	// TierSSD. Other targets ignore it.
 	Tier string `json:"tier,omitempty"`
-	// BlockSize is the value size in bytes (DefaultBlockSize).
+	// BlockSize is the value size in bytes (DefaultBlockSize): every
+	// object of the data set has this many bytes. The tiers and nodes a
+	// target builds take objects up to at least this size (their max
+	// object size is raised to it when above the default 64 MiB), keep
+	// them in 4 KiB RAM chunks (DefaultRAMChunk) and size their
+	// eviction policies for it as their typical object size.
 	BlockSize int `json:"block_size"`
+	// Named stores and reads the data set as named objects, under
+	// LMCache-style names ("meta-llama/Llama-3.1-8B@1@0@<hex>@bfloat16kv_bytes",
+	// objectNameLen bytes), through the named forms (the tiers' named
+	// keys, the node's named ops, the client's GetNamed; redis keys are
+	// the same names), rather than as 64-bit chain ids. ram, ssd, node,
+	// cluster and redis accept it.
+	Named bool `json:"named,omitempty"`
 	// Conns is the number of connections (or workers, for in-process
 	// targets), each with its own goroutine(s) (DefaultConns; 1 for sim).
 	Conns int `json:"conns"`
@@ -152,8 +174,11 @@ func (s Spec) Validate() error {
 	if s.Tier != "" && s.Tier != TierRAM && s.Tier != TierSSD {
 		return badSpec("Tier", fmt.Sprintf("%q", s.Tier), "want ram or ssd")
 	}
-	if s.BlockSize < 0 || s.BlockSize > 64<<20 {
-		return badSpec("BlockSize", s.BlockSize, "want 0 (default) to 64 MiB")
+	if s.BlockSize < 0 || s.BlockSize > MaxBlockSize {
+		return badSpec("BlockSize", s.BlockSize, "want 0 (default) to 512 MiB")
+	}
+	if s.Named && !slices.Contains(namedTargets, s.Target) {
+		return badSpec("Named", s.Named, fmt.Sprintf("target %s has no named objects; want one of %v", s.Target, namedTargets))
 	}
 	if s.Conns < 0 || s.Conns > 1024 {
 		return badSpec("Conns", s.Conns, "want 0 (default) to 1024")
@@ -253,6 +278,25 @@ func (s Spec) withDefaults() Spec {
 	return s
 }
 
+// namedTargets are the targets that accept Spec.Named.
+var namedTargets = []string{TargetRAM, TargetSSD, TargetNode, TargetCluster, TargetRedis}
+
+// ramFootprint is the RAM-tier memory one object of spec's data set takes
+// in chunks of DefaultRAMChunk bytes: its name and payload rounded up to
+// whole chunks (at least one), as the RAM tier allocates them. Targets
+// size their RAM tiers in it, so the data set fits at any block size.
+func ramFootprint(spec Spec) int64 {
+	c := int64(DefaultRAMChunk)
+	return max(1, (int64(nameLen(spec)+spec.BlockSize)+c-1)/c) * c
+}
+
+// maxObject is the max object size of spec's tiers and nodes: the
+// default 64 MiB (config.DefaultMaxObjectBytes), or the block size when
+// it is larger (the limit is on the payload; the name is not counted).
+func maxObject(spec Spec) int {
+	return max(int(config.DefaultMaxObjectBytes), spec.BlockSize)
+}
+
 // onDisk reports whether the target's data set lives in files.
 func (s Spec) onDisk() bool {
 	return s.Target == TargetSSD || s.Target == TargetDisk || (s.Target == TargetNode && s.Tier == TierSSD)
@@ -267,7 +311,8 @@ func (s Spec) blocks() int {
 type Result struct {
 	// Spec is the run's spec with defaults filled in.
 	Spec Spec `json:"spec"`
-	// Name labels the row (target, and tier for node).
+	// Name labels the row (target, and tier for node; "-named" when
+	// Spec.Named).
 	Name string `json:"name"`
 	// Seconds is the timed wall-clock duration.
 	Seconds float64 `json:"seconds"`

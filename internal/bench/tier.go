@@ -10,19 +10,26 @@ import (
 	"github.com/kvpool/kvpool/internal/tier/ssd"
 )
 
-// ramTarget is a RAM tier in process holding the working set.
+// ramTarget is a RAM tier in process holding the working set: chunks of
+// DefaultRAMChunk bytes, room for one object more than the working set
+// (so nothing is evicted), a max object size of at least the block size,
+// and policies sized for the block size as the typical object size.
 type ramTarget struct {
 	r *ram.RAM
 }
 
 func (t *ramTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 	n := spec.blocks()
-	r, err := ram.Open(ram.Options{BlockSize: spec.BlockSize, CapacityBytes: int64(n+1) * int64(spec.BlockSize)})
+	capacity := int64(n+1) * ramFootprint(spec)
+	r, err := ram.Open(ram.Options{
+		BlockSize: spec.BlockSize, ChunkSize: DefaultRAMChunk, CapacityBytes: capacity,
+		MaxObjectSize: int(min(int64(maxObject(spec)), capacity)),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("open RAM tier: %w", err)
 	}
 	t.r = r
-	d := newDataset(n, spec.BlockSize)
+	d := newDataset(n, spec.BlockSize, spec.Named)
 	if err := fill(ctx, r, d); err != nil {
 		return nil, err
 	}
@@ -37,7 +44,8 @@ func (t *ramTarget) Close() error {
 }
 
 // ssdTarget is an SSD tier in process on spec.Dir, with O_DIRECT unless
-// spec.BufferedIO (or the filesystem refuses it).
+// spec.BufferedIO (or the filesystem refuses it), with room for 8 objects
+// more than the data set and a max object size of at least the block size.
 type ssdTarget struct {
 	t       *ssd.Tier
 	cleanup func() error
@@ -51,9 +59,12 @@ func (t *ssdTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 	}
 	t.cleanup = cleanup
 	n := spec.blocks()
+	// ssd.SlotSize counts names of up to 64 bytes, as objectName's are.
+	capacity := int64(n+8) * ssd.SlotSize(spec.BlockSize)
 	opts := ssd.Options{
 		Dir: dir, BlockSize: spec.BlockSize,
-		CapacityBytes: int64(n+8) * ssd.SlotSize(spec.BlockSize),
+		CapacityBytes: capacity,
+		MaxObjectSize: min(maxObject(spec), ssd.CapacityPayload(capacity)),
 		Sync:          ssd.SyncNone, HighWatermark: 1, LowWatermark: 1,
 		DirectIO: !spec.BufferedIO,
 	}
@@ -70,7 +81,7 @@ func (t *ssdTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 		t.notes = append(t.notes, "buffered I/O: reads may come from the page cache")
 	}
 	t.t = st
-	d := newDataset(n, spec.BlockSize)
+	d := newDataset(n, spec.BlockSize, spec.Named)
 	if err := fill(ctx, st, d); err != nil {
 		return nil, err
 	}
@@ -93,7 +104,7 @@ func (t *ssdTarget) Close() error {
 // fill puts every block of d into tr.
 func fill(ctx context.Context, tr tier.Tier, d *dataset) error {
 	for id := range uint64(d.n) {
-		if err := tr.Put(ctx, key(id), d.payload(id), d.sums[id]); err != nil {
+		if err := tr.Put(ctx, d.key(id), d.payload(id), d.sums[id]); err != nil {
 			return fmt.Errorf("put block %d of %d: %w", id, d.n, err)
 		}
 	}
@@ -120,12 +131,12 @@ type tierWorker struct {
 func (w *tierWorker) Do(ctx context.Context) (Op, error) {
 	id, write := w.mix.next()
 	if write {
-		if err := w.tr.Put(ctx, key(id), w.d.payload(id), w.d.sums[id]); err != nil {
+		if err := w.tr.Put(ctx, w.d.key(id), w.d.payload(id), w.d.sums[id]); err != nil {
 			return Op{}, fmt.Errorf("put block %d: %w", id, err)
 		}
 		return Op{Ops: 1, Bytes: int64(w.size)}, nil
 	}
-	p, _, err := w.tr.Get(ctx, key(id), w.dst)
+	p, _, err := w.tr.Get(ctx, w.d.key(id), w.dst)
 	if err != nil {
 		return Op{}, fmt.Errorf("get block %d: %w", id, err)
 	}
