@@ -132,8 +132,8 @@ type agent struct {
 	registered bool
 	every      time.Duration // the beat interval in effect
 
-	limits     reportLimits
-	backlog    bool // dirty keys were left out of the last report for size: beat again at once
+	limits  reportLimits
+	backlog bool // dirty keys were left out of the last report for size: beat again at once
 
 	registers, beats, failures, reregisters atomic.Uint64
 	live                                    atomic.Bool

@@ -438,7 +438,7 @@ func TestAgentModel(t *testing.T) {
 // entries and encoded bytes.
 type sizing struct {
 	*inProc
-	registers, beats    int
+	registers, beats   int
 	maxItems, maxBytes int
 }
 
