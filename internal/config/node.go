@@ -88,8 +88,8 @@ const (
 
 // Limits checked by Validate, with their reasons.
 const (
-	// maxBlockSize is the SSD tier's limit on a slot's payload (a 32-bit
-	// length field read with one ReadAt).
+	// maxBlockSize bounds block_size, a typical object size, within the
+	// tiers' 32-bit payload lengths (the tiers' own bound).
 	maxBlockSize Size = 1 << 30
 	// maxObjectBytes is the most max_object_bytes may be: 512 MiB
 	// (store.MaxObjectSizeLimit, what the node protocol's frames are
@@ -193,11 +193,12 @@ type RAM struct {
 	ChunkBytes Size
 	// Policy is the eviction policy, eviction[+admission] as
 	// policy.ParseSpec reads it (key ram.policy).
-	Policy string // HighWatermark and LowWatermark keep room in the RAM tier: past the
-	// high share of slots it evicts (demotes) down to the low share, so
-	// promotions and bursts find free slots (keys ram.high_watermark,
-	// ram.low_watermark; Mooncake's eviction_high_watermark_ratio 0.95 and
-	// eviction_ratio 0.05).
+	Policy string
+	// HighWatermark and LowWatermark keep room in the RAM tier: past the
+	// high share of its bytes (chunks) in use it evicts (demotes) down to
+	// the low share, so promotions and bursts find free chunks (keys
+	// ram.high_watermark, ram.low_watermark; Mooncake's
+	// eviction_high_watermark_ratio 0.95 and eviction_ratio 0.05).
 	HighWatermark, LowWatermark float64
 }
 
@@ -209,14 +210,15 @@ type SSD struct {
 	// Path is the tier's directory, absolute (key ssd.path; Mooncake's
 	// ssd_offload_path).
 	Path string
-	// Bytes bounds the slot files' size (key ssd.bytes).
+	// Bytes bounds the page files' and the side table's size (key
+	// ssd.bytes).
 	Bytes Size
 	// Sync is the durability mode: none, batch or always (key ssd.sync).
 	Sync ssd.SyncMode
 	// HighWatermark and LowWatermark are the eviction watermarks, as
-	// fractions of the slots (keys ssd.high_watermark, ssd.low_watermark).
+	// fractions of the pages (keys ssd.high_watermark, ssd.low_watermark).
 	HighWatermark, LowWatermark float64
-	// DirectIO opens the slot files with O_DIRECT (key ssd.direct_io).
+	// DirectIO opens the page files with O_DIRECT (key ssd.direct_io).
 	DirectIO bool
 }
 
@@ -356,7 +358,11 @@ func (n Node) Validate() error {
 func (n Node) fieldErrors() []*FieldError {
 	var errs []*FieldError
 	bad := func(key string, value any, format string, a ...any) {
-		errs = append(errs, &FieldError{Key: key, Value: fmt.Sprint(value), Reason: fmt.Sprintf(format, a...)})
+		v := fmt.Sprint(value)
+		if sz, ok := value.(Size); ok {
+			v = sz.exact()
+		}
+		errs = append(errs, &FieldError{Key: key, Value: v, Reason: fmt.Sprintf(format, a...)})
 	}
 	n.validateServing(bad)
 	n.validateAuthToken(bad)
@@ -419,13 +425,19 @@ func (n Node) validateAuthToken(bad func(key string, value any, format string, a
 
 // validateRAM checks the RAM tier's size, policy and watermarks.
 func (n Node) validateRAM(bad func(key string, value any, format string, a ...any)) {
-	if n.RAM.Bytes < n.BlockSize || n.RAM.Bytes <= 0 {
-		bad("ram.bytes", n.RAM.Bytes, "smaller than one block (block_size %v)", n.BlockSize)
-	} else if n.BlockSize > 0 && n.RAM.Bytes/n.BlockSize > ram.MaxSlots {
-		bad("ram.bytes", n.RAM.Bytes, "makes %d slots of %v, limit %d", n.RAM.Bytes/n.BlockSize, n.BlockSize, ram.MaxSlots)
+	c := n.RAM.ChunkBytes
+	chunkOK := c >= minRAMChunk && c <= maxRAMChunk && c&(c-1) == 0
+	switch {
+	case n.RAM.Bytes <= 0:
+		bad("ram.bytes", n.RAM.Bytes, "want a positive size")
+	case n.RAM.Bytes < n.BlockSize:
+		// The eviction policy is sized for ram.bytes/block_size objects.
+		bad("ram.bytes", n.RAM.Bytes, "smaller than block_size %v, the typical object size the RAM eviction policy is sized for (lower block_size)", n.BlockSize)
+	case chunkOK && int64(n.RAM.Bytes/c) > ram.MaxChunks:
+		bad("ram.bytes", n.RAM.Bytes, "makes %d chunks of %v (ram.chunk_bytes), limit %d", n.RAM.Bytes/c, c, ram.MaxChunks)
 	}
-	switch c := n.RAM.ChunkBytes; {
-	case c < minRAMChunk || c > maxRAMChunk || c&(c-1) != 0:
+	switch {
+	case !chunkOK:
 		bad("ram.chunk_bytes", c, "want a power of two from %v to %v", minRAMChunk, maxRAMChunk)
 	case n.RAM.Bytes > 0 && c > n.RAM.Bytes:
 		bad("ram.chunk_bytes", c, "larger than the RAM tier (ram.bytes %v)", n.RAM.Bytes)
@@ -531,7 +543,7 @@ func (s SSD) validate(blockSize Size, bad func(key string, value any, format str
 	if s.Bytes < 0 {
 		bad("ssd.bytes", s.Bytes, "negative")
 	} else if s.Enabled && blockSize > 0 && blockSize <= maxBlockSize && int64(s.Bytes) < ssd.SlotSize(int(blockSize)) {
-		bad("ssd.bytes", s.Bytes, "holds no slot of %v (block_size %v plus its header)", Size(ssd.SlotSize(int(blockSize))), blockSize)
+		bad("ssd.bytes", s.Bytes, "holds no object of block_size %v (%v in pages with its key and page metadata)", blockSize, Size(ssd.SlotSize(int(blockSize))))
 	}
 	if _, err := ssd.ParseSyncMode(string(s.Sync)); err != nil || s.Sync == "" {
 		bad("ssd.sync", s.Sync, "want none, batch or always")
