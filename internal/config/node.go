@@ -39,6 +39,10 @@ const (
 	// default: 64 MiB (store.DefaultMaxObjectSize; an LMCache chunk of an
 	// 8B model is about 32 MiB).
 	DefaultMaxObjectBytes Size = 64 << 20
+	// MaxObjectBytesLimit is the most max_object_bytes may be: 512 MiB
+	// (store.MaxObjectSizeLimit, what the node protocol's frames are sized
+	// for).
+	MaxObjectBytesLimit Size = 512 << 20
 	// DefaultRAMChunkBytes is the RAM tier's chunk: 4 KiB, one page, so a
 	// 28-byte object takes one chunk and a 32 KiB one wastes nothing.
 	DefaultRAMChunkBytes Size = 4 << 10
@@ -94,7 +98,7 @@ const (
 	// maxObjectBytes is the most max_object_bytes may be: 512 MiB
 	// (store.MaxObjectSizeLimit, what the node protocol's frames are
 	// sized for).
-	maxObjectBytes Size = 512 << 20
+	maxObjectBytes = MaxObjectBytesLimit
 	// minRAMChunk and maxRAMChunk bound ram.chunk_bytes: below 64 B the
 	// per-chunk metadata outweighs the payload; above 1 MiB a small object
 	// wastes most of its chunk. Powers of two keep chunks aligned.
