@@ -745,24 +745,35 @@ func (c *conn) readPayload(ctx context.Context, h wire.Header, bh wire.BlockHead
 			return nil, nil, false, codeOf(err), fmt.Errorf("nodeserver: %v from %s: ingress pacer: %w", h.Op, c.remote, err)
 		}
 	}
+	if err := c.s.puts.acquire(ctx, int64(bh.Len)); err != nil {
+		return nil, nil, false, codeOf(err), fmt.Errorf("nodeserver: %v from %s: waiting for PUT buffer space (Options.MaxPutBytes): %w", h.Op, c.remote, err)
+	}
 	if err := c.setReadDeadline(c.s.opts.ReadTimeout); err != nil {
+		c.s.puts.release(int64(bh.Len))
 		return nil, nil, false, wire.CodeUnavailable, err
 	}
 	buf = c.s.bufs.get(int(bh.Len))
 	payload, err = c.r.ReadPayload((*buf)[:0])
 	if err != nil {
-		c.s.bufs.put(buf)
+		c.putBack(buf)
 		code, err = c.bodyError(h, err)
 		return nil, nil, false, code, err
 	}
 	return payload, buf, true, wire.CodeOK, nil
 }
 
+// putBack returns a PUT payload's buffer to the pool and its bytes to the
+// server's PUT budget.
+func (c *conn) putBack(buf *[]byte) {
+	c.s.puts.release(int64(len(*buf)))
+	c.s.bufs.put(buf)
+}
+
 // stored returns a stored block's payload buffer to the pool and counts the
 // block in when the backend took it (code is the backend's answer).
 func (c *conn) stored(buf *[]byte, code wire.Code) wire.Code {
 	if buf != nil {
-		c.s.bufs.put(buf)
+		c.putBack(buf)
 	}
 	if code == wire.CodeOK {
 		c.s.ctr.blocksIn.Add(1)

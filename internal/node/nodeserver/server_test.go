@@ -193,6 +193,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"negative write", nodeserver.Options{Backend: b, WriteTimeout: -1}, "WriteTimeout"},
 		{"negative handshake", nodeserver.Options{Backend: b, HandshakeTimeout: -1}, "HandshakeTimeout"},
 		{"negative max conns", nodeserver.Options{Backend: b, MaxConns: -1}, "MaxConns"},
+		{"put bytes under a payload", nodeserver.Options{Backend: b, MaxPutBytes: 1 << 20, Limits: wire.LimitsFor(2 << 20)}, "MaxPutBytes"},
+		{"put bytes of one payload", nodeserver.Options{Backend: b, MaxPutBytes: 2 << 20, Limits: wire.LimitsFor(2 << 20)}, ""},
 		{"token over limit", nodeserver.Options{Backend: b, Token: make([]byte, 9), Limits: wire.Limits{MaxToken: 8}}, "Token"},
 	}
 	for _, c := range cases {
@@ -988,5 +990,42 @@ func TestAcceptErrors(t *testing.T) {
 	}
 	if _, err := net.Dial("tcp", ln.Addr().String()); err == nil {
 		t.Fatal("listener still open after Serve returned")
+	}
+}
+
+// gatedBackend holds every Put until gate is closed, after telling held.
+type gatedBackend struct {
+	nodeserver.Backend
+	held chan struct{}
+	gate chan struct{}
+}
+
+func (b *gatedBackend) Put(ctx context.Context, k block.Key, payload []byte, sum uint32) error {
+	b.held <- struct{}{}
+	<-b.gate
+	return b.Backend.Put(ctx, k, payload, sum)
+}
+
+// TestPutBytesBounded: with MaxPutBytes of one maximum payload, a second
+// connection's PUT waits while the first one's payload is held (its
+// backend Put blocked), and goes through once the first is stored; no
+// byte stays held after.
+func TestPutBytesBounded(t *testing.T) {
+	const max = 64 << 10
+	gb := &gatedBackend{Backend: newBackend(t), held: make(chan struct{}, 2), gate: make(chan struct{})}
+	srv, addr := start(t, gb, nodeserver.Options{Limits: wire.LimitsFor(max), MaxPutBytes: max})
+	a, b := open(t, addr, "t"), open(t, addr, "t")
+	a.send(putFrame(t, 1, "t", 1, payload(max, 1)))
+	<-gb.held
+	b.send(putFrame(t, 2, "t", 2, payload(max, 2)))
+	waitFor(t, "the second PUT to wait", func() bool { _, w := srv.PutBudgetState(); return w == 1 })
+	close(gb.gate)
+	for _, c := range []*raw{a, b} {
+		if f := c.frame(); f.Header.Op != wire.OpPutResponse || f.Statuses[0].Code != wire.CodeOK {
+			t.Fatalf("PUT answered %v %+v", f.Header.Op, f.Statuses)
+		}
+	}
+	if used, w := srv.PutBudgetState(); used != 0 || w != 0 {
+		t.Fatalf("after both PUTs: %d bytes held, %d waiting", used, w)
 	}
 }
