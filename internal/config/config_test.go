@@ -275,6 +275,8 @@ func TestValidationErrors(t *testing.T) {
 			`ram.bytes: "9222246136947933184 B (8.0 EiB)" (from env KVPOOL_RAM_BYTES): makes 2251524935778304 chunks of 4.0 KiB (ram.chunk_bytes), limit 2147483647`},
 		{"ram too many small chunks", "", map[string]string{"KVPOOL_RAM_BYTES": "256GiB", "KVPOOL_RAM_CHUNK_BYTES": "64B", "KVPOOL_BLOCK_SIZE": "4KiB"}, nil,
 			`ram.bytes: "256.0 GiB" (from env KVPOOL_RAM_BYTES): makes 4294967296 chunks of 64 B (ram.chunk_bytes), limit 2147483647`},
+		{"ram keeps no object", "ram:\n  bytes: 4KiB\n  chunk_bytes: 4KiB\nblock_size: 4KiB\n", nil, nil,
+			`ram.bytes: "4.0 KiB" (from file node.yaml:2): keeps no object resident: ram.low_watermark 0.9 of it in chunks of 4.0 KiB holds no 1025-byte name and payload`},
 		{"max object one byte over 512 MiB", "", nil, map[string]string{"max-object-bytes": "536870913"},
 			`max_object_bytes: "536870913 B (512.0 MiB)" (from flag --max-object-bytes): want 1 B to 512.0 MiB`},
 		{"max object 1.5GiB", "max_object_bytes: 1.5GiB\n", nil, nil, `max_object_bytes: "1.5 GiB" (from file node.yaml:1): want 1 B to 512.0 MiB`},
@@ -649,7 +651,7 @@ func TestStartupLine(t *testing.T) {
 			map[string]string{"KVPOOL_PACERS_NET_EGRESS": "10Gbps", "KVPOOL_PACERS_SSD_READ": "500MiB/s"},
 			"kvpool node: RAM 1.0 GiB (default), objects up to 64.0 MiB (default); SSD /d 1.0 GiB (file node.yaml, default), sync always, direct I/O; paced: net egress 1.25 GB/s (env KVPOOL_PACERS_NET_EGRESS), SSD read 524.29 MB/s (env KVPOOL_PACERS_SSD_READ); listen 127.0.0.1:7480; master m:7470"},
 		{"max object above the RAM size", "ram:\n  bytes: 16MiB\nmax_object_bytes: 512MiB\n", nil,
-			"kvpool node: RAM 16.0 MiB (file node.yaml), objects up to 16.0 MiB (the RAM size; max_object_bytes 512.0 MiB, file node.yaml); SSD offload: off (default); listen 127.0.0.1:7480"},
+			"kvpool node: RAM 16.0 MiB (file node.yaml), objects up to 14.4 MiB (what RAM keeps under ram.low_watermark; max_object_bytes 512.0 MiB, file node.yaml); SSD offload: off (default); listen 127.0.0.1:7480"},
 		{"max object from env", "", map[string]string{"KVPOOL_MAX_OBJECT_BYTES": "1.5MiB"},
 			"kvpool node: RAM 1.0 GiB (default), objects up to 1.5 MiB (env KVPOOL_MAX_OBJECT_BYTES); SSD offload: off (default); listen 127.0.0.1:7480"},
 	}
@@ -870,5 +872,29 @@ func TestHeartbeatDurationParsed(t *testing.T) {
 	l := mustLoad(t, src("heartbeat_interval: 250ms\n", nil, nil))
 	if l.Node.HeartbeatInterval != 250*time.Millisecond {
 		t.Errorf("heartbeat_interval = %v", l.Node.HeartbeatInterval)
+	}
+}
+
+// TestEffectiveMaxObject: the node takes max_object_bytes, or what its
+// RAM tier keeps under the low watermark with the longest name when less;
+// never more than an object that would be evicted as soon as stored.
+func TestEffectiveMaxObject(t *testing.T) {
+	d := Defaults()
+	if got := d.EffectiveMaxObject(); got != DefaultMaxObjectBytes {
+		t.Errorf("defaults: %v, want %v", got, DefaultMaxObjectBytes)
+	}
+	n := Defaults()
+	n.RAM.Bytes, n.RAM.ChunkBytes, n.RAM.LowWatermark = 1<<20, 4096, 0.9
+	// floor(0.9 × 256 chunks) = 230 chunks, less a 1 KiB name.
+	if got, want := n.EffectiveMaxObject(), Size(230*4096-1024); got != want {
+		t.Errorf("1 MiB RAM: %d, want %d", got, want)
+	}
+	n.RAM.LowWatermark = 1
+	if got, want := n.EffectiveMaxObject(), Size(1<<20-1024); got != want {
+		t.Errorf("1 MiB RAM, low watermark 1: %d, want %d", got, want)
+	}
+	n.MaxObjectBytes = 1000
+	if got := n.EffectiveMaxObject(); got != 1000 {
+		t.Errorf("max_object_bytes 1000: %d", got)
 	}
 }

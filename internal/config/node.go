@@ -144,8 +144,8 @@ type Node struct {
 	BlockSize Size
 	// MaxObjectBytes is the largest object the node stores, at most
 	// 512 MiB (key max_object_bytes); a larger Put is refused with its
-	// size, this limit and the setting's name. A node whose RAM tier is
-	// smaller takes objects up to the RAM tier's size (EffectiveMaxObject).
+	// size, this limit and the setting's name. A node whose RAM tier keeps
+	// less takes objects up to what it keeps (EffectiveMaxObject).
 	MaxObjectBytes Size
 	// AuthToken is the shared secret clients present; empty disables
 	// authentication (key auth_token). It never prints.
@@ -249,9 +249,24 @@ type Pacers struct {
 }
 
 // EffectiveMaxObject is the largest object the node takes: MaxObjectBytes,
-// or the RAM tier's size when that is smaller (every object passes
-// through RAM, so a small test node need not lower max_object_bytes).
-func (n Node) EffectiveMaxObject() Size { return min(n.MaxObjectBytes, n.RAM.Bytes) }
+// or RAMKeeps when that is smaller (every object passes through RAM, so a
+// small test node need not lower max_object_bytes). At most 0 when the
+// RAM tier keeps no object (Validate refuses that).
+func (n Node) EffectiveMaxObject() Size { return max(min(n.MaxObjectBytes, n.RAMKeeps()), 0) }
+
+// RAMKeeps is the largest payload the RAM tier keeps resident, under the
+// longest name: its chunks under the low watermark, less the name's
+// bytes. A larger object would be stored and, past the high watermark,
+// evicted down to the low one — itself included — at once: acknowledged,
+// then gone (or only on SSD). The node refuses it up front instead.
+func (n Node) RAMKeeps() Size {
+	cs := n.RAM.ChunkBytes
+	if cs <= 0 || n.RAM.Bytes <= 0 {
+		return 0
+	}
+	low := math.Floor(n.RAM.LowWatermark*float64(n.RAM.Bytes/cs) + 1e-9)
+	return Size(low)*cs - block.MaxNameLen
+}
 
 // Defaults returns the default configuration.
 func Defaults() Node {
@@ -445,6 +460,8 @@ func (n Node) validateRAM(bad func(key string, value any, format string, a ...an
 		bad("ram.chunk_bytes", c, "want a power of two from %v to %v", minRAMChunk, maxRAMChunk)
 	case n.RAM.Bytes > 0 && c > n.RAM.Bytes:
 		bad("ram.chunk_bytes", c, "larger than the RAM tier (ram.bytes %v)", n.RAM.Bytes)
+	case n.RAM.Bytes > 0 && n.RAM.LowWatermark > 0 && n.RAMKeeps() < 1:
+		bad("ram.bytes", n.RAM.Bytes, "keeps no object resident: ram.low_watermark %v of it in chunks of %v holds no %d-byte name and payload", n.RAM.LowWatermark, c, block.MaxNameLen+1)
 	}
 	if spec, err := policy.ParseSpec(n.RAM.Policy); err != nil {
 		bad("ram.policy", n.RAM.Policy, "%v", err)

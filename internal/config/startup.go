@@ -9,7 +9,7 @@ import (
 // StartupLine is the one line a node prints at start: the tiers really in
 // effect — RAM bytes; the SSD path and bytes, or "SSD offload: off" — with
 // where each value came from, the largest object the node takes (max_object_bytes,
-// or the RAM size when smaller), the pacers that are on, and the
+// or what the RAM tier keeps when less: config.Node.RAMKeeps), the pacers that are on, and the
 // addresses. For example:
 //
 //	kvpool node: RAM 1.0 GiB (default), objects up to 64.0 MiB (default); SSD /data/kv 64.0 GiB (file node.yaml, env MOONCAKE_OFFLOAD_FILE_STORAGE_PATH), sync batch; listen 127.0.0.1:7480
@@ -23,7 +23,7 @@ func (l *Loaded) StartupLine() string {
 	if eff := n.EffectiveMaxObject(); eff < n.MaxObjectBytes {
 		// Every object passes through RAM: say so, or a put the node
 		// refuses would look like a bug in max_object_bytes.
-		fmt.Fprintf(&b, ", objects up to %v (the RAM size; max_object_bytes %v, %s)", eff, n.MaxObjectBytes, l.origins("max_object_bytes"))
+		fmt.Fprintf(&b, ", objects up to %v (what RAM keeps under ram.low_watermark; max_object_bytes %v, %s)", eff, n.MaxObjectBytes, l.origins("max_object_bytes"))
 	} else {
 		fmt.Fprintf(&b, ", objects up to %v (%s)", eff, l.origins("max_object_bytes"))
 	}
