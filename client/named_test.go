@@ -219,7 +219,7 @@ func TestPutLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := errs[0]; !errors.Is(e, kvpool.ErrTooLarge) || !strings.Contains(e.Error(), "67108865 bytes") ||
+	if e := errs[0]; !errors.Is(e, kvpool.ErrTooLarge) || !strings.Contains(e.Error(), `object t/"big": 67108865 bytes`) ||
 		!strings.Contains(e.Error(), "67108864") || !strings.Contains(e.Error(), "--max-object-bytes") {
 		t.Errorf("64 MiB + 1: %v; want ErrTooLarge with the size, the limit and --max-object-bytes", e)
 	}
