@@ -281,13 +281,23 @@ func (c *conn) headerError(h wire.Header, err error) error {
 			if serr == err && !errors.Is(err, io.ErrUnexpectedEOF) {
 				// The header itself lost the stream (a bad length): say
 				// why, best effort, before closing.
-				c.writeError(h.ReqID, err)
+				c.writeError(h.ReqID, c.frameTooLarge(err))
 			}
 		}
 		return err
 	}
 	c.s.ctr.decodeErrors.Add(1)
 	return c.writeError(h.ReqID, err)
+}
+
+// frameTooLarge explains a frame over Limits.MaxFrame in the node's
+// settings: a PUT of an object far over the max object size ends there.
+func (c *conn) frameTooLarge(err error) error {
+	if !errors.Is(err, frame.ErrFrameTooLarge) {
+		return err
+	}
+	return fmt.Errorf("%w; frames are bounded by this node's max object size, %d bytes, plus %d "+
+		"(node flag --max-object-bytes, config max_object_bytes, at most %d)", err, c.s.lim.MaxPayload, c.s.lim.MaxFrame-c.s.lim.MaxPayload, wire.MaxObjectSize)
 }
 
 // bodyError handles a failed body read: it skips the rest of the frame and

@@ -1029,3 +1029,45 @@ func TestPutBytesBounded(t *testing.T) {
 		t.Fatalf("after both PUTs: %d bytes held, %d waiting", used, w)
 	}
 }
+
+// TestPutTooLargeRaw: over the wire, a PUT and an MPUT of a payload one
+// byte over the node's max object size are answered with an ERROR giving
+// the size, the limit and the node setting, and the connection stays
+// usable; a PUT frame over the frame limit (claimed 5 GiB would not even
+// fit the u32, so 1 MiB against 64 KiB) is answered in the same terms
+// before the connection closes. Nothing is stored.
+func TestPutTooLargeRaw(t *testing.T) {
+	const max = 64 << 10
+	b := newBackend(t)
+	srv, addr := start(t, b, nodeserver.Options{Limits: wire.LimitsFor(max)})
+	c := open(t, addr, "t")
+	check := func(what string, f *wire.Frame, size int) {
+		t.Helper()
+		if f.Header.Op != wire.OpError || f.Code != wire.CodeTooLarge {
+			t.Fatalf("%s: %v %v, want an ERROR too large", what, f.Header.Op, f.Code)
+		}
+		for _, s := range []string{fmt.Sprint(size), fmt.Sprint(max), "--max-object-bytes", "max_object_bytes"} {
+			if !strings.Contains(f.Message, s) {
+				t.Errorf("%s: message %q lacks %q", what, f.Message, s)
+			}
+		}
+	}
+	c.send(putFrame(t, 1, "t", 1, payload(max+1, 1)))
+	check("PUT", c.frame(), max+1)
+	p := payload(max+1, 2)
+	mput, err := wire.AppendMPut(nil, 2, []wire.Block{{ID: 2, Checksum: block.Checksum(block.Key{Tenant: "t", ID: 2}, p), Payload: p}})
+	c.send(mustAppend(t, mput, err))
+	check("MPUT", c.frame(), max+1)
+	c.send(putFrame(t, 3, "t", 3, payload(10, 3)))
+	if f := c.frame(); f.Header.Op != wire.OpPutResponse || f.Statuses[0].Code != wire.CodeOK {
+		t.Fatalf("PUT after the refusals: %v %+v", f.Header.Op, f.Statuses)
+	}
+	c.send(putFrame(t, 4, "t", 4, payload(1<<20, 4)))
+	check("PUT frame over the frame limit", c.frame(), 1<<20+36)
+	if !c.closed() {
+		t.Error("the connection stays open after a frame over the limit (the stream is lost)")
+	}
+	if st := srv.Stats(); st.BlocksIn != 1 {
+		t.Errorf("%d blocks stored, want 1", st.BlocksIn)
+	}
+}
