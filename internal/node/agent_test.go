@@ -96,7 +96,7 @@ type agentRig struct {
 	c  *inProc
 }
 
-// newRig opens a store of ramSlots RAM slots and ssdSlots SSD slots (none:
+// newRig opens a store of ramSlots RAM slots and an SSD tier of at most ssdSlots objects (none:
 // no SSD tier) of bs bytes, with an agent talking to c.
 func newRig(t *testing.T, c *inProc, bs, ramSlots, ssdSlots int) *agentRig {
 	t.Helper()
