@@ -845,7 +845,7 @@ func (r *RAM) checkPut(ctx context.Context, k block.Key, payload []byte, sum uin
 	}
 	need := r.chunksFor(len(k.Name), len(payload))
 	if need > r.nChunks {
-		return 0, fmt.Errorf("ram: put %s: %d-byte name and %d-byte payload need %d chunks of %d bytes, the RAM tier has %d (%d bytes): %w",
+		return 0, fmt.Errorf("ram: put %s: %d-byte name and %d-byte payload need %d chunks of %d bytes, the RAM tier has %d (%d bytes; a node's --ram-bytes): %w",
 			k, len(k.Name), len(payload), need, r.cs, r.nChunks, r.stats.CapacityBytes, kvpool.ErrTooLarge)
 	}
 	if keep := r.keepChunks(); need > keep {
