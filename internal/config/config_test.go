@@ -276,7 +276,7 @@ func TestValidationErrors(t *testing.T) {
 		{"ram too many small chunks", "", map[string]string{"KVPOOL_RAM_BYTES": "256GiB", "KVPOOL_RAM_CHUNK_BYTES": "64B", "KVPOOL_BLOCK_SIZE": "4KiB"}, nil,
 			`ram.bytes: "256.0 GiB" (from env KVPOOL_RAM_BYTES): makes 4294967296 chunks of 64 B (ram.chunk_bytes), limit 2147483647`},
 		{"ram keeps no object", "ram:\n  bytes: 4KiB\n  chunk_bytes: 4KiB\nblock_size: 4KiB\n", nil, nil,
-			`ram.bytes: "4.0 KiB" (from file node.yaml:2): keeps no object resident: ram.low_watermark 0.9 of it in chunks of 4.0 KiB holds no 1025-byte name and payload`},
+			`ram.bytes: "4.0 KiB" (from file node.yaml:2): keeps no object resident: ram.low_watermark 0.9 of it is less than one chunk of 4.0 KiB`},
 		{"max object one byte over 512 MiB", "", nil, map[string]string{"max-object-bytes": "536870913"},
 			`max_object_bytes: "536870913 B (512.0 MiB)" (from flag --max-object-bytes): want 1 B to 512.0 MiB`},
 		{"max object 1.5GiB", "max_object_bytes: 1.5GiB\n", nil, nil, `max_object_bytes: "1.5 GiB" (from file node.yaml:1): want 1 B to 512.0 MiB`},
@@ -876,8 +876,10 @@ func TestHeartbeatDurationParsed(t *testing.T) {
 }
 
 // TestEffectiveMaxObject: the node takes max_object_bytes, or what its
-// RAM tier keeps under the low watermark with the longest name when less;
-// never more than an object that would be evicted as soon as stored.
+// RAM tier keeps under the low watermark when less; never an object that
+// would be evicted as soon as stored. A live run's RAM of
+// replay.RAMSlotsFor(blocks) slots at a watermark of blocks/slots keeps
+// exactly its blocks.
 func TestEffectiveMaxObject(t *testing.T) {
 	d := Defaults()
 	if got := d.EffectiveMaxObject(); got != DefaultMaxObjectBytes {
@@ -885,16 +887,21 @@ func TestEffectiveMaxObject(t *testing.T) {
 	}
 	n := Defaults()
 	n.RAM.Bytes, n.RAM.ChunkBytes, n.RAM.LowWatermark = 1<<20, 4096, 0.9
-	// floor(0.9 × 256 chunks) = 230 chunks, less a 1 KiB name.
-	if got, want := n.EffectiveMaxObject(), Size(230*4096-1024); got != want {
+	// floor(0.9 × 256 chunks) = 230 chunks.
+	if got, want := n.EffectiveMaxObject(), Size(230*4096); got != want {
 		t.Errorf("1 MiB RAM: %d, want %d", got, want)
 	}
 	n.RAM.LowWatermark = 1
-	if got, want := n.EffectiveMaxObject(), Size(1<<20-1024); got != want {
+	if got, want := n.EffectiveMaxObject(), Size(1<<20); got != want {
 		t.Errorf("1 MiB RAM, low watermark 1: %d, want %d", got, want)
 	}
 	n.MaxObjectBytes = 1000
 	if got := n.EffectiveMaxObject(); got != 1000 {
 		t.Errorf("max_object_bytes 1000: %d", got)
+	}
+	n = Defaults() // a live run: 1 block of 64 KiB in ceil(1/0.9) = 2 slots, watermark 1/2
+	n.RAM.Bytes, n.RAM.LowWatermark = 2*64<<10, 0.5
+	if got := n.EffectiveMaxObject(); got != 64<<10 {
+		t.Errorf("one-block live-run node: %d, want 65536", got)
 	}
 }

@@ -254,18 +254,20 @@ type Pacers struct {
 // RAM tier keeps no object (Validate refuses that).
 func (n Node) EffectiveMaxObject() Size { return max(min(n.MaxObjectBytes, n.RAMKeeps()), 0) }
 
-// RAMKeeps is the largest payload the RAM tier keeps resident, under the
-// longest name: its chunks under the low watermark, less the name's
-// bytes. A larger object would be stored and, past the high watermark,
-// evicted down to the low one — itself included — at once: acknowledged,
-// then gone (or only on SSD). The node refuses it up front instead.
+// RAMKeeps is the most an object (its name and payload) may take for the
+// RAM tier to keep it resident: its chunks under the low watermark (the
+// tier's own rounding). A larger object would be stored and, past the
+// high watermark, evicted down to the low one — itself included — at
+// once: acknowledged, then gone (or only on SSD). The node refuses a
+// payload over it up front; a named object within its name's length of
+// the bound is the one case left to eviction.
 func (n Node) RAMKeeps() Size {
 	cs := n.RAM.ChunkBytes
 	if cs <= 0 || n.RAM.Bytes <= 0 {
 		return 0
 	}
 	low := math.Floor(n.RAM.LowWatermark*float64(n.RAM.Bytes/cs) + 1e-9)
-	return Size(low)*cs - block.MaxNameLen
+	return Size(low) * cs
 }
 
 // Defaults returns the default configuration.
@@ -461,7 +463,7 @@ func (n Node) validateRAM(bad func(key string, value any, format string, a ...an
 	case n.RAM.Bytes > 0 && c > n.RAM.Bytes:
 		bad("ram.chunk_bytes", c, "larger than the RAM tier (ram.bytes %v)", n.RAM.Bytes)
 	case n.RAM.Bytes > 0 && n.RAM.LowWatermark > 0 && n.RAMKeeps() < 1:
-		bad("ram.bytes", n.RAM.Bytes, "keeps no object resident: ram.low_watermark %v of it in chunks of %v holds no %d-byte name and payload", n.RAM.LowWatermark, c, block.MaxNameLen+1)
+		bad("ram.bytes", n.RAM.Bytes, "keeps no object resident: ram.low_watermark %v of it is less than one chunk of %v", n.RAM.LowWatermark, c)
 	}
 	if spec, err := policy.ParseSpec(n.RAM.Policy); err != nil {
 		bad("ram.policy", n.RAM.Policy, "%v", err)
