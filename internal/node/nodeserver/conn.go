@@ -40,6 +40,10 @@ type conn struct {
 	cr     connReader
 	sf     sendfiler
 	tenant string
+	// putHeld is the PUT budget bytes the connection holds (one payload
+	// at most), given back by putBack, or when the connection ends (a
+	// panic in the backend's Put must not leak them).
+	putHeld int64
 	// denyWrite, when not nil, is why the connection's grant may not
 	// write its tenant's namespace (a shared namespace it only reads):
 	// PUT, MPUT and DELETE are answered with it.
@@ -114,6 +118,10 @@ func (c *conn) setReadDeadline(d time.Duration) error { return c.sc.SetReadTimeo
 // serve runs the connection until it ends.
 func (c *conn) serve(ctx context.Context) {
 	defer func() {
+		if c.putHeld > 0 {
+			c.s.puts.release(c.putHeld)
+			c.putHeld = 0
+		}
 		if v := recover(); v != nil {
 			c.s.ctr.panics.Add(1)
 			c.s.log.Error("nodeserver: panic serving a connection (a bug); connection closed",
@@ -758,8 +766,10 @@ func (c *conn) readPayload(ctx context.Context, h wire.Header, bh wire.BlockHead
 	if err := c.s.puts.acquire(ctx, int64(bh.Len)); err != nil {
 		return nil, nil, false, codeOf(err), fmt.Errorf("nodeserver: %v from %s: waiting for PUT buffer space (Options.MaxPutBytes): %w", h.Op, c.remote, err)
 	}
+	c.putHeld = int64(bh.Len)
 	if err := c.setReadDeadline(c.s.opts.ReadTimeout); err != nil {
-		c.s.puts.release(int64(bh.Len))
+		c.s.puts.release(c.putHeld)
+		c.putHeld = 0
 		return nil, nil, false, wire.CodeUnavailable, err
 	}
 	buf = c.s.bufs.get(int(bh.Len))
@@ -775,7 +785,8 @@ func (c *conn) readPayload(ctx context.Context, h wire.Header, bh wire.BlockHead
 // putBack returns a PUT payload's buffer to the pool and its bytes to the
 // server's PUT budget.
 func (c *conn) putBack(buf *[]byte) {
-	c.s.puts.release(int64(len(*buf)))
+	c.s.puts.release(c.putHeld)
+	c.putHeld = 0
 	c.s.bufs.put(buf)
 }
 

@@ -718,6 +718,9 @@ func (f *faultBackend) Acquire(ctx context.Context, k block.Key) (nodeserver.Ref
 }
 
 func (f *faultBackend) Put(ctx context.Context, k block.Key, p []byte, sum uint32) error {
+	if k.ID == f.panicID {
+		panic("injected fault")
+	}
 	if f.putErr != nil {
 		return f.putErr
 	}
@@ -1069,5 +1072,25 @@ func TestPutTooLargeRaw(t *testing.T) {
 	}
 	if st := srv.Stats(); st.BlocksIn != 1 {
 		t.Errorf("%d blocks stored, want 1", st.BlocksIn)
+	}
+}
+
+// TestPutPanicReleasesBudget: a backend Put that panics closes its
+// connection and gives back the PUT budget bytes it held, so that later
+// PUTs are not left waiting for bytes nobody holds.
+func TestPutPanicReleasesBudget(t *testing.T) {
+	const max = 64 << 10
+	fb := &faultBackend{Backend: newBackend(t), panicID: 666}
+	srv, addr := start(t, fb, nodeserver.Options{Limits: wire.LimitsFor(max), MaxPutBytes: max, Logger: slog.New(slog.DiscardHandler)})
+	rc := open(t, addr, "t")
+	rc.send(putFrame(t, 1, "t", 666, payload(max, 1)))
+	if !rc.closed() {
+		t.Fatal("connection open after a panic")
+	}
+	waitFor(t, "the budget to be given back", func() bool { used, _ := srv.PutBudgetState(); return used == 0 })
+	rc = open(t, addr, "t")
+	rc.send(putFrame(t, 2, "t", 2, payload(max, 2)))
+	if f := rc.frame(); f.Header.Op != wire.OpPutResponse || f.Statuses[0].Code != wire.CodeOK {
+		t.Fatalf("PUT after the panic: %v %+v", f.Header.Op, f.Statuses)
 	}
 }
