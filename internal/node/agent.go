@@ -246,10 +246,11 @@ func (a *agent) takeDirty() map[block.Key]mark {
 // entry per tier: reportCost), and the rest, to be put back.
 func (a *agent) takeDirtyWithin(items, bytes int) (d, rest map[block.Key]mark) {
 	d = a.takeDirty()
+	taken := 0
 	for k, m := range d {
 		ni, nb := reportCost(k)
-		if items >= ni && bytes >= nb {
-			items, bytes = items-ni, bytes-nb
+		if (items >= ni && bytes >= nb) || taken == 0 { // at least one: the backlog always shrinks
+			items, bytes, taken = items-ni, bytes-nb, taken+1
 			continue
 		}
 		if rest == nil {
@@ -392,7 +393,7 @@ func (a *agent) register(ctx context.Context) error {
 				ni, nb = ni+1, nb+masterproto.ItemLen(k)
 			}
 		}
-		if items+ni > a.limits.items || bytes+nb > a.limits.bytes {
+		if (items+ni > a.limits.items || bytes+nb > a.limits.bytes) && len(inv) > 0 {
 			if rest == nil {
 				rest = make(map[block.Key]mark)
 			}
