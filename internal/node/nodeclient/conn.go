@@ -825,7 +825,7 @@ func (c *Conn) refuse(op wire.Op, k block.Key, p []byte) error {
 			noun = "object"
 		}
 		return fmt.Errorf("%s %s: %d bytes, larger than the node's max object size of %d bytes "+
-			"(node flag --max-object-bytes, config max_object_bytes): %w",
+			"(node flag --max-object-bytes, config max_object_bytes, less on a node whose RAM keeps less: --ram-bytes): %w",
 			noun, k, len(p), c.server.MaxPayload, kvpool.ErrTooLarge)
 	}
 	if op.Named() {

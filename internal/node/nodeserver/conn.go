@@ -467,7 +467,7 @@ func (c *conn) tooLarge(h wire.Header, bh wire.BlockHeader, err error) error {
 		return err
 	}
 	return fmt.Errorf("nodeserver: %v (request %d): an object of %d bytes is larger than this node's max object size, %d bytes "+
-		"(node flag --max-object-bytes, config max_object_bytes, at most %d): %w",
+		"(node flag --max-object-bytes, config max_object_bytes, at most %d; less on a node whose RAM keeps less: --ram-bytes): %w",
 		h.Op, h.ReqID, bh.Len, c.s.lim.MaxPayload, wire.MaxObjectSize, err)
 }
 
