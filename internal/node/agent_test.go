@@ -440,6 +440,7 @@ type sizing struct {
 	*inProc
 	registers, beats   int
 	maxItems, maxBytes int
+	maxHitBytes, hits  int
 }
 
 func (c *sizing) note(items []meta.Item, removed []meta.ItemKey, moved []meta.Move) {
@@ -465,6 +466,11 @@ func (c *sizing) Register(ctx context.Context, info meta.NodeInfo, inv meta.Inve
 func (c *sizing) Heartbeat(ctx context.Context, id meta.NodeID, s meta.Session, d meta.Delta, u meta.NodeUsage, hits []block.Key, done []meta.TaskResult) (meta.HeartbeatReply, error) {
 	c.beats++
 	c.note(d.Added, d.Removed, d.Moved)
+	hb := 0
+	for _, k := range hits {
+		hb += masterproto.HitLen(k)
+	}
+	c.maxHitBytes, c.hits = max(c.maxHitBytes, hb), c.hits+len(hits)
 	return c.inProc.Heartbeat(ctx, id, s, d, u, hits, done)
 }
 
@@ -524,5 +530,31 @@ func TestAgentSplitsLargeInventory(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestAgentBoundsSSDHits: the SSD hits of one heartbeat take at most a
+// quarter of its bytes; the rest go with the next beats, none lost.
+func TestAgentBoundsSSDHits(t *testing.T) {
+	c := &inProc{}
+	c.set(newMaster(t, master.Options{HighWatermark: 1, LowWatermark: 0.99}), false)
+	r := newRig(t, c, 4096, 8, 0)
+	sc := &sizing{inProc: c}
+	r.ag.client = sc
+	r.beat() // registers
+	const n = 50
+	name := func(i int) block.Key {
+		return block.Named("t", fmt.Sprintf("hit-%03d-%s", i, strings.Repeat("h", 1000)))
+	}
+	hit := masterproto.HitLen(name(0))
+	r.ag.limits = reportLimits{items: 1000, bytes: 4 * 10 * hit} // ten hits per beat
+	for i := range n {
+		r.ag.Consider(name(i), store.Load{})
+	}
+	for range n {
+		r.beat()
+	}
+	if sc.hits != n || sc.maxHitBytes > 10*hit {
+		t.Errorf("%d hits reported, at most %d bytes in a beat; want %d, at most %d", sc.hits, sc.maxHitBytes, n, 10*hit)
 	}
 }
