@@ -21,7 +21,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	blockSize := fs.String("block-size", config.Size(cluster.DefaultBlockSize).String(),
 		"typical object size the nodes' eviction policies are sized for; not a limit on object size (--max-object-bytes is)")
 	maxObject := fs.String("max-object-bytes", config.DefaultMaxObjectBytes.String(),
-		fmt.Sprintf("largest object each node stores (at most %v; the RAM size if smaller)", config.MaxObjectBytesLimit))
+		fmt.Sprintf("largest object each node stores (at most %v; less if a node's RAM keeps less)", config.MaxObjectBytesLimit))
 	dataDir := fs.String("data-dir", "", "directory for the nodes' data (default: a temporary directory removed on exit)")
 	md := master.DefaultOptions()
 	heartbeat := fs.Duration("heartbeat", 0, fmt.Sprintf("node heartbeat interval (0 = the master's default, %v)", md.HeartbeatInterval))

@@ -98,7 +98,7 @@ func fields() []field {
 		strField("cluster_id", "cluster ID: join only a master of this cluster (empty: a master without one)", func(n *Node) *string { return &n.ClusterID }),
 		durationField("heartbeat_interval", "interval between heartbeats to the master", func(n *Node) *time.Duration { return &n.HeartbeatInterval }),
 		sizeField("block_size", "typical object size the tiers' eviction policies are sized for (e.g. 256KiB); not a limit on object size", func(n *Node) *Size { return &n.BlockSize }),
-		sizeField("max_object_bytes", "largest object the node stores (e.g. 64MiB, at most 512MiB; the RAM size if smaller)", func(n *Node) *Size { return &n.MaxObjectBytes }),
+		sizeField("max_object_bytes", "largest object the node stores (e.g. 64MiB, at most 512MiB; less if its RAM keeps less under ram.low_watermark)", func(n *Node) *Size { return &n.MaxObjectBytes }),
 		{
 			key: "auth_token", usage: "shared secret clients must present (prefer the file or KVPOOL_AUTH_TOKEN: flags are visible in the process list)", secret: true,
 			set:  func(n *Node, v string) error { n.AuthToken = Secret(v); return nil },
