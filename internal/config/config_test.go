@@ -275,8 +275,8 @@ func TestValidationErrors(t *testing.T) {
 			`ram.bytes: "9222246136947933184 B (8.0 EiB)" (from env KVPOOL_RAM_BYTES): makes 2251524935778304 chunks of 4.0 KiB (ram.chunk_bytes), limit 2147483647`},
 		{"ram too many small chunks", "", map[string]string{"KVPOOL_RAM_BYTES": "256GiB", "KVPOOL_RAM_CHUNK_BYTES": "64B", "KVPOOL_BLOCK_SIZE": "4KiB"}, nil,
 			`ram.bytes: "256.0 GiB" (from env KVPOOL_RAM_BYTES): makes 4294967296 chunks of 64 B (ram.chunk_bytes), limit 2147483647`},
-		{"ram keeps no object", "ram:\n  bytes: 4KiB\n  chunk_bytes: 4KiB\nblock_size: 4KiB\n", nil, nil,
-			`ram.bytes: "4.0 KiB" (from file node.yaml:2): keeps no object resident: ram.low_watermark 0.9 of it is less than one chunk of 4.0 KiB`},
+		{"ram keeps no object", "ram:\n  bytes: 400KiB\n  low_watermark: 0.005\nblock_size: 4KiB\n", nil, nil,
+			`ram.bytes: "400.0 KiB" (from file node.yaml:2): keeps no object resident: ram.low_watermark 0.005 of it is less than one chunk of 4.0 KiB`},
 		{"max object one byte over 512 MiB", "", nil, map[string]string{"max-object-bytes": "536870913"},
 			`max_object_bytes: "536870913 B (512.0 MiB)" (from flag --max-object-bytes): want 1 B to 512.0 MiB`},
 		{"max object 1.5GiB", "max_object_bytes: 1.5GiB\n", nil, nil, `max_object_bytes: "1.5 GiB" (from file node.yaml:1): want 1 B to 512.0 MiB`},
@@ -651,7 +651,9 @@ func TestStartupLine(t *testing.T) {
 			map[string]string{"KVPOOL_PACERS_NET_EGRESS": "10Gbps", "KVPOOL_PACERS_SSD_READ": "500MiB/s"},
 			"kvpool node: RAM 1.0 GiB (default), objects up to 64.0 MiB (default); SSD /d 1.0 GiB (file node.yaml, default), sync always, direct I/O; paced: net egress 1.25 GB/s (env KVPOOL_PACERS_NET_EGRESS), SSD read 524.29 MB/s (env KVPOOL_PACERS_SSD_READ); listen 127.0.0.1:7480; master m:7470"},
 		{"max object above the RAM size", "ram:\n  bytes: 16MiB\nmax_object_bytes: 512MiB\n", nil,
-			"kvpool node: RAM 16.0 MiB (file node.yaml), objects up to 14.4 MiB (what RAM keeps under ram.low_watermark; max_object_bytes 512.0 MiB, file node.yaml); SSD offload: off (default); listen 127.0.0.1:7480"},
+			"kvpool node: RAM 16.0 MiB (file node.yaml), objects up to 14.4 MiB (what RAM keeps under ram.low_watermark, without SSD; max_object_bytes 512.0 MiB, file node.yaml); SSD offload: off (default); listen 127.0.0.1:7480"},
+		{"max object above the RAM size, SSD on", "ram:\n  bytes: 16MiB\nmax_object_bytes: 512MiB\nssd:\n  enabled: true\n  path: /d\n", nil,
+			"kvpool node: RAM 16.0 MiB (file node.yaml), objects up to 16.0 MiB (the RAM size; max_object_bytes 512.0 MiB, file node.yaml); SSD /d 1.0 GiB (file node.yaml, default), sync batch; listen 127.0.0.1:7480"},
 		{"max object from env", "", map[string]string{"KVPOOL_MAX_OBJECT_BYTES": "1.5MiB"},
 			"kvpool node: RAM 1.0 GiB (default), objects up to 1.5 MiB (env KVPOOL_MAX_OBJECT_BYTES); SSD offload: off (default); listen 127.0.0.1:7480"},
 	}
@@ -891,16 +893,21 @@ func TestEffectiveMaxObject(t *testing.T) {
 	if got, want := n.EffectiveMaxObject(), Size(230*4096); got != want {
 		t.Errorf("1 MiB RAM: %d, want %d", got, want)
 	}
-	n.RAM.LowWatermark = 1
+	n.RAM.HighWatermark = 1 // no trim: every chunk
 	if got, want := n.EffectiveMaxObject(), Size(1<<20); got != want {
-		t.Errorf("1 MiB RAM, low watermark 1: %d, want %d", got, want)
+		t.Errorf("1 MiB RAM, high watermark 1: %d, want %d", got, want)
 	}
+	n.RAM.HighWatermark, n.SSD.Enabled = 0.95, true // larger than RAM keeps goes to SSD
+	if got, want := n.EffectiveMaxObject(), Size(1<<20); got != want {
+		t.Errorf("1 MiB RAM with SSD: %d, want %d", got, want)
+	}
+	n.SSD.Enabled = false
 	n.MaxObjectBytes = 1000
 	if got := n.EffectiveMaxObject(); got != 1000 {
 		t.Errorf("max_object_bytes 1000: %d", got)
 	}
-	n = Defaults() // a live run: 1 block of 64 KiB in ceil(1/0.9) = 2 slots, watermark 1/2
-	n.RAM.Bytes, n.RAM.LowWatermark = 2*64<<10, 0.5
+	n = Defaults() // a live run: 1 block of 64 KiB in ceil(1/0.9) = 2 slots, watermarks 1/2
+	n.RAM.Bytes, n.RAM.HighWatermark, n.RAM.LowWatermark = 2*64<<10, 0.5, 0.5
 	if got := n.EffectiveMaxObject(); got != 64<<10 {
 		t.Errorf("one-block live-run node: %d, want 65536", got)
 	}

@@ -145,7 +145,7 @@ type Node struct {
 	// MaxObjectBytes is the largest object the node stores, at most
 	// 512 MiB (key max_object_bytes); a larger Put is refused with its
 	// size, this limit and the setting's name. A node whose RAM tier keeps
-	// less takes objects up to what it keeps (EffectiveMaxObject).
+	// less takes less (EffectiveMaxObject).
 	MaxObjectBytes Size
 	// AuthToken is the shared secret clients present; empty disables
 	// authentication (key auth_token). It never prints.
@@ -249,24 +249,39 @@ type Pacers struct {
 }
 
 // EffectiveMaxObject is the largest object the node takes: MaxObjectBytes,
-// or RAMKeeps when that is smaller (every object passes through RAM, so a
-// small test node need not lower max_object_bytes). At most 0 when the
-// RAM tier keeps no object (Validate refuses that).
-func (n Node) EffectiveMaxObject() Size { return max(min(n.MaxObjectBytes, n.RAMKeeps()), 0) }
+// capped by its RAM (every object passes through the store's RAM check,
+// so a small test node need not lower max_object_bytes): with an SSD tier
+// at the RAM size (an object larger than RAM keeps goes to SSD), without
+// one at RAMKeeps — so the node advertises the limit it really has, and a
+// client's error gives the right number. At least 0 (Validate refuses a
+// RAM tier that keeps nothing).
+func (n Node) EffectiveMaxObject() Size {
+	if n.SSD.Enabled {
+		return max(min(n.MaxObjectBytes, n.RAM.Bytes), 0)
+	}
+	return max(min(n.MaxObjectBytes, n.RAMKeeps()), 0)
+}
 
 // RAMKeeps is the most an object (its name and payload) may take for the
-// RAM tier to keep it resident: its chunks under the low watermark (the
-// tier's own rounding). A larger object would be stored and, past the
-// high watermark, evicted down to the low one — itself included — at
-// once: acknowledged, then gone (or only on SSD). The node refuses a
-// payload over it up front; a named object within its name's length of
-// the bound is the one case left to eviction.
+// RAM tier to keep it resident, as the tier computes it (ram's
+// keepChunks): all its chunks when the high watermark is all of them,
+// else the low watermark's. A larger one would be evicted by the Put that
+// stored it (past the high watermark the tier trims down to the low one,
+// the newest last), so the RAM tier refuses it and the store writes it to
+// SSD, or refuses it without one. A named object within its name's length
+// of the bound is refused by the RAM tier, not by the node's advertised
+// limit.
 func (n Node) RAMKeeps() Size {
 	cs := n.RAM.ChunkBytes
 	if cs <= 0 || n.RAM.Bytes <= 0 {
 		return 0
 	}
-	low := math.Floor(n.RAM.LowWatermark*float64(n.RAM.Bytes/cs) + 1e-9)
+	chunks := int64(n.RAM.Bytes / cs)
+	high := min(max(int64(math.Ceil(n.RAM.HighWatermark*float64(chunks)-1e-9)), 1), chunks)
+	if high >= chunks {
+		return Size(chunks) * cs
+	}
+	low := min(max(int64(math.Floor(n.RAM.LowWatermark*float64(chunks)+1e-9)), 0), high)
 	return Size(low) * cs
 }
 
@@ -462,7 +477,7 @@ func (n Node) validateRAM(bad func(key string, value any, format string, a ...an
 		bad("ram.chunk_bytes", c, "want a power of two from %v to %v", minRAMChunk, maxRAMChunk)
 	case n.RAM.Bytes > 0 && c > n.RAM.Bytes:
 		bad("ram.chunk_bytes", c, "larger than the RAM tier (ram.bytes %v)", n.RAM.Bytes)
-	case n.RAM.Bytes > 0 && n.RAM.LowWatermark > 0 && n.RAMKeeps() < 1:
+	case !n.SSD.Enabled && n.RAM.Bytes > 0 && n.RAM.LowWatermark > 0 && n.RAMKeeps() < 1:
 		bad("ram.bytes", n.RAM.Bytes, "keeps no object resident: ram.low_watermark %v of it is less than one chunk of %v", n.RAM.LowWatermark, c)
 	}
 	if spec, err := policy.ParseSpec(n.RAM.Policy); err != nil {

@@ -23,7 +23,11 @@ func (l *Loaded) StartupLine() string {
 	if eff := n.EffectiveMaxObject(); eff < n.MaxObjectBytes {
 		// Every object passes through RAM: say so, or a put the node
 		// refuses would look like a bug in max_object_bytes.
-		fmt.Fprintf(&b, ", objects up to %v (what RAM keeps under ram.low_watermark; max_object_bytes %v, %s)", eff, n.MaxObjectBytes, l.origins("max_object_bytes"))
+		why := "what RAM keeps under ram.low_watermark, without SSD"
+		if n.SSD.Enabled {
+			why = "the RAM size"
+		}
+		fmt.Fprintf(&b, ", objects up to %v (%s; max_object_bytes %v, %s)", eff, why, n.MaxObjectBytes, l.origins("max_object_bytes"))
 	} else {
 		fmt.Fprintf(&b, ", objects up to %v (%s)", eff, l.origins("max_object_bytes"))
 	}
