@@ -260,7 +260,7 @@ func TestLargerThanLowWatermark(t *testing.T) {
 	k := block.Named("t", "big")
 	p := tiertest.Payload(1, 1, 11*512)
 	err := r.Put(ctx, k, p, block.Checksum(k, p))
-	if !errors.Is(err, kvpool.ErrTooLarge) || !strings.Contains(err.Error(), "need 12 chunks") || !strings.Contains(err.Error(), "the 10 (5120 bytes)") {
+	if !errors.Is(err, kvpool.ErrTooLarge) || !strings.Contains(err.Error(), "need 12 chunks") || !strings.Contains(err.Error(), "the 10 (5120 bytes)") || !strings.Contains(err.Error(), "--ram-low-watermark") {
 		t.Fatalf("Put of 12 chunks into a tier keeping 10: %v; want ErrTooLarge naming both", err)
 	}
 	p = tiertest.Payload(1, 1, 9*512)
