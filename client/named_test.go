@@ -189,3 +189,46 @@ func TestNamedBadNames(t *testing.T) {
 		t.Errorf("too-long name: %v", err)
 	}
 }
+
+// TestPutLimits: a name of exactly 1024 bytes and one of binary bytes (not
+// UTF-8) round-trip; an empty name is refused saying names are 1 to 1024
+// bytes; an object over the node's max object size (64 MiB here) is
+// refused with its size, the limit and the node setting, without marking
+// the node down (the next put to it succeeds); one over 512 MiB, which no
+// node can be set to take, before any placement.
+func TestPutLimits(t *testing.T) {
+	_, c := namedCluster(t, 1)
+	ctx := ctxFor(t)
+	for _, name := range []string{strings.Repeat("n", block.MaxNameLen), "\xff\xfe\x00bin", "x"} {
+		p := []byte("v:" + name[:1])
+		if errs, err := c.PutNamed(ctx, []string{name}, [][]byte{p}, client.PutOptions{}); err != nil || errs[0] != nil {
+			t.Fatalf("put %q: %v %v", name, err, errs)
+		}
+		res, err := c.GetNamed(ctx, []string{name}, nil)
+		if err != nil || len(res.Blocks) != 1 || !bytes.Equal(res.Blocks[0], p) {
+			t.Fatalf("get %q: %v %+v", name, err, res)
+		}
+	}
+	if _, err := c.PutNamed(ctx, []string{""}, [][]byte{nil}, client.PutOptions{}); err == nil || !strings.Contains(err.Error(), "1 to 1024 bytes") {
+		t.Errorf("empty name: %v; want it to say names are 1 to 1024 bytes", err)
+	}
+	big := make([][]byte, 2)
+	big[0] = make([]byte, 64<<20+1)
+	big[1] = []byte("small")
+	errs, err := c.PutNamed(ctx, []string{"big", "small"}, big, client.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := errs[0]; !errors.Is(e, kvpool.ErrTooLarge) || !strings.Contains(e.Error(), `object t/"big": 67108865 bytes`) ||
+		!strings.Contains(e.Error(), "67108864") || !strings.Contains(e.Error(), "--max-object-bytes") {
+		t.Errorf("64 MiB + 1: %v; want ErrTooLarge with the size, the limit and --max-object-bytes", e)
+	}
+	if errs, err := c.PutNamed(ctx, []string{"after"}, [][]byte{[]byte("ok")}, client.PutOptions{}); err != nil || errs[0] != nil {
+		t.Errorf("put after a too-large object: %v %v (the node must not be marked down)", err, errs)
+	}
+	huge := make([]byte, 512<<20+1) // untouched: costs address space, not memory
+	_, err = c.PutNamed(ctx, []string{"huge"}, [][]byte{huge}, client.PutOptions{})
+	if !errors.Is(err, kvpool.ErrTooLarge) || !strings.Contains(err.Error(), "536870913 bytes") || !strings.Contains(err.Error(), "--max-object-bytes") {
+		t.Errorf("512 MiB + 1: %v; want ErrTooLarge with the size, the limit and --max-object-bytes", err)
+	}
+}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/kvpool/kvpool"
+	"github.com/kvpool/kvpool/internal/node/wire"
 )
 
 // PutOptions configure one Put. The zero value means the client's
@@ -52,6 +55,12 @@ func (c *Client) put(ctx context.Context, b batch, payloads [][]byte, po PutOpti
 	}
 	sizes := make([]int64, len(payloads))
 	for i, p := range payloads {
+		if len(p) > wire.MaxObjectSize {
+			// No node takes it, whatever its setting: refused before
+			// the master is asked for a placement.
+			return nil, fmt.Errorf("client: put %s: %d bytes, more than %d (512 MiB), the largest object a node can be set to take (node flag --max-object-bytes): %w",
+				b.what(i), len(p), wire.MaxObjectSize, kvpool.ErrTooLarge)
+		}
 		sizes[i] = int64(len(p))
 	}
 	place, err := c.idx.Place(ctx, b.keys(c.opts.Tenant), sizes, replicas, hint)

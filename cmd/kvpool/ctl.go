@@ -15,6 +15,7 @@ import (
 	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/client"
+	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/listen"
 )
 
@@ -245,13 +246,7 @@ func ctlGet(ctx context.Context, c *client.Client, o ctlOptions, stdout io.Write
 // for it to enter the master's index, so that a get right after put finds
 // it.
 func ctlPut(ctx context.Context, c *client.Client, o ctlOptions, stdout io.Writer) error {
-	var data []byte
-	var err error
-	if o.file == "-" {
-		data, err = io.ReadAll(os.Stdin)
-	} else {
-		data, err = os.ReadFile(o.file)
-	}
+	data, err := readPayload(o.file, os.Stdin, int64(config.MaxObjectBytesLimit))
 	if err != nil {
 		return fmt.Errorf("read payload of %s: %w", o.what(0), err)
 	}
@@ -282,6 +277,37 @@ func ctlPut(ctx context.Context, c *client.Client, o ctlOptions, stdout io.Write
 	}
 	fmt.Fprintf(stdout, "stored %s (%d bytes)\n", o.what(0), len(data))
 	return nil
+}
+
+// readPayload reads file ("-": stdin) whole, refusing one over limit
+// bytes (the most any node takes) before reading it, or as soon as more
+// arrives from a pipe: a 5 GiB file is not read into memory only for
+// every node to refuse it.
+func readPayload(file string, stdin io.Reader, limit int64) ([]byte, error) {
+	tooLarge := func(n string) error {
+		return fmt.Errorf("%s is %s, more than %v, the largest object a node takes (node flag --max-object-bytes, at most %v): %w",
+			file, n, config.Size(limit), config.MaxObjectBytesLimit, kvpool.ErrTooLarge)
+	}
+	r := stdin
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > limit {
+			return nil, tooLarge(fmt.Sprintf("%d bytes (%v)", fi.Size(), config.Size(fi.Size())))
+		}
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, tooLarge("over " + strconv.FormatInt(limit, 10) + " bytes")
+	}
+	return data, nil
 }
 
 // ctlExists prints, for each block or object, whether the master's index

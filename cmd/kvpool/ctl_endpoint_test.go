@@ -5,8 +5,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -146,4 +150,58 @@ func TestCtlWrongEndpoint(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadPayload: ctl put reads a file of 0 bytes, 1 byte and exactly
+// the limit whole, and refuses one over it — a regular file by its size
+// before reading (a sparse 5 GiB file here), a pipe as soon as more than
+// the limit arrives — with the size, the limit and the setting.
+func TestReadPayload(t *testing.T) {
+	const limit = 1 << 20
+	dir := t.TempDir()
+	write := func(name string, n int64) string {
+		p := filepath.Join(dir, name)
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(n); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		return p
+	}
+	for _, n := range []int64{0, 1, limit} {
+		got, err := readPayload(write(fmt.Sprint(n), n), nil, limit)
+		if err != nil || int64(len(got)) != n {
+			t.Errorf("file of %d bytes: read %d, %v", n, len(got), err)
+		}
+	}
+	for _, tc := range []struct {
+		name, file string
+		stdin      io.Reader
+		want       string
+	}{
+		{"max+1", write("max1", limit+1), nil, "1048577 bytes (1.0 MiB), more than 1.0 MiB"},
+		{"5 GiB", write("huge", 5<<30), nil, "5368709120 bytes (5.0 GiB), more than 1.0 MiB"},
+		{"pipe", "-", io.LimitReader(zeros{}, 3<<20), "- is over 1048576 bytes, more than 1.0 MiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := readPayload(tc.file, tc.stdin, limit)
+			if !errors.Is(err, kvpool.ErrTooLarge) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "--max-object-bytes") {
+				t.Fatalf("readPayload = %v; want ErrTooLarge saying %q and naming --max-object-bytes", err, tc.want)
+			}
+		})
+	}
+	if _, err := readPayload(filepath.Join(dir, "missing"), nil, limit); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+// zeros is an endless reader of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }

@@ -142,9 +142,9 @@ func (c *clusterFlags) config() (validate.Config, error) {
 	return validate.Config{Nodes: c.nodes, Speed: c.speed, PayloadBytes: size, RAMBlocks: c.ramBlocks}, nil
 }
 
-// maxPayload bounds --payload: a live block is held in memory whole on
-// both ends, and the SSD tier's slot payload stops at 1 GiB.
-const maxPayload = 1 << 30
+// maxPayload bounds --payload: a live run stores blocks of that size, and
+// a node takes objects of at most config.MaxObjectBytesLimit (512 MiB).
+const maxPayload = config.MaxObjectBytesLimit
 
 // parsePayload parses --payload, the live bytes per block.
 func parsePayload(s string) (int, error) {
@@ -155,8 +155,8 @@ func parsePayload(s string) (int, error) {
 	if size == 0 {
 		return 0, usageErrorf("--payload %q: want a size > 0", s)
 	}
-	if int64(size) > maxPayload {
-		return 0, usageErrorf("--payload %q: more than 1 GiB per block", s)
+	if size > maxPayload {
+		return 0, usageErrorf("--payload %q: %d bytes, more than %v, the largest object a node takes", s, size, maxPayload)
 	}
 	return int(size), nil
 }

@@ -18,7 +18,10 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	nodes := fs.Int("nodes", cluster.DefaultNodes, "number of nodes")
 	ram := fs.String("ram", config.Size(cluster.DefaultRAMBytes).String(), "RAM tier budget per node")
 	ssd := fs.String("ssd", "", "SSD tier capacity per node (e.g. 1GiB; empty or 0 = no SSD tier)")
-	blockSize := fs.String("block-size", config.Size(cluster.DefaultBlockSize).String(), "largest block payload")
+	blockSize := fs.String("block-size", config.Size(cluster.DefaultBlockSize).String(),
+		"typical object size the nodes' eviction policies are sized for; not a limit on object size (--max-object-bytes is)")
+	maxObject := fs.String("max-object-bytes", config.DefaultMaxObjectBytes.String(),
+		fmt.Sprintf("largest object each node stores (at most %v; less if a node's RAM keeps less)", config.MaxObjectBytesLimit))
 	dataDir := fs.String("data-dir", "", "directory for the nodes' data (default: a temporary directory removed on exit)")
 	md := master.DefaultOptions()
 	heartbeat := fs.Duration("heartbeat", 0, fmt.Sprintf("node heartbeat interval (0 = the master's default, %v)", md.HeartbeatInterval))
@@ -45,7 +48,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, f := range []struct {
 		flag, val string
 		dst       *int64
-	}{{"--ram", *ram, &opts.RAMBytes}, {"--block-size", *blockSize, &opts.BlockSize}, {"--ssd", *ssd, &opts.SSDBytes}} {
+	}{{"--ram", *ram, &opts.RAMBytes}, {"--block-size", *blockSize, &opts.BlockSize}, {"--max-object-bytes", *maxObject, &opts.MaxObjectBytes}, {"--ssd", *ssd, &opts.SSDBytes}} {
 		if f.val == "" {
 			continue
 		}

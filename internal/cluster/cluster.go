@@ -239,7 +239,8 @@ func (c *Cluster) nodeArgs(i int) []string {
 	args := []string{"node", "--listen", e.Addr, "--admin-listen", e.AdminAddr, "--node-name", e.Name,
 		"--master", c.Master.Addr, "--cluster-id", c.ID,
 		"--ram-bytes", strconv.FormatInt(c.opts.RAMBytes, 10),
-		"--block-size", strconv.FormatInt(c.opts.BlockSize, 10)}
+		"--block-size", strconv.FormatInt(c.opts.BlockSize, 10),
+		"--max-object-bytes", strconv.FormatInt(c.opts.MaxObjectBytes, 10)}
 	if c.opts.SSD {
 		args = append(args, "--ssd-enabled=true", "--ssd-path", filepath.Join(e.DataDir, "ssd"),
 			"--ssd-bytes", strconv.FormatInt(c.opts.SSDBytes, 10))

@@ -59,6 +59,7 @@ func fakeMain(args []string) int {
 	fs.String("lease-ttl", "", "")
 	fs.String("ram-bytes", "", "")
 	fs.String("block-size", "", "")
+	fs.String("max-object-bytes", "", "")
 	fs.String("ssd-path", "", "")
 	fs.String("ssd-bytes", "", "")
 	fs.Bool("ssd-enabled", false, "")
@@ -327,7 +328,11 @@ func TestOptionsValidate(t *testing.T) {
 		{"port range", Options{BasePort: 65530}, "BasePort"},
 		{"block larger than the RAM", Options{RAMBytes: 1 << 20, BlockSize: 2 << 20}, "BlockSize"},
 		{"block as large as the RAM", Options{RAMBytes: 1 << 20, BlockSize: 1 << 20}, ""},
-		{"SSD under one slot", Options{SSD: true, SSDBytes: 256 << 10}, "SSDBytes"},
+		{"SSD under one object of the block size", Options{SSD: true, SSDBytes: 256 << 10}, "SSDBytes"},
+		{"max object negative", Options{MaxObjectBytes: -1}, "MaxObjectBytes"},
+		{"max object 512 MiB", Options{MaxObjectBytes: 512 << 20}, ""},
+		{"max object over 512 MiB", Options{MaxObjectBytes: 512<<20 + 1}, "MaxObjectBytes"},
+		{"max object above the RAM", Options{RAMBytes: 1 << 20, MaxObjectBytes: 2 << 20}, ""},
 		{"small SSD size, SSD off", Options{SSDBytes: 1}, ""},
 		{"heartbeat not under the TTL", Options{Heartbeat: 2 * time.Second, NodeTTL: 2 * time.Second}, "Heartbeat"},
 		{"heartbeat not under the default TTL", Options{Heartbeat: 5 * time.Second}, "Heartbeat"},

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -128,6 +129,9 @@ func TestClusterIDs(t *testing.T) {
 	}
 	if args := strings.Join(b.nodeArgs(0), " "); !strings.Contains(args, "--cluster-id given-id") {
 		t.Fatalf("node args %q lack the cluster ID", args)
+	}
+	if args := strings.Join(b.nodeArgs(0), " "); !strings.Contains(args, fmt.Sprintf("--max-object-bytes %d", 64<<20)) {
+		t.Fatalf("node args %q lack the default max object size", args)
 	}
 	o.ClusterID = "bad/id"
 	if err := o.Validate(); option.Field(err) != "ClusterID" {

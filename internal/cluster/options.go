@@ -25,10 +25,14 @@ const (
 	// DefaultSSDBytes is each node's SSD tier capacity when SSD is on:
 	// 1 GiB, four times the RAM tier (Mooncake's pool is mostly SSD).
 	DefaultSSDBytes = 1 << 30
-	// DefaultBlockSize is the largest block payload: 256 KiB, the largest
-	// live payload of the scale model (64–256 KiB; docs/design.md, "Scale
-	// model").
+	// DefaultBlockSize is the typical object size the nodes' eviction
+	// policies are sized for (not a limit on object size: MaxObjectBytes
+	// is): 256 KiB, the largest live payload of the scale model (64–256
+	// KiB; docs/design.md, "Scale model").
 	DefaultBlockSize = 256 << 10
+	// DefaultMaxObjectBytes is the nodes' own default max object size,
+	// 64 MiB (config.DefaultMaxObjectBytes).
+	DefaultMaxObjectBytes = int64(config.DefaultMaxObjectBytes)
 	// DefaultStartTimeout bounds Start's wait for every node to be live:
 	// 30 s, a cold start of N processes on a loaded 2-core machine.
 	DefaultStartTimeout = 30 * time.Second
@@ -48,8 +52,14 @@ type Options struct {
 	// Nodes is the number of nodes (DefaultNodes, at most 64).
 	Nodes int
 	// RAMBytes, SSDBytes and BlockSize configure every node
-	// (DefaultRAMBytes, DefaultSSDBytes, DefaultBlockSize).
+	// (DefaultRAMBytes, DefaultSSDBytes, DefaultBlockSize). BlockSize is
+	// the typical object size the policies are sized for, not a limit.
 	RAMBytes, SSDBytes, BlockSize int64
+	// MaxObjectBytes is every node's largest object (--max-object-bytes;
+	// 0: the node's default, config.DefaultMaxObjectBytes; at most
+	// config.MaxObjectBytesLimit). A node takes objects up to its RAM
+	// size when that is smaller.
+	MaxObjectBytes int64
 	// SSD turns every node's SSD tier on, under DataDir/node-<i>/ssd.
 	SSD bool
 	// DataDir holds the nodes' data; "" means a temporary directory
@@ -106,6 +116,7 @@ func (o Options) resolve() (Options, error) {
 		{"RAMBytes", &o.RAMBytes, DefaultRAMBytes},
 		{"SSDBytes", &o.SSDBytes, DefaultSSDBytes},
 		{"BlockSize", &o.BlockSize, DefaultBlockSize},
+		{"MaxObjectBytes", &o.MaxObjectBytes, DefaultMaxObjectBytes},
 	}
 	for _, f := range ints {
 		switch {
@@ -144,10 +155,13 @@ func (o Options) resolve() (Options, error) {
 	// What the processes would refuse at start (exit status 2), refused
 	// here first, under the option that set it.
 	if o.RAMBytes < o.BlockSize {
-		return o, fmt.Errorf("cluster: %w", option.Errorf("BlockSize", "%v: larger than a node's RAM (%v)", config.Size(o.BlockSize), config.Size(o.RAMBytes)))
+		return o, fmt.Errorf("cluster: %w", option.Errorf("BlockSize", "%v: larger than a node's RAM (%v); it is the typical object size the eviction policy is sized for", config.Size(o.BlockSize), config.Size(o.RAMBytes)))
 	}
-	if slot := ssd.SlotSize(int(o.BlockSize)); o.SSD && o.SSDBytes < slot {
-		return o, fmt.Errorf("cluster: %w", option.Errorf("SSDBytes", "%v: holds no SSD slot of %v (the block size plus its header)", config.Size(o.SSDBytes), config.Size(slot)))
+	if o.MaxObjectBytes > int64(config.MaxObjectBytesLimit) {
+		return o, fmt.Errorf("cluster: %w", option.Errorf("MaxObjectBytes", "%d bytes (%v): want at most %v", o.MaxObjectBytes, config.Size(o.MaxObjectBytes), config.MaxObjectBytesLimit))
+	}
+	if need := ssd.SlotSize(int(o.BlockSize)); o.SSD && o.SSDBytes < need {
+		return o, fmt.Errorf("cluster: %w", option.Errorf("SSDBytes", "%v: holds no object of the block size on SSD (%v in pages with its key and page metadata)", config.Size(o.SSDBytes), config.Size(need)))
 	}
 	md := master.DefaultOptions()
 	if hb, ttl := cmp.Or(o.Heartbeat, md.HeartbeatInterval), cmp.Or(o.NodeTTL, md.NodeTTL); hb >= ttl {

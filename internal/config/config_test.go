@@ -246,7 +246,7 @@ func TestValidationErrors(t *testing.T) {
 		{"ssd path dotdot that cleans away", "ssd:\n  path: /data/../etc\n", nil, nil,
 			`ssd.path: "/data/../etc" (from file node.yaml:2): unsafe SSD path`},
 		{"ssd bytes too small", "", map[string]string{"KVPOOL_SSD_ENABLED": "on", "KVPOOL_SSD_PATH": "/d"}, map[string]string{"ssd-bytes": "4KiB"},
-			`ssd.bytes: "4.0 KiB" (from flag --ssd-bytes): holds no slot`},
+			`ssd.bytes: "4.0 KiB" (from flag --ssd-bytes): holds no object of block_size 256.0 KiB`},
 		{"ssd sync", "", map[string]string{"KVPOOL_SSD_SYNC": "sometimes"}, nil,
 			`ssd.sync: "sometimes" (from env KVPOOL_SSD_SYNC): want none, batch or always`},
 		{"ssd high watermark", "ssd:\n  high_watermark: 1.5\n", nil, nil,
@@ -266,13 +266,21 @@ func TestValidationErrors(t *testing.T) {
 		{"block size huge", "block_size: 2GiB\n", nil, nil, `block_size: "2.0 GiB" (from file node.yaml:1)`},
 		{"max object zero", "max_object_bytes: 0\n", nil, nil, `max_object_bytes: "0 B" (from file node.yaml:1): want 1 B to 512.0 MiB`},
 		{"max object over 512 MiB", "", map[string]string{"KVPOOL_MAX_OBJECT_BYTES": "513MiB"}, nil, `max_object_bytes: "513.0 MiB" (from env KVPOOL_MAX_OBJECT_BYTES): want 1 B to 512.0 MiB`},
-		{"chunk not a power of two", "", nil, map[string]string{"ram-chunk-bytes": "3000"}, `ram.chunk_bytes: "2.9 KiB" (from flag --ram-chunk-bytes): want a power of two from 64 B to 1.0 MiB`},
+		{"chunk not a power of two", "", nil, map[string]string{"ram-chunk-bytes": "3000"}, `ram.chunk_bytes: "3000 B (2.9 KiB)" (from flag --ram-chunk-bytes): want a power of two from 64 B to 1.0 MiB`},
 		{"chunk too small", "", map[string]string{"KVPOOL_RAM_CHUNK_BYTES": "32"}, nil, `ram.chunk_bytes: "32 B" (from env KVPOOL_RAM_CHUNK_BYTES): want a power of two`},
 		{"chunk too large", "ram:\n  chunk_bytes: 2MiB\n", nil, nil, `ram.chunk_bytes: "2.0 MiB" (from file node.yaml:2): want a power of two`},
 		{"ram smaller than a block", "", map[string]string{"KVPOOL_RAM_BYTES": "1KiB"}, nil,
-			`ram.bytes: "1.0 KiB" (from env KVPOOL_RAM_BYTES): smaller than one block (block_size 256.0 KiB)`},
-		{"ram too many slots", "", map[string]string{"KVPOOL_RAM_BYTES": "8191PiB", "KVPOOL_BLOCK_SIZE": "4KiB"}, nil,
-			`ram.bytes: "8.0 EiB" (from env KVPOOL_RAM_BYTES): makes 2251524935778304 slots of 4.0 KiB, limit 2147483647`},
+			`ram.bytes: "1.0 KiB" (from env KVPOOL_RAM_BYTES): smaller than block_size 256.0 KiB, the typical object size the RAM eviction policy is sized for (lower block_size)`},
+		{"ram too many chunks", "", map[string]string{"KVPOOL_RAM_BYTES": "8191PiB", "KVPOOL_BLOCK_SIZE": "4KiB"}, nil,
+			`ram.bytes: "9222246136947933184 B (8.0 EiB)" (from env KVPOOL_RAM_BYTES): makes 2251524935778304 chunks of 4.0 KiB (ram.chunk_bytes), limit 2147483647`},
+		{"ram too many small chunks", "", map[string]string{"KVPOOL_RAM_BYTES": "256GiB", "KVPOOL_RAM_CHUNK_BYTES": "64B", "KVPOOL_BLOCK_SIZE": "4KiB"}, nil,
+			`ram.bytes: "256.0 GiB" (from env KVPOOL_RAM_BYTES): makes 4294967296 chunks of 64 B (ram.chunk_bytes), limit 2147483647`},
+		{"ram keeps no object", "ram:\n  bytes: 400KiB\n  low_watermark: 0.005\nblock_size: 4KiB\n", nil, nil,
+			`ram.bytes: "400.0 KiB" (from file node.yaml:2): keeps no object resident: ram.low_watermark 0.005 of it is less than one chunk of 4.0 KiB`},
+		{"max object one byte over 512 MiB", "", nil, map[string]string{"max-object-bytes": "536870913"},
+			`max_object_bytes: "536870913 B (512.0 MiB)" (from flag --max-object-bytes): want 1 B to 512.0 MiB`},
+		{"max object 1.5GiB", "max_object_bytes: 1.5GiB\n", nil, nil, `max_object_bytes: "1.5 GiB" (from file node.yaml:1): want 1 B to 512.0 MiB`},
+		{"max object negative", "max_object_bytes: -1\n", nil, nil, `max_object_bytes: "-1" (from file node.yaml:1): want a size like`},
 		{"ram policy unknown", "ram:\n  policy: mru\n", nil, nil, `ram.policy: "mru" (from file node.yaml:2): policy: spec "mru": unknown eviction policy`},
 		{"ram policy oracle", "", map[string]string{"KVPOOL_RAM_POLICY": "belady"}, nil, `ram.policy: "belady" (from env KVPOOL_RAM_POLICY): belady needs to know the future`},
 		{"ram low above high", "", map[string]string{"KVPOOL_RAM_HIGH_WATERMARK": "0.5", "KVPOOL_RAM_LOW_WATERMARK": "0.6"}, nil,
@@ -634,14 +642,20 @@ func TestStartupLine(t *testing.T) {
 		want       string
 	}{
 		{"defaults", "", nil,
-			"kvpool node: RAM 1.0 GiB (default); SSD offload: off (default); listen 127.0.0.1:7480"},
+			"kvpool node: RAM 1.0 GiB (default), objects up to 64.0 MiB (default); SSD offload: off (default); listen 127.0.0.1:7480"},
 		{"brief example", "ssd:\n  enabled: true\n  bytes: 64GiB\n", map[string]string{"MOONCAKE_OFFLOAD_FILE_STORAGE_PATH": "/data/kv"},
-			"kvpool node: RAM 1.0 GiB (default); SSD /data/kv 64.0 GiB (file node.yaml, env MOONCAKE_OFFLOAD_FILE_STORAGE_PATH), sync batch; listen 127.0.0.1:7480"},
+			"kvpool node: RAM 1.0 GiB (default), objects up to 64.0 MiB (default); SSD /data/kv 64.0 GiB (file node.yaml, env MOONCAKE_OFFLOAD_FILE_STORAGE_PATH), sync batch; listen 127.0.0.1:7480"},
 		{"explicitly off", "enable_ssd_offload: false\nram:\n  bytes: 4GiB\n", nil,
-			"kvpool node: RAM 4.0 GiB (file node.yaml); SSD offload: off (file node.yaml); listen 127.0.0.1:7480"},
+			"kvpool node: RAM 4.0 GiB (file node.yaml), objects up to 64.0 MiB (default); SSD offload: off (file node.yaml); listen 127.0.0.1:7480"},
 		{"pacers, direct I/O and master", "ssd:\n  enabled: true\n  path: /d\n  direct_io: true\n  sync: always\nmaster: m:7470\n",
 			map[string]string{"KVPOOL_PACERS_NET_EGRESS": "10Gbps", "KVPOOL_PACERS_SSD_READ": "500MiB/s"},
-			"kvpool node: RAM 1.0 GiB (default); SSD /d 1.0 GiB (file node.yaml, default), sync always, direct I/O; paced: net egress 1.25 GB/s (env KVPOOL_PACERS_NET_EGRESS), SSD read 524.29 MB/s (env KVPOOL_PACERS_SSD_READ); listen 127.0.0.1:7480; master m:7470"},
+			"kvpool node: RAM 1.0 GiB (default), objects up to 64.0 MiB (default); SSD /d 1.0 GiB (file node.yaml, default), sync always, direct I/O; paced: net egress 1.25 GB/s (env KVPOOL_PACERS_NET_EGRESS), SSD read 524.29 MB/s (env KVPOOL_PACERS_SSD_READ); listen 127.0.0.1:7480; master m:7470"},
+		{"max object above the RAM size", "ram:\n  bytes: 16MiB\nmax_object_bytes: 512MiB\n", nil,
+			"kvpool node: RAM 16.0 MiB (file node.yaml), objects up to 14.4 MiB (what RAM keeps under ram.low_watermark, without SSD; max_object_bytes 512.0 MiB, file node.yaml); SSD offload: off (default); listen 127.0.0.1:7480"},
+		{"max object above the RAM size, SSD on", "ram:\n  bytes: 16MiB\nmax_object_bytes: 512MiB\nssd:\n  enabled: true\n  path: /d\n", nil,
+			"kvpool node: RAM 16.0 MiB (file node.yaml), objects up to 16.0 MiB (the RAM size; max_object_bytes 512.0 MiB, file node.yaml); SSD /d 1.0 GiB (file node.yaml, default), sync batch; listen 127.0.0.1:7480"},
+		{"max object from env", "", map[string]string{"KVPOOL_MAX_OBJECT_BYTES": "1.5MiB"},
+			"kvpool node: RAM 1.0 GiB (default), objects up to 1.5 MiB (env KVPOOL_MAX_OBJECT_BYTES); SSD offload: off (default); listen 127.0.0.1:7480"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -860,5 +874,41 @@ func TestHeartbeatDurationParsed(t *testing.T) {
 	l := mustLoad(t, src("heartbeat_interval: 250ms\n", nil, nil))
 	if l.Node.HeartbeatInterval != 250*time.Millisecond {
 		t.Errorf("heartbeat_interval = %v", l.Node.HeartbeatInterval)
+	}
+}
+
+// TestEffectiveMaxObject: the node takes max_object_bytes, or what its
+// RAM tier keeps under the low watermark when less; never an object that
+// would be evicted as soon as stored. A live run's RAM of
+// replay.RAMSlotsFor(blocks) slots at a watermark of blocks/slots keeps
+// exactly its blocks.
+func TestEffectiveMaxObject(t *testing.T) {
+	d := Defaults()
+	if got := d.EffectiveMaxObject(); got != DefaultMaxObjectBytes {
+		t.Errorf("defaults: %v, want %v", got, DefaultMaxObjectBytes)
+	}
+	n := Defaults()
+	n.RAM.Bytes, n.RAM.ChunkBytes, n.RAM.LowWatermark = 1<<20, 4096, 0.9
+	// floor(0.9 × 256 chunks) = 230 chunks.
+	if got, want := n.EffectiveMaxObject(), Size(230*4096); got != want {
+		t.Errorf("1 MiB RAM: %d, want %d", got, want)
+	}
+	n.RAM.HighWatermark = 1 // no trim: every chunk
+	if got, want := n.EffectiveMaxObject(), Size(1<<20); got != want {
+		t.Errorf("1 MiB RAM, high watermark 1: %d, want %d", got, want)
+	}
+	n.RAM.HighWatermark, n.SSD.Enabled = 0.95, true // larger than RAM keeps goes to SSD
+	if got, want := n.EffectiveMaxObject(), Size(1<<20); got != want {
+		t.Errorf("1 MiB RAM with SSD: %d, want %d", got, want)
+	}
+	n.SSD.Enabled = false
+	n.MaxObjectBytes = 1000
+	if got := n.EffectiveMaxObject(); got != 1000 {
+		t.Errorf("max_object_bytes 1000: %d", got)
+	}
+	n = Defaults() // a live run: 1 block of 64 KiB in ceil(1/0.9) = 2 slots, watermarks 1/2
+	n.RAM.Bytes, n.RAM.HighWatermark, n.RAM.LowWatermark = 2*64<<10, 0.5, 0.5
+	if got := n.EffectiveMaxObject(); got != 64<<10 {
+		t.Errorf("one-block live-run node: %d, want 65536", got)
 	}
 }

@@ -39,6 +39,10 @@ const (
 	// default: 64 MiB (store.DefaultMaxObjectSize; an LMCache chunk of an
 	// 8B model is about 32 MiB).
 	DefaultMaxObjectBytes Size = 64 << 20
+	// MaxObjectBytesLimit is the most max_object_bytes may be: 512 MiB
+	// (store.MaxObjectSizeLimit, what the node protocol's frames are sized
+	// for).
+	MaxObjectBytesLimit Size = 512 << 20
 	// DefaultRAMChunkBytes is the RAM tier's chunk: 4 KiB, one page, so a
 	// 28-byte object takes one chunk and a 32 KiB one wastes nothing.
 	DefaultRAMChunkBytes Size = 4 << 10
@@ -88,13 +92,13 @@ const (
 
 // Limits checked by Validate, with their reasons.
 const (
-	// maxBlockSize is the SSD tier's limit on a slot's payload (a 32-bit
-	// length field read with one ReadAt).
+	// maxBlockSize bounds block_size, a typical object size, within the
+	// tiers' 32-bit payload lengths (the tiers' own bound).
 	maxBlockSize Size = 1 << 30
 	// maxObjectBytes is the most max_object_bytes may be: 512 MiB
 	// (store.MaxObjectSizeLimit, what the node protocol's frames are
 	// sized for).
-	maxObjectBytes Size = 512 << 20
+	maxObjectBytes = MaxObjectBytesLimit
 	// minRAMChunk and maxRAMChunk bound ram.chunk_bytes: below 64 B the
 	// per-chunk metadata outweighs the payload; above 1 MiB a small object
 	// wastes most of its chunk. Powers of two keep chunks aligned.
@@ -140,8 +144,8 @@ type Node struct {
 	BlockSize Size
 	// MaxObjectBytes is the largest object the node stores, at most
 	// 512 MiB (key max_object_bytes); a larger Put is refused with its
-	// size, this limit and the setting's name. A node whose RAM tier is
-	// smaller takes objects up to the RAM tier's size (EffectiveMaxObject).
+	// size, this limit and the setting's name. A node whose RAM tier keeps
+	// less takes less (EffectiveMaxObject).
 	MaxObjectBytes Size
 	// AuthToken is the shared secret clients present; empty disables
 	// authentication (key auth_token). It never prints.
@@ -193,11 +197,12 @@ type RAM struct {
 	ChunkBytes Size
 	// Policy is the eviction policy, eviction[+admission] as
 	// policy.ParseSpec reads it (key ram.policy).
-	Policy string // HighWatermark and LowWatermark keep room in the RAM tier: past the
-	// high share of slots it evicts (demotes) down to the low share, so
-	// promotions and bursts find free slots (keys ram.high_watermark,
-	// ram.low_watermark; Mooncake's eviction_high_watermark_ratio 0.95 and
-	// eviction_ratio 0.05).
+	Policy string
+	// HighWatermark and LowWatermark keep room in the RAM tier: past the
+	// high share of its bytes (chunks) in use it evicts (demotes) down to
+	// the low share, so promotions and bursts find free chunks (keys
+	// ram.high_watermark, ram.low_watermark; Mooncake's
+	// eviction_high_watermark_ratio 0.95 and eviction_ratio 0.05).
 	HighWatermark, LowWatermark float64
 }
 
@@ -209,14 +214,15 @@ type SSD struct {
 	// Path is the tier's directory, absolute (key ssd.path; Mooncake's
 	// ssd_offload_path).
 	Path string
-	// Bytes bounds the slot files' size (key ssd.bytes).
+	// Bytes bounds the page files' and the side table's size (key
+	// ssd.bytes).
 	Bytes Size
 	// Sync is the durability mode: none, batch or always (key ssd.sync).
 	Sync ssd.SyncMode
 	// HighWatermark and LowWatermark are the eviction watermarks, as
-	// fractions of the slots (keys ssd.high_watermark, ssd.low_watermark).
+	// fractions of the pages (keys ssd.high_watermark, ssd.low_watermark).
 	HighWatermark, LowWatermark float64
-	// DirectIO opens the slot files with O_DIRECT (key ssd.direct_io).
+	// DirectIO opens the page files with O_DIRECT (key ssd.direct_io).
 	DirectIO bool
 }
 
@@ -243,9 +249,41 @@ type Pacers struct {
 }
 
 // EffectiveMaxObject is the largest object the node takes: MaxObjectBytes,
-// or the RAM tier's size when that is smaller (every object passes
-// through RAM, so a small test node need not lower max_object_bytes).
-func (n Node) EffectiveMaxObject() Size { return min(n.MaxObjectBytes, n.RAM.Bytes) }
+// capped by its RAM (every object passes through the store's RAM check,
+// so a small test node need not lower max_object_bytes): with an SSD tier
+// at the RAM size (an object larger than RAM keeps goes to SSD), without
+// one at RAMKeeps — so the node advertises the limit it really has, and a
+// client's error gives the right number. At least 0 (Validate refuses a
+// RAM tier that keeps nothing).
+func (n Node) EffectiveMaxObject() Size {
+	if n.SSD.Enabled {
+		return max(min(n.MaxObjectBytes, n.RAM.Bytes), 0)
+	}
+	return max(min(n.MaxObjectBytes, n.RAMKeeps()), 0)
+}
+
+// RAMKeeps is the most an object (its name and payload) may take for the
+// RAM tier to keep it resident, as the tier computes it (ram's
+// keepChunks): all its chunks when the high watermark is all of them,
+// else the low watermark's. A larger one would be evicted by the Put that
+// stored it (past the high watermark the tier trims down to the low one,
+// the newest last), so the RAM tier refuses it and the store writes it to
+// SSD, or refuses it without one. A named object within its name's length
+// of the bound is refused by the RAM tier, not by the node's advertised
+// limit.
+func (n Node) RAMKeeps() Size {
+	cs := n.RAM.ChunkBytes
+	if cs <= 0 || n.RAM.Bytes <= 0 {
+		return 0
+	}
+	chunks := int64(n.RAM.Bytes / cs)
+	high := min(max(int64(math.Ceil(n.RAM.HighWatermark*float64(chunks)-1e-9)), 1), chunks)
+	if high >= chunks {
+		return Size(chunks) * cs
+	}
+	low := min(max(int64(math.Floor(n.RAM.LowWatermark*float64(chunks)+1e-9)), 0), high)
+	return Size(low) * cs
+}
 
 // Defaults returns the default configuration.
 func Defaults() Node {
@@ -356,7 +394,11 @@ func (n Node) Validate() error {
 func (n Node) fieldErrors() []*FieldError {
 	var errs []*FieldError
 	bad := func(key string, value any, format string, a ...any) {
-		errs = append(errs, &FieldError{Key: key, Value: fmt.Sprint(value), Reason: fmt.Sprintf(format, a...)})
+		v := fmt.Sprint(value)
+		if sz, ok := value.(Size); ok {
+			v = sz.exact()
+		}
+		errs = append(errs, &FieldError{Key: key, Value: v, Reason: fmt.Sprintf(format, a...)})
 	}
 	n.validateServing(bad)
 	n.validateAuthToken(bad)
@@ -419,16 +461,24 @@ func (n Node) validateAuthToken(bad func(key string, value any, format string, a
 
 // validateRAM checks the RAM tier's size, policy and watermarks.
 func (n Node) validateRAM(bad func(key string, value any, format string, a ...any)) {
-	if n.RAM.Bytes < n.BlockSize || n.RAM.Bytes <= 0 {
-		bad("ram.bytes", n.RAM.Bytes, "smaller than one block (block_size %v)", n.BlockSize)
-	} else if n.BlockSize > 0 && n.RAM.Bytes/n.BlockSize > ram.MaxSlots {
-		bad("ram.bytes", n.RAM.Bytes, "makes %d slots of %v, limit %d", n.RAM.Bytes/n.BlockSize, n.BlockSize, ram.MaxSlots)
+	c := n.RAM.ChunkBytes
+	chunkOK := c >= minRAMChunk && c <= maxRAMChunk && c&(c-1) == 0
+	switch {
+	case n.RAM.Bytes <= 0:
+		bad("ram.bytes", n.RAM.Bytes, "want a positive size")
+	case n.RAM.Bytes < n.BlockSize:
+		// The eviction policy is sized for ram.bytes/block_size objects.
+		bad("ram.bytes", n.RAM.Bytes, "smaller than block_size %v, the typical object size the RAM eviction policy is sized for (lower block_size)", n.BlockSize)
+	case chunkOK && int64(n.RAM.Bytes/c) > ram.MaxChunks:
+		bad("ram.bytes", n.RAM.Bytes, "makes %d chunks of %v (ram.chunk_bytes), limit %d", n.RAM.Bytes/c, c, ram.MaxChunks)
 	}
-	switch c := n.RAM.ChunkBytes; {
-	case c < minRAMChunk || c > maxRAMChunk || c&(c-1) != 0:
+	switch {
+	case !chunkOK:
 		bad("ram.chunk_bytes", c, "want a power of two from %v to %v", minRAMChunk, maxRAMChunk)
 	case n.RAM.Bytes > 0 && c > n.RAM.Bytes:
 		bad("ram.chunk_bytes", c, "larger than the RAM tier (ram.bytes %v)", n.RAM.Bytes)
+	case !n.SSD.Enabled && n.RAM.Bytes > 0 && n.RAM.LowWatermark > 0 && n.RAMKeeps() < 1:
+		bad("ram.bytes", n.RAM.Bytes, "keeps no object resident: ram.low_watermark %v of it is less than one chunk of %v", n.RAM.LowWatermark, c)
 	}
 	if spec, err := policy.ParseSpec(n.RAM.Policy); err != nil {
 		bad("ram.policy", n.RAM.Policy, "%v", err)
@@ -531,7 +581,7 @@ func (s SSD) validate(blockSize Size, bad func(key string, value any, format str
 	if s.Bytes < 0 {
 		bad("ssd.bytes", s.Bytes, "negative")
 	} else if s.Enabled && blockSize > 0 && blockSize <= maxBlockSize && int64(s.Bytes) < ssd.SlotSize(int(blockSize)) {
-		bad("ssd.bytes", s.Bytes, "holds no slot of %v (block_size %v plus its header)", Size(ssd.SlotSize(int(blockSize))), blockSize)
+		bad("ssd.bytes", s.Bytes, "holds no object of block_size %v (%v in pages with its key and page metadata)", blockSize, Size(ssd.SlotSize(int(blockSize))))
 	}
 	if _, err := ssd.ParseSyncMode(string(s.Sync)); err != nil || s.Sync == "" {
 		bad("ssd.sync", s.Sync, "want none, batch or always")

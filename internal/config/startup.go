@@ -8,10 +8,11 @@ import (
 
 // StartupLine is the one line a node prints at start: the tiers really in
 // effect — RAM bytes; the SSD path and bytes, or "SSD offload: off" — with
-// where each value came from, the pacers that are on, and the addresses.
-// For example:
+// where each value came from, the largest object the node takes (max_object_bytes,
+// or what the RAM tier keeps when less: config.Node.RAMKeeps), the pacers that are on, and the
+// addresses. For example:
 //
-//	kvpool node: RAM 1.0 GiB (default); SSD /data/kv 64.0 GiB (file node.yaml, env MOONCAKE_OFFLOAD_FILE_STORAGE_PATH), sync batch; listen 127.0.0.1:7480
+//	kvpool node: RAM 1.0 GiB (default), objects up to 64.0 MiB (default); SSD /data/kv 64.0 GiB (file node.yaml, env MOONCAKE_OFFLOAD_FILE_STORAGE_PATH), sync batch; listen 127.0.0.1:7480
 //
 // With tenant tokens or shared namespaces it says how many tokens and which
 // namespaces. It never contains a token.
@@ -19,6 +20,17 @@ func (l *Loaded) StartupLine() string {
 	n := l.Node
 	var b strings.Builder
 	fmt.Fprintf(&b, "kvpool node: RAM %v (%s)", n.RAM.Bytes, l.origins("ram.bytes"))
+	if eff := n.EffectiveMaxObject(); eff < n.MaxObjectBytes {
+		// Every object passes through RAM: say so, or a put the node
+		// refuses would look like a bug in max_object_bytes.
+		why := "what RAM keeps under ram.low_watermark, without SSD"
+		if n.SSD.Enabled {
+			why = "the RAM size"
+		}
+		fmt.Fprintf(&b, ", objects up to %v (%s; max_object_bytes %v, %s)", eff, why, n.MaxObjectBytes, l.origins("max_object_bytes"))
+	} else {
+		fmt.Fprintf(&b, ", objects up to %v (%s)", eff, l.origins("max_object_bytes"))
+	}
 	if n.SSD.Enabled {
 		fmt.Fprintf(&b, "; SSD %s %v (%s), sync %s", n.SSD.Path, n.SSD.Bytes, l.origins("ssd.enabled", "ssd.path", "ssd.bytes"), n.SSD.Sync)
 		if n.SSD.DirectIO {

@@ -95,6 +95,24 @@ func (s Size) String() string {
 	return strconv.FormatFloat(v, 'f', 1, 64) + " " + u
 }
 
+// exact is String when that is the exact size, else the size in bytes
+// followed by String ("536870913 B (512.0 MiB)"): an error about a limit
+// must not show a value over it as the limit itself.
+func (s Size) exact() string {
+	str := s.String()
+	if s > -1024 && s < 1024 {
+		return str
+	}
+	unit := Size(1)
+	for a := s; a >= 1024 || a <= -1024; a /= 1024 {
+		unit *= 1024
+	}
+	if (s*10)%unit == 0 && s < math.MaxInt64/10 && s > math.MinInt64/10 {
+		return str
+	}
+	return strconv.FormatInt(int64(s), 10) + " B (" + str + ")"
+}
+
 // Bandwidth is a rate in bytes per second; 0 means unlimited (off). In
 // configuration it is written as a number with a unit: bits per second
 // with bps, Kbps, Mbps, Gbps, Tbps (or bit/s, Gbit/s …: decimal, 8 bits a

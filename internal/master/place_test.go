@@ -2,11 +2,14 @@ package master
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/meta"
 )
 
@@ -181,5 +184,33 @@ func TestPlaceErrors(t *testing.T) {
 				t.Errorf("err = %v, want ErrBadRequest", err)
 			}
 		})
+	}
+}
+
+// TestPlaceObjectSizes: PlaceObjects takes sizes of 0 to meta.MaxItemSize
+// (1 TiB; the nodes enforce their own max object size) and places even an
+// object larger than every node's RAM, without overflow in the footprint
+// or the usage sums; a negative size or one over MaxItemSize is a bad
+// request naming the object and the bounds.
+func TestPlaceObjectSizes(t *testing.T) {
+	m, _ := newTest(t, Options{})
+	placeNodes(t, m)
+	var p meta.Placement
+	for _, size := range []int64{0, 1, 600 << 20, 5 << 30, meta.MaxItemSize} {
+		objs := []meta.Object{{Key: block.Named("x", "big"), Size: size}, {Key: block.Named("x", "small"), Size: 28}}
+		if err := m.PlaceObjects(objs, 2, "", meta.LeastUsed, &p); err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		if p.PerBlock != 2 || len(p.Block(0)) != 2 || len(p.Block(1)) != 2 {
+			t.Fatalf("size %d: placed %s, want 2 nodes each", size, placeString(&p, 2))
+		}
+	}
+	for _, size := range []int64{-1, meta.MaxItemSize + 1, math.MaxInt64} {
+		objs := []meta.Object{{Key: block.Named("x", "a\xffname"), Size: size}}
+		err := m.PlaceObjects(objs, 1, "", meta.LeastUsed, &p)
+		if !errors.Is(err, meta.ErrBadRequest) || !strings.Contains(err.Error(), fmt.Sprintf("size %d (want 0 to %d)", size, int64(meta.MaxItemSize))) ||
+			!strings.Contains(err.Error(), `"a\xffname"`) {
+			t.Errorf("size %d: %v; want ErrBadRequest with the size, the bounds and the name quoted", size, err)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/master/masterproto"
 	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/node/store"
 )
@@ -41,6 +42,30 @@ const (
 	// anyway (TaskTimeout), so older results only cost memory.
 	maxResults = 1 << 16
 )
+
+// reportLimits bound what one REGISTER or heartbeat reports: at most
+// items inventory or delta entries and bytes of them (names included).
+// A node with more — 2M named objects of 50 bytes in two tiers are 4M
+// entries, 300 MiB — registers with the first part of its inventory and
+// reports the rest as additions in the heartbeats that follow at once,
+// each within the same bounds, so that no frame exceeds the master's
+// limits however many objects the node holds.
+type reportLimits struct {
+	items, bytes int
+}
+
+// defaultReportLimits are half the master protocol's default limits
+// (masterproto.DefaultMaxItems entries, DefaultMaxFrame bytes): the other
+// half is room for the frame's tenant table (at most 32767 tenants of 255
+// bytes, 8 MiB), the SSD hits (maxSSDHits, counted against bytes) and the
+// task results. A master configured with smaller limits than its defaults
+// refuses a large node's reports.
+func defaultReportLimits() reportLimits {
+	return reportLimits{items: masterproto.DefaultMaxItems / 2, bytes: masterproto.DefaultMaxFrame / 2}
+}
+
+// reportCost is the worst case k takes in a report: an entry per tier.
+func reportCost(k block.Key) (items, bytes int) { return 2, 2 * masterproto.ItemLen(k) }
 
 // blockMeta is a block's size and checksum as the master indexes them.
 type blockMeta struct {
@@ -107,6 +132,9 @@ type agent struct {
 	registered bool
 	every      time.Duration // the beat interval in effect
 
+	limits  reportLimits
+	backlog bool // dirty keys were left out of the last report for size: beat again at once
+
 	registers, beats, failures, reregisters atomic.Uint64
 	live                                    atomic.Bool
 }
@@ -123,6 +151,7 @@ func newAgent(c MasterClient, interval time.Duration, log *slog.Logger) *agent {
 		hitSet:   make(map[block.Key]struct{}),
 		promos:   make(map[block.Key]uint64),
 		reported: make(map[block.Key]entry),
+		limits:   defaultReportLimits(),
 	}
 }
 
@@ -210,6 +239,27 @@ func (a *agent) takeDirty() map[block.Key]mark {
 	d := a.dirty
 	a.dirty = make(map[block.Key]mark, len(d))
 	return d
+}
+
+// takeDirtyWithin empties the dirty set and returns it split in two: the
+// keys whose report fits in items entries and bytes bytes (at worst, an
+// entry per tier: reportCost), and the rest, to be put back.
+func (a *agent) takeDirtyWithin(items, bytes int) (d, rest map[block.Key]mark) {
+	d = a.takeDirty()
+	taken := 0
+	for k, m := range d {
+		ni, nb := reportCost(k)
+		if (items >= ni && bytes >= nb) || taken == 0 { // at least one: the backlog always shrinks
+			items, bytes, taken = items-ni, bytes-nb, taken+1
+			continue
+		}
+		if rest == nil {
+			rest = make(map[block.Key]mark)
+		}
+		rest[k] = m
+		delete(d, k)
+	}
+	return d, rest
 }
 
 // restoreDirty puts marks back into the dirty set (newer marks win).
@@ -331,14 +381,35 @@ func (a *agent) register(ctx context.Context) error {
 		next[k] = e
 	}
 	apply(next, updates)
-	inv := make(meta.Inventory, 0, len(next))
+	inv := make(meta.Inventory, 0, min(len(next), a.limits.items))
+	// What does not fit in one frame is left out of next and reported as
+	// additions by the heartbeats that follow (dirty, with its meta).
+	var rest map[block.Key]mark
+	items, bytes := 0, 0
 	for k, e := range next {
+		ni, nb := 0, 0
+		for _, t := range [...]store.Location{store.InRAM, store.InSSD} {
+			if e.loc&t != 0 {
+				ni, nb = ni+1, nb+masterproto.ItemLen(k)
+			}
+		}
+		if (items+ni > a.limits.items || bytes+nb > a.limits.bytes) && len(inv) > 0 {
+			if rest == nil {
+				rest = make(map[block.Key]mark)
+			}
+			rest[k] = mark{meta: e.meta, hasMeta: true}
+			continue
+		}
+		items, bytes = items+ni, bytes+nb
 		if e.loc&store.InRAM != 0 {
 			inv = append(inv, meta.Item{Key: k, Tier: meta.TierRAM, Size: e.meta.size, Sum: e.meta.sum})
 		}
 		if e.loc&store.InSSD != 0 {
 			inv = append(inv, meta.Item{Key: k, Tier: meta.TierSSD, Size: e.meta.size, Sum: e.meta.sum})
 		}
+	}
+	for k := range rest {
+		delete(next, k)
 	}
 	cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	reply, err := a.client.Register(cctx, a.info, inv, a.usage())
@@ -352,13 +423,15 @@ func (a *agent) register(ctx context.Context) error {
 	a.live.Store(true)
 	a.registers.Add(1)
 	a.restoreDirty(later)
+	a.restoreDirty(rest)
+	a.backlog = len(rest) > 0
 	a.mu.Lock()
 	a.results = nil
 	clear(a.promos)
 	a.mu.Unlock()
 	a.setInterval(reply.HeartbeatInterval)
 	a.log.Info("node agent: registered with the master", "node", string(a.info.ID), "session", uint64(reply.Session),
-		"blocks", len(inv), "heartbeat", a.every.String(), "ttl", reply.NodeTTL.String())
+		"blocks", len(inv), "pending", len(rest), "heartbeat", a.every.String(), "ttl", reply.NodeTTL.String())
 	return nil
 }
 
@@ -377,19 +450,33 @@ func (a *agent) beat(ctx context.Context) error {
 	if !a.registered {
 		return a.register(ctx)
 	}
-	d := a.takeDirty()
-	delta, updates, later := a.reconcile(d, a.reported)
 	a.mu.Lock()
 	hits, results := a.hits, a.results
 	a.hits, a.results = nil, nil
 	clear(a.hitSet)
 	a.mu.Unlock()
+	// SSD hits take at most a quarter of the bytes (65,536 hits of 1 KiB
+	// names would fill a frame alone); the rest wait for the next beat.
+	room, hitBytes := a.limits.bytes, 0
+	for i, k := range hits {
+		if hitBytes += masterproto.HitLen(k); hitBytes > a.limits.bytes/4 && i > 0 {
+			a.restoreHits(hits[i:])
+			hits = hits[:i]
+			break
+		}
+	}
+	for _, k := range hits {
+		room -= masterproto.HitLen(k)
+	}
+	d, rest := a.takeDirtyWithin(a.limits.items, room)
+	delta, updates, later := a.reconcile(d, a.reported)
 
 	cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	reply, err := a.client.Heartbeat(cctx, a.info.ID, a.session, delta, a.usage(), hits, results)
 	cancel()
 	if err != nil {
 		a.restoreDirty(d)
+		a.restoreDirty(rest)
 		a.restoreHits(hits)
 		if errors.Is(err, meta.ErrUnknownNode) {
 			a.registered = false
@@ -405,6 +492,8 @@ func (a *agent) beat(ctx context.Context) error {
 	}
 	apply(a.reported, updates)
 	a.restoreDirty(later)
+	a.restoreDirty(rest)
+	a.backlog = len(rest) > 0
 	a.beats.Add(1)
 	if reply.HeartbeatInterval > 0 {
 		a.setInterval(reply.HeartbeatInterval)
@@ -489,6 +578,9 @@ func (a *agent) run(ctx context.Context) {
 			return
 		}
 		wait := a.every
+		if err == nil && a.backlog {
+			wait = 0 // the rest of a report too large for one frame
+		}
 		if err != nil {
 			failures++
 			backoff = min(max(2*backoff, minBackoff), maxBackoff)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/master/masterproto"
 	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/node/store"
 	"github.com/kvpool/kvpool/internal/tier/ram"
@@ -94,7 +96,7 @@ type agentRig struct {
 	c  *inProc
 }
 
-// newRig opens a store of ramSlots RAM slots and ssdSlots SSD slots (none:
+// newRig opens a store of ramSlots RAM slots and an SSD tier of at most ssdSlots objects (none:
 // no SSD tier) of bs bytes, with an agent talking to c.
 func newRig(t *testing.T, c *inProc, bs, ramSlots, ssdSlots int) *agentRig {
 	t.Helper()
@@ -429,5 +431,130 @@ func TestAgentModel(t *testing.T) {
 			ms, ps := c.master().Stats(), c.master().PromotionStats()
 			t.Logf("agent %+v; last master: %d orders confirmed, %d promotions completed", r.ag.stats(), ms.EvictConfirmed, ps.Completed)
 		})
+	}
+}
+
+// sizing is a MasterClient recording the largest report it was sent, in
+// entries and encoded bytes.
+type sizing struct {
+	*inProc
+	registers, beats   int
+	maxItems, maxBytes int
+	maxHitBytes, hits  int
+}
+
+func (c *sizing) note(items []meta.Item, removed []meta.ItemKey, moved []meta.Move) {
+	n, b := len(items)+len(removed)+len(moved), 0
+	for _, it := range items {
+		b += masterproto.ItemLen(it.Key)
+	}
+	for _, ik := range removed {
+		b += masterproto.ItemLen(ik.Key)
+	}
+	for _, mv := range moved {
+		b += masterproto.ItemLen(mv.Key)
+	}
+	c.maxItems, c.maxBytes = max(c.maxItems, n), max(c.maxBytes, b)
+}
+
+func (c *sizing) Register(ctx context.Context, info meta.NodeInfo, inv meta.Inventory, usage meta.NodeUsage) (meta.RegisterReply, error) {
+	c.registers++
+	c.note(inv, nil, nil)
+	return c.inProc.Register(ctx, info, inv, usage)
+}
+
+func (c *sizing) Heartbeat(ctx context.Context, id meta.NodeID, s meta.Session, d meta.Delta, u meta.NodeUsage, hits []block.Key, done []meta.TaskResult) (meta.HeartbeatReply, error) {
+	c.beats++
+	c.note(d.Added, d.Removed, d.Moved)
+	hb := 0
+	for _, k := range hits {
+		hb += masterproto.HitLen(k)
+	}
+	c.maxHitBytes, c.hits = max(c.maxHitBytes, hb), c.hits+len(hits)
+	return c.inProc.Heartbeat(ctx, id, s, d, u, hits, done)
+}
+
+// TestAgentSplitsLargeInventory: a node holding more objects than one
+// REGISTER frame may carry (here, injected limits of a few entries or a
+// few names' bytes) registers with part of its inventory and reports the
+// rest in the heartbeats that follow at once, each within the limits,
+// until the master indexes every object; a restarted master gets it all
+// again the same way.
+func TestAgentSplitsLargeInventory(t *testing.T) {
+	c := &inProc{}
+	c.set(newMaster(t, master.Options{HighWatermark: 1, LowWatermark: 0.99}), false)
+	r := newRig(t, c, 4096, 64, 0)
+	var keys []block.Key
+	for i := range 40 {
+		k := block.Named("t", fmt.Sprintf("object-%02d-%s", i, strings.Repeat("n", 40)))
+		if i%2 == 1 {
+			k = tkey(uint64(i))
+		}
+		p := payload(uint64(i), 100)
+		if _, err := r.st.Put(ctx, k, p, block.Checksum(k, p)); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	named := masterproto.ItemLen(keys[0])
+	for _, lim := range []reportLimits{{items: 7, bytes: 1 << 20}, {items: 1000, bytes: 5 * named}, {items: 1, bytes: 1}} {
+		t.Run(fmt.Sprintf("items=%d,bytes=%d", lim.items, lim.bytes), func(t *testing.T) {
+			sc := &sizing{inProc: c}
+			r.ag.client, r.ag.limits = sc, lim
+			c.set(newMaster(t, master.Options{HighWatermark: 1, LowWatermark: 0.99}), false)
+			r.ag.registered = false // as after a master restart
+			r.beat()
+			for n := 0; r.ag.backlog; n++ {
+				if n > len(keys) {
+					t.Fatalf("still a backlog after %d beats", n)
+				}
+				r.beat()
+			}
+			if sc.registers != 1 || sc.beats < 2 {
+				t.Errorf("%d registrations and %d beats; want 1 and several (the inventory split)", sc.registers, sc.beats)
+			}
+			if tiny := lim.items < 2; tiny { // one key per report, over the limits: still progress
+				if sc.maxItems > 1 {
+					t.Errorf("largest report: %d entries; want 1 a call under limits no key fits", sc.maxItems)
+				}
+			} else if sc.maxItems > lim.items || sc.maxBytes > lim.bytes {
+				t.Errorf("largest report: %d entries, %d bytes; limits %d and %d", sc.maxItems, sc.maxBytes, lim.items, lim.bytes)
+			}
+			m := c.master()
+			for _, k := range keys {
+				if reps := m.Query(k); len(reps) != 1 || reps[0].Size != 100 {
+					t.Errorf("%v indexed as %+v, want one replica of 100 bytes", k, reps)
+				}
+			}
+			if err := m.CheckInvariants(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestAgentBoundsSSDHits: the SSD hits of one heartbeat take at most a
+// quarter of its bytes; the rest go with the next beats, none lost.
+func TestAgentBoundsSSDHits(t *testing.T) {
+	c := &inProc{}
+	c.set(newMaster(t, master.Options{HighWatermark: 1, LowWatermark: 0.99}), false)
+	r := newRig(t, c, 4096, 8, 0)
+	sc := &sizing{inProc: c}
+	r.ag.client = sc
+	r.beat() // registers
+	const n = 50
+	name := func(i int) block.Key {
+		return block.Named("t", fmt.Sprintf("hit-%03d-%s", i, strings.Repeat("h", 1000)))
+	}
+	hit := masterproto.HitLen(name(0))
+	r.ag.limits = reportLimits{items: 1000, bytes: 4 * 10 * hit} // ten hits per beat
+	for i := range n {
+		r.ag.Consider(name(i), store.Load{})
+	}
+	for range n {
+		r.beat()
+	}
+	if sc.hits != n || sc.maxHitBytes > 10*hit {
+		t.Errorf("%d hits reported, at most %d bytes in a beat; want %d, at most %d", sc.hits, sc.maxHitBytes, n, 10*hit)
 	}
 }

@@ -337,7 +337,8 @@ const ClusterHeartbeat = 20 * time.Millisecond
 // ClusterOptions returns the options of a local cluster of n nodes sized
 // and paced for o under the scale model: block size = payload, RAM =
 // RAMSlotsFor(RAMBlocks) payloads, SSD of SSDBlocks payloads when > 0, the
-// pacers and RAM policy of NodeArgs, and a ClusterHeartbeat heartbeat.
+// pacers and RAM policy of NodeArgs, a ClusterHeartbeat heartbeat, and a
+// max object size of the payload when that is over the nodes' default.
 func ClusterOptions(n int, o Options) cluster.Options {
 	o = o.WithDefaults()
 	co := cluster.Options{
@@ -346,6 +347,9 @@ func ClusterOptions(n int, o Options) cluster.Options {
 		RAMBytes:      RAMSlotsFor(o.RAMBlocks) * int64(o.PayloadBytes),
 		Heartbeat:     ClusterHeartbeat,
 		ExtraNodeArgs: o.NodeArgs(),
+	}
+	if int64(o.PayloadBytes) > cluster.DefaultMaxObjectBytes {
+		co.MaxObjectBytes = int64(o.PayloadBytes) // else every put is refused as too large
 	}
 	if o.SSDBlocks > 0 {
 		co.SSD = true

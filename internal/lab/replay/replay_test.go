@@ -443,3 +443,18 @@ func TestProgressLines(t *testing.T) {
 		t.Errorf("last progress line %q, want 10/10 done", last)
 	}
 }
+
+// TestClusterOptionsMaxObject: a payload over the nodes' default max
+// object size raises the cluster's, so that a live run's puts are not all
+// refused as too large; a smaller one leaves the nodes' default.
+func TestClusterOptionsMaxObject(t *testing.T) {
+	for _, tc := range []struct {
+		payload int
+		want    int64
+	}{{64 << 10, 0}, {64 << 20, 0}, {100 << 20, 100 << 20}} {
+		co := ClusterOptions(2, Options{PayloadBytes: tc.payload, RAMBlocks: 8})
+		if co.MaxObjectBytes != tc.want {
+			t.Errorf("payload %d: MaxObjectBytes %d, want %d", tc.payload, co.MaxObjectBytes, tc.want)
+		}
+	}
+}

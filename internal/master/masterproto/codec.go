@@ -417,3 +417,21 @@ func (t *tenantEnc) appendTable(dst []byte) []byte {
 	}
 	return dst
 }
+
+// nameLen is the bytes the name of k takes in an entry: none for a chain
+// key, a 2-byte length and the name for a named one.
+func nameLen(k block.Key) int {
+	if k.Name == "" {
+		return 0
+	}
+	return 2 + len(k.Name)
+}
+
+// ItemLen is the bytes an inventory or delta.Added entry of k takes in a
+// REGISTER or HEARTBEAT frame (the tenant table aside): what a node
+// splitting a large inventory across frames counts.
+func ItemLen(k block.Key) int { return itemLen + nameLen(k) }
+
+// HitLen is the bytes an SSD-hit entry of k takes in a HEARTBEAT frame
+// (the tenant table aside).
+func HitLen(k block.Key) int { return hitLen + nameLen(k) }

@@ -225,8 +225,12 @@ type RemoteError = frame.RemoteError[Code]
 // Default limits. Each bounds what a peer can make a decoder allocate.
 const (
 	// DefaultMaxFrame is the largest frame: 64 MiB, which holds the
-	// REGISTER of a node with DefaultMaxItems blocks (24 bytes each: 48 MiB)
-	// plus its tenant table.
+	// REGISTER of a node with DefaultMaxItems chain blocks (24 bytes each:
+	// 48 MiB) plus its tenant table. Named entries take 2 bytes and the
+	// name more (ItemLen); a node whose inventory does not fit in one
+	// frame registers with part of it and reports the rest in the
+	// heartbeats that follow, each within the limits (the node agent's
+	// reportLimits).
 	DefaultMaxFrame = 64 << 20
 	// DefaultMaxBatch is the most keys of one LOOKUP, EXISTS or PLACE, as
 	// the node protocol's (frame.DefaultMaxBatch, 4096).

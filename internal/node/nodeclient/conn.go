@@ -820,9 +820,13 @@ func (c *Conn) refuse(op wire.Op, k block.Key, p []byte) error {
 		}
 	}
 	if len(p) > c.server.MaxPayload {
-		return fmt.Errorf("block %s: %d bytes, larger than the node's max object size of %d bytes "+
-			"(node flag --max-object-bytes, config max_object_bytes): %w",
-			k, len(p), c.server.MaxPayload, kvpool.ErrTooLarge)
+		noun := "block"
+		if k.Name != "" {
+			noun = "object"
+		}
+		return fmt.Errorf("%s %s: %d bytes, larger than the node's max object size of %d bytes "+
+			"(node flag --max-object-bytes, config max_object_bytes, less on a node whose RAM keeps less: --ram-bytes): %w",
+			noun, k, len(p), c.server.MaxPayload, kvpool.ErrTooLarge)
 	}
 	if op.Named() {
 		if need := wire.HeaderLen + 4 + entryLen(op, k, nil) + len(p); need > c.server.MaxFrame {

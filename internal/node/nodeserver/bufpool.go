@@ -9,6 +9,16 @@ import (
 // smaller payloads share it.
 const minClassBits = 12
 
+// maxPooledBits is the largest pooled class, 8 MiB (2^23): a larger
+// buffer is allocated for its request and left to the garbage collector.
+// A pool holding 64 or 512 MiB buffers would keep them as long as the GC
+// does not run — and a node's heap is mostly its RAM tier's arena, so the
+// GC's target is twice that and it runs rarely: one large PUT would hold
+// its buffer for minutes. Allocating (and zeroing) a large buffer costs
+// about a tenth of receiving it over loopback TCP; objects of 8 MiB and
+// less, the common sizes, still reuse buffers.
+const maxPooledBits = 23
+
 // bufPool recycles payload buffers by power-of-two size class, so a PUT
 // payload or a copied SSD block is read into a buffer at most twice its size
 // without allocating in steady state. Safe for concurrent use.
@@ -16,9 +26,10 @@ type bufPool struct {
 	classes []sync.Pool // class i holds buffers of cap 1<<(minClassBits+i)
 }
 
-// newBufPool returns a pool for buffers up to max bytes.
+// newBufPool returns a pool for buffers up to max bytes (classes up to 8
+// MiB: maxPooledBits).
 func newBufPool(max int) *bufPool {
-	n := classOf(max) + 1
+	n := classOf(min(max, 1<<maxPooledBits)) + 1
 	return &bufPool{classes: make([]sync.Pool, n)}
 }
 

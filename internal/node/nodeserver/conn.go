@@ -40,6 +40,10 @@ type conn struct {
 	cr     connReader
 	sf     sendfiler
 	tenant string
+	// putHeld is the PUT budget bytes the connection holds (one payload
+	// at most), given back by putBack, or when the connection ends (a
+	// panic in the backend's Put must not leak them).
+	putHeld int64
 	// denyWrite, when not nil, is why the connection's grant may not
 	// write its tenant's namespace (a shared namespace it only reads):
 	// PUT, MPUT and DELETE are answered with it.
@@ -114,6 +118,10 @@ func (c *conn) setReadDeadline(d time.Duration) error { return c.sc.SetReadTimeo
 // serve runs the connection until it ends.
 func (c *conn) serve(ctx context.Context) {
 	defer func() {
+		if c.putHeld > 0 {
+			c.s.puts.release(c.putHeld)
+			c.putHeld = 0
+		}
 		if v := recover(); v != nil {
 			c.s.ctr.panics.Add(1)
 			c.s.log.Error("nodeserver: panic serving a connection (a bug); connection closed",
@@ -281,13 +289,23 @@ func (c *conn) headerError(h wire.Header, err error) error {
 			if serr == err && !errors.Is(err, io.ErrUnexpectedEOF) {
 				// The header itself lost the stream (a bad length): say
 				// why, best effort, before closing.
-				c.writeError(h.ReqID, err)
+				c.writeError(h.ReqID, c.frameTooLarge(err))
 			}
 		}
 		return err
 	}
 	c.s.ctr.decodeErrors.Add(1)
 	return c.writeError(h.ReqID, err)
+}
+
+// frameTooLarge explains a frame over Limits.MaxFrame in the node's
+// settings: a PUT of an object far over the max object size ends there.
+func (c *conn) frameTooLarge(err error) error {
+	if !errors.Is(err, frame.ErrFrameTooLarge) {
+		return err
+	}
+	return fmt.Errorf("%w; frames are bounded by this node's max object size, %d bytes, plus %d "+
+		"(node flag --max-object-bytes, config max_object_bytes, at most %d)", err, c.s.lim.MaxPayload, c.s.lim.MaxFrame-c.s.lim.MaxPayload, wire.MaxObjectSize)
 }
 
 // bodyError handles a failed body read: it skips the rest of the frame and
@@ -449,7 +467,7 @@ func (c *conn) tooLarge(h wire.Header, bh wire.BlockHeader, err error) error {
 		return err
 	}
 	return fmt.Errorf("nodeserver: %v (request %d): an object of %d bytes is larger than this node's max object size, %d bytes "+
-		"(node flag --max-object-bytes, config max_object_bytes, at most %d): %w",
+		"(node flag --max-object-bytes, config max_object_bytes, at most %d; less on a node whose RAM keeps less: --ram-bytes): %w",
 		h.Op, h.ReqID, bh.Len, c.s.lim.MaxPayload, wire.MaxObjectSize, err)
 }
 
@@ -745,24 +763,38 @@ func (c *conn) readPayload(ctx context.Context, h wire.Header, bh wire.BlockHead
 			return nil, nil, false, codeOf(err), fmt.Errorf("nodeserver: %v from %s: ingress pacer: %w", h.Op, c.remote, err)
 		}
 	}
+	if err := c.s.puts.acquire(ctx, int64(bh.Len)); err != nil {
+		return nil, nil, false, codeOf(err), fmt.Errorf("nodeserver: %v from %s: waiting for PUT buffer space (Options.MaxPutBytes): %w", h.Op, c.remote, err)
+	}
+	c.putHeld = int64(bh.Len)
 	if err := c.setReadDeadline(c.s.opts.ReadTimeout); err != nil {
+		c.s.puts.release(c.putHeld)
+		c.putHeld = 0
 		return nil, nil, false, wire.CodeUnavailable, err
 	}
 	buf = c.s.bufs.get(int(bh.Len))
 	payload, err = c.r.ReadPayload((*buf)[:0])
 	if err != nil {
-		c.s.bufs.put(buf)
+		c.putBack(buf)
 		code, err = c.bodyError(h, err)
 		return nil, nil, false, code, err
 	}
 	return payload, buf, true, wire.CodeOK, nil
 }
 
+// putBack returns a PUT payload's buffer to the pool and its bytes to the
+// server's PUT budget.
+func (c *conn) putBack(buf *[]byte) {
+	c.s.puts.release(c.putHeld)
+	c.putHeld = 0
+	c.s.bufs.put(buf)
+}
+
 // stored returns a stored block's payload buffer to the pool and counts the
 // block in when the backend took it (code is the backend's answer).
 func (c *conn) stored(buf *[]byte, code wire.Code) wire.Code {
 	if buf != nil {
-		c.s.bufs.put(buf)
+		c.putBack(buf)
 	}
 	if code == wire.CodeOK {
 		c.s.ctr.blocksIn.Add(1)

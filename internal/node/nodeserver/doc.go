@@ -55,6 +55,15 @@
 // over block.MaxNameLen with an ERROR (CodeBadRequest) giving its length
 // and the fixed limit. Both leave the connection usable.
 //
+// A PUT payload is read whole into a buffer before the backend stores it.
+// The buffers held at once, across connections, are bounded by
+// Options.MaxPutBytes (two maximum payloads, at least 256 MiB): a PUT
+// beyond it waits, first come first served, before its payload is read,
+// so TCP pushes back on its sender rather than the node allocating a
+// buffer per connection. Buffers up to 8 MiB are recycled; larger ones
+// are allocated per PUT and freed by the GC, so one 512 MiB PUT does not
+// leave a 512 MiB buffer pooled.
+//
 // # Access hints
 //
 // ACCESS carries a request's accesses in order, each with its chain

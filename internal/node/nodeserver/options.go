@@ -33,6 +33,12 @@ const (
 	DefaultMaxConns = server.DefaultMaxConns
 )
 
+// DefaultMaxPutBytes is the default Options.MaxPutBytes for a max payload
+// of maxPayload bytes: two maximum payloads, and at least 256 MiB (a
+// quarter of the default RAM tier: 8192 PUTs of 32 KiB in flight, or four
+// of 64 MiB).
+func DefaultMaxPutBytes(maxPayload int) int64 { return max(2*int64(maxPayload), 256<<20) }
+
 // Options configure a Server. The zero value of each field means its
 // default.
 type Options struct {
@@ -62,6 +68,11 @@ type Options struct {
 	// MaxConns is the most connections served at once; more are refused
 	// with CodeUnavailable (DefaultMaxConns).
 	MaxConns int
+	// MaxPutBytes bounds the PUT payload bytes held in memory at once
+	// across connections (default DefaultMaxPutBytes(Limits.MaxPayload));
+	// a PUT beyond it waits before its payload is read (see putBudget).
+	// At least Limits.MaxPayload.
+	MaxPutBytes int64
 	// Token, when not empty, is the cluster auth token: a hello carrying
 	// it may name any tenant. It is compared in constant time and never
 	// logged.
@@ -98,6 +109,12 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("nodeserver: Options.Limits: %w", err)
 	}
 	o.Limits = lim
+	switch {
+	case o.MaxPutBytes == 0:
+		o.MaxPutBytes = DefaultMaxPutBytes(lim.MaxPayload)
+	case o.MaxPutBytes < int64(lim.MaxPayload):
+		return o, fmt.Errorf("nodeserver: Options.MaxPutBytes: %d below Limits.MaxPayload %d (a maximum PUT could never be read)", o.MaxPutBytes, lim.MaxPayload)
+	}
 	sk, err := o.skeleton().Resolve() // connections, handshake, tokens, auth
 	if err != nil {
 		return o, err

@@ -25,6 +25,7 @@ type Server struct {
 	lim  wire.Limits
 	log  *slog.Logger
 	bufs *bufPool
+	puts *putBudget // PUT payload bytes held at once (Options.MaxPutBytes)
 	ctr  counters
 	srv  *server.Server
 
@@ -44,6 +45,7 @@ func New(opts Options) (*Server, error) {
 		lim:  o.Limits,
 		log:  o.Logger,
 		bufs: newBufPool(o.Limits.MaxPayload),
+		puts: newPutBudget(o.MaxPutBytes),
 	}
 	s.srv, err = server.New(handler{s}, o.skeleton())
 	if err != nil { // cannot happen: resolve validated the same options
@@ -89,7 +91,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	defer s.srv.Shutdown() // one Serve: its end is the server's
 	s.log.Info("nodeserver: serving", "addr", ln.Addr().String(),
-		"max_frame", s.lim.MaxFrame, "max_batch", s.lim.MaxBatch, "max_payload", s.lim.MaxPayload,
+		"max_frame", s.lim.MaxFrame, "max_batch", s.lim.MaxBatch, "max_payload", s.lim.MaxPayload, "max_put_bytes", s.opts.MaxPutBytes,
 		"max_conns", s.opts.MaxConns, "auth", !s.srv.Auth().Open(),
 		"egress_paced", s.opts.Egress != nil, "ingress_paced", s.opts.Ingress != nil)
 	err := s.srv.Serve(ctx, ln)

@@ -193,18 +193,12 @@ func (o Options) Validate() error {
 		if o.SSD.OnRemove != nil {
 			return fmt.Errorf("store: Options.SSD.OnRemove: must be nil (the store reports SSD removals through Options.OnEvent)")
 		}
+		// The tiers' BlockSizes are typical object sizes their policies
+		// are sized for, not slots: they need not agree, and an object
+		// evicted from RAM is demoted whatever its size up to the SSD
+		// tier's max object size.
 		if err := o.SSD.Validate(); err != nil {
 			return fmt.Errorf("store: Options.SSD: %w", err)
-		}
-		ramBS, ssdBS := o.RAM.BlockSize, o.SSD.BlockSize
-		if ramBS == 0 {
-			ramBS = ram.DefaultBlockSize
-		}
-		if ssdBS == 0 {
-			ssdBS = ssd.DefaultBlockSize
-		}
-		if ssdBS < ramBS {
-			return fmt.Errorf("store: Options.SSD.BlockSize: %d below the RAM block size %d (evicted blocks could not be demoted)", ssdBS, ramBS)
 		}
 	}
 	if err := o.Quota.Validate(); err != nil {

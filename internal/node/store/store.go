@@ -332,7 +332,7 @@ func (s *Store) checkPut(k block.Key, payload []byte) error {
 	}
 	if len(payload) > s.maxObject {
 		return fmt.Errorf("store: put %s: an object of %d bytes is larger than the max object size of %d bytes "+
-			"(node flag --max-object-bytes, config max_object_bytes, at most %d): %w",
+			"(node flag --max-object-bytes, config max_object_bytes, at most %d; less on a node whose RAM keeps less: --ram-bytes): %w",
 			k, len(payload), s.maxObject, MaxObjectSizeLimit, kvpool.ErrTooLarge)
 	}
 	return nil

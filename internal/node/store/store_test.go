@@ -151,8 +151,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad RAM", Options{RAM: ram.Options{BlockSize: -1}}, "Options.RAM"},
 		{"RAM hook", Options{RAM: ram.Options{OnEvict: func(ram.Evicted) {}}}, "Options.RAM.OnEvict"},
 		{"bad SSD", Options{SSD: &ssd.Options{}}, "Options.SSD"},
-		{"SSD blocks too small", Options{RAM: ram.Options{BlockSize: 8192}, SSD: &ssd.Options{Dir: "/x", FS: mem, BlockSize: 4096}}, "Options.SSD.BlockSize"},
-		{"SSD default blocks under RAM's", Options{RAM: ram.Options{BlockSize: 1 << 20}, SSD: &ssd.Options{Dir: "/x", FS: mem}}, "Options.SSD.BlockSize"},
+		// Block sizes are typical object sizes, not slots: they need not agree.
+		{"SSD typical size under RAM's", Options{RAM: ram.Options{BlockSize: 8192}, SSD: &ssd.Options{Dir: "/x", FS: mem, BlockSize: 4096}}, ""},
+		{"SSD default typical size under RAM's", Options{RAM: ram.Options{BlockSize: 1 << 20}, SSD: &ssd.Options{Dir: "/x", FS: mem}}, ""},
 		{"threshold", Options{Promotion: PromotionOptions{Threshold: 300}}, "Options.Promotion.Threshold"},
 		{"watermark", Options{Promotion: PromotionOptions{Watermark: 1.5}}, "Options.Promotion.Watermark"},
 		{"queue cap", Options{Promotion: PromotionOptions{QueueCap: -1}}, "Options.Promotion.QueueCap"},
@@ -177,6 +178,33 @@ func TestOptionsValidate(t *testing.T) {
 				t.Fatal("Open accepted what Validate refused")
 			}
 		})
+	}
+}
+
+// TestDemotionTypicalSizes: an SSD tier sized for objects smaller than
+// the RAM tier's typical size (block sizes are policy sizing, not slots)
+// takes the larger objects RAM evicts, byte for byte.
+func TestDemotionTypicalSizes(t *testing.T) {
+	o := Options{
+		RAM: ram.Options{BlockSize: 8192, CapacityBytes: 4 * 8192},
+		SSD: ssdOpts(vfs.NewMem(), 4096, 64),
+	}
+	o.SSD.CapacityBytes = 64 * ssd.SlotSize(8192)
+	o.Promotion.Off = true
+	s := mustOpen(t, o)
+	const n = 12
+	for i := range uint64(n) {
+		put(t, s, key(i), tiertest.Payload(i, 1, 8000))
+	}
+	if st := s.Stats(); st.SSD.Blocks == 0 {
+		t.Fatalf("nothing demoted: %+v", st)
+	}
+	for i := range uint64(n) {
+		want := tiertest.Payload(i, 1, 8000)
+		got, _, _, err := s.Get(ctx, key(i), nil)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("Get %d: %d bytes, %v; want the 8000 bytes put", i, len(got), err)
+		}
 	}
 }
 

@@ -110,7 +110,7 @@ func TestTooLargeUpFront(t *testing.T) {
 	k := block.Named("t", "name")
 	p := tiertest.Payload(9, 1, 8*512) // fits MaxObjectSize, but not with its name
 	err := r.Put(ctx, k, p, block.Checksum(k, p))
-	if !errors.Is(err, kvpool.ErrTooLarge) || !strings.Contains(err.Error(), "need 9 chunks") || !strings.Contains(err.Error(), "has 8") {
+	if !errors.Is(err, kvpool.ErrTooLarge) || !strings.Contains(err.Error(), "need 9 chunks") || !strings.Contains(err.Error(), "has 8") || !strings.Contains(err.Error(), "--ram-bytes") {
 		t.Fatalf("Put of %d bytes named %q into 8 chunks of 512: %v; want ErrTooLarge naming 9 and 8 chunks", len(p), k.Name, err)
 	}
 	p = tiertest.Payload(9, 1, 8*512+1)
@@ -260,7 +260,7 @@ func TestLargerThanLowWatermark(t *testing.T) {
 	k := block.Named("t", "big")
 	p := tiertest.Payload(1, 1, 11*512)
 	err := r.Put(ctx, k, p, block.Checksum(k, p))
-	if !errors.Is(err, kvpool.ErrTooLarge) || !strings.Contains(err.Error(), "need 12 chunks") || !strings.Contains(err.Error(), "the 10 (5120 bytes)") {
+	if !errors.Is(err, kvpool.ErrTooLarge) || !strings.Contains(err.Error(), "need 12 chunks") || !strings.Contains(err.Error(), "the 10 (5120 bytes)") || !strings.Contains(err.Error(), "--ram-low-watermark") {
 		t.Fatalf("Put of 12 chunks into a tier keeping 10: %v; want ErrTooLarge naming both", err)
 	}
 	p = tiertest.Payload(1, 1, 9*512)

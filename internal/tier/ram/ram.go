@@ -845,7 +845,7 @@ func (r *RAM) checkPut(ctx context.Context, k block.Key, payload []byte, sum uin
 	}
 	need := r.chunksFor(len(k.Name), len(payload))
 	if need > r.nChunks {
-		return 0, fmt.Errorf("ram: put %s: %d-byte name and %d-byte payload need %d chunks of %d bytes, the RAM tier has %d (%d bytes): %w",
+		return 0, fmt.Errorf("ram: put %s: %d-byte name and %d-byte payload need %d chunks of %d bytes, the RAM tier has %d (%d bytes; a node's --ram-bytes): %w",
 			k, len(k.Name), len(payload), need, r.cs, r.nChunks, r.stats.CapacityBytes, kvpool.ErrTooLarge)
 	}
 	if keep := r.keepChunks(); need > keep {
@@ -853,7 +853,7 @@ func (r *RAM) checkPut(ctx context.Context, k block.Key, payload []byte, sum uin
 		// the newest object last: one larger than the low watermark would
 		// be evicted by the Put that stored it (and, without a lower
 		// tier, lost right after it was acknowledged).
-		return 0, fmt.Errorf("ram: put %s: %d-byte name and %d-byte payload need %d chunks of %d bytes, more than the %d (%d bytes) the RAM tier keeps below its low watermark: %w",
+		return 0, fmt.Errorf("ram: put %s: %d-byte name and %d-byte payload need %d chunks of %d bytes, more than the %d (%d bytes) the RAM tier keeps below its low watermark (a node's --ram-bytes, --ram-low-watermark): %w",
 			k, len(k.Name), len(payload), need, r.cs, keep, int64(keep)*int64(r.cs), kvpool.ErrTooLarge)
 	}
 	if got := block.Checksum(k, payload); got != sum {

@@ -172,8 +172,9 @@ func TestNamesAndLimits(t *testing.T) {
 	// Too large: over MaxObjectSize, and over what the tier can free.
 	big := make([]byte, o.MaxObjectSize+1)
 	err = tr.Put(ctx, key(1), big, block.Checksum(key(1), big))
-	if !errors.Is(err, kvpool.ErrTooLarge) || !strings.Contains(err.Error(), fmt.Sprint(len(big))) || !strings.Contains(err.Error(), fmt.Sprint(o.MaxObjectSize)) {
-		t.Errorf("Put over MaxObjectSize: %v, want ErrTooLarge with the size and the limit", err)
+	if !errors.Is(err, kvpool.ErrTooLarge) || !strings.Contains(err.Error(), fmt.Sprint(len(big))) || !strings.Contains(err.Error(), fmt.Sprint(o.MaxObjectSize)) ||
+		!strings.Contains(err.Error(), "--max-object-bytes") {
+		t.Errorf("Put over MaxObjectSize: %v, want ErrTooLarge with the size, the limit and the node setting", err)
 	}
 	small := pageOptions(vfs.NewMem(), 8, SyncNone) // high watermark: 8 pages
 	small.MaxObjectSize = 7 * PageSize
@@ -181,7 +182,7 @@ func TestNamesAndLimits(t *testing.T) {
 	st := mustOpen(t, small)
 	closeChecked(t, st)
 	p := make([]byte, 5*PageSize)
-	if err := st.Put(ctx, key(1), p, block.Checksum(key(1), p)); !errors.Is(err, kvpool.ErrTooLarge) || !strings.Contains(err.Error(), "high watermark") {
+	if err := st.Put(ctx, key(1), p, block.Checksum(key(1), p)); !errors.Is(err, kvpool.ErrTooLarge) || !strings.Contains(err.Error(), "high watermark") || !strings.Contains(err.Error(), "--ssd-bytes") {
 		t.Errorf("Put of 6 pages into a tier that holds 4: %v, want ErrTooLarge", err)
 	}
 	long := block.Key{Tenant: "t", Name: strings.Repeat("n", block.MaxNameLen+1)}

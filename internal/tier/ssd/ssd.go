@@ -562,10 +562,10 @@ func (t *Tier) checkPut(ctx context.Context, k block.Key, payload tier.Segments,
 		return fmt.Errorf("ssd: put %s: %w", k, err)
 	}
 	if n > t.opts.MaxObjectSize {
-		return fmt.Errorf("ssd: put %s: %d bytes over the SSD tier's object size limit of %d bytes (MaxObjectSize): %w", k, n, t.opts.MaxObjectSize, kvpool.ErrTooLarge)
+		return fmt.Errorf("ssd: put %s: %d bytes over the SSD tier's object size limit of %d bytes (SSD tier option MaxObjectSize; a node's --max-object-bytes, or what its --ssd-bytes holds): %w", k, n, t.opts.MaxObjectSize, kvpool.ErrTooLarge)
 	}
 	if need := pagesFor(recordLen(k, n)); need > t.highPages {
-		return fmt.Errorf("ssd: put %s: %d bytes need %d pages of %d bytes; the tier holds at most %d under its high watermark: %w", k, n, need, PageSize, t.highPages, kvpool.ErrTooLarge)
+		return fmt.Errorf("ssd: put %s: %d bytes need %d pages of %d bytes; the tier holds at most %d under its high watermark (a node's --ssd-bytes, --ssd-high-watermark): %w", k, n, need, PageSize, t.highPages, kvpool.ErrTooLarge)
 	}
 	if got := payload.Checksum(k); got != sum {
 		return fmt.Errorf("ssd: put %s: checksum %08x given, payload has %08x: %w", k, sum, got, kvpool.ErrCorrupt)
