@@ -926,6 +926,14 @@ func (t *Tier) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint32
 // read of it failed, unpins it, and returns the error to report.
 func (t *Tier) failRead(id int32, o object, k block.Key, what string, ioErr, checkErr error) error {
 	t.mu.Lock()
+	if cur := t.objs[id]; checkErr != nil && cur.state == objDropping {
+		// Deleted while this read ran: the Delete invalidated its head
+		// entry (the pages are still the object's). The key is gone: a
+		// miss, not a corruption.
+		t.mu.Unlock()
+		t.unpin(id)
+		return fmt.Errorf("ssd: %s %s: deleted during the read: %w", what, k, kvpool.ErrNotFound)
+	}
 	if ioErr != nil {
 		t.stats.IOErrors++
 	} else {
@@ -1198,10 +1206,33 @@ func (t *Tier) Delete(ctx context.Context, k block.Key) error {
 	now := t.dropLocked(id)
 	runs := t.objs[id].runs // read-only once set; id is ours until freed
 	head := runs[0].start
-	t.mu.Unlock()
 	if !now {
-		return nil // the last reader retires the object
+		// Readers hold it, and the last one retires it, unsynced. The
+		// Delete is acknowledged now, so its head entry is invalidated
+		// (and synced per the mode) now, or a crash before the last
+		// release would bring the deleted object back at Open. The pin
+		// keeps the pages from being freed (and the head entry from being
+		// rewritten by another put) until the zeroes are written. A
+		// reader that reads the zeroed head gets a miss (failRead).
+		t.objs[id].pins++
+		t.mu.Unlock()
+		t.table.dirty.Store(true)
+		_, err := t.table.f.WriteAt(t.zero[:entrySize], int64(head)*entrySize)
+		if err == nil {
+			err = t.syncFor(t.table)
+		}
+		if err != nil {
+			t.mu.Lock()
+			t.stats.IOErrors++
+			t.mu.Unlock()
+		}
+		t.unpin(id)
+		if err != nil {
+			return fmt.Errorf("ssd: delete %s at page %d: %w", k, head, err)
+		}
+		return nil
 	}
+	t.mu.Unlock()
 	err := t.invalidate(runs)
 	if err == nil {
 		err = t.syncFor(t.table)
