@@ -3,6 +3,7 @@ package nodeclient_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -87,5 +88,44 @@ func TestReviewNamedSizeEdges(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReviewManyLongNames: batches of more names than a frame or a batch
+// holds (5000 names of 1 KiB: 5 MiB of names; MaxBatch 4096) are split by
+// the client: every name is answered, in order.
+func TestReviewManyLongNames(t *testing.T) {
+	n := startNode(t, nodeserver.Options{})
+	c := dial(t, n.addr, nodeclient.DialOptions{Tenant: "t"})
+	ctx := ctxT(t)
+	const count = 5000
+	names := make([]string, count)
+	for i := range names {
+		names[i] = fmt.Sprintf("%05d", i) + strings.Repeat("n", block.MaxNameLen-5)
+	}
+	stored := map[int]bool{0: true, 4095: true, 4096: true, count - 1: true}
+	for i := range stored {
+		if err := c.PutNamed(ctx, names[i], []byte(names[i][:5])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ok, err := c.ExistsNamed(ctx, names)
+	if err != nil || len(ok) != count {
+		t.Fatalf("ExistsNamed: %d answers, %v", len(ok), err)
+	}
+	res, err := c.MGetNamed(ctx, names, nil)
+	if err != nil || len(res) != count {
+		t.Fatalf("MGetNamed: %d answers, %v", len(res), err)
+	}
+	for i := range names {
+		if ok[i] != stored[i] {
+			t.Errorf("ExistsNamed %d: %v", i, ok[i])
+		}
+		switch {
+		case stored[i] && (res[i].Err != nil || string(res[i].Payload) != names[i][:5]):
+			t.Errorf("MGetNamed %d: %q, %v", i, res[i].Payload, res[i].Err)
+		case !stored[i] && !errors.Is(res[i].Err, kvpool.ErrNotFound):
+			t.Errorf("MGetNamed %d (absent): %q, %v", i, res[i].Payload, res[i].Err)
+		}
 	}
 }
