@@ -31,7 +31,10 @@
 //     readers hold invalidates its head entry at once (a reader then gets
 //     a miss) and the rest when the last reader lets go, so neither a
 //     deleted object nor a replaced copy outlives a Delete that a crash
-//     follows. Under SyncAlways a Delete syncs that
+//     follows. A put that replaces a copy makes the old copy's
+//     invalidation durable (per the mode) before it returns, so the old
+//     bytes cannot come back when a crash takes the new copy (cut while
+//     being evicted or deleted). Under SyncAlways a Delete syncs that
 //     invalidation; under SyncBatch it waits for the group commit; under
 //     SyncNone a crash may resurrect a deleted or evicted object (with its
 //     correct bytes: never a corrupt one). The newer copy's higher
@@ -549,18 +552,32 @@ func (t *Tier) put(ctx context.Context, k block.Key, payload tier.Segments, n in
 	if held >= 0 {
 		t.objs[held].pins++ // for invalidateHeld
 		heldHead = t.objs[held].runs[0].start
+		// Our copy stays pinned, so not evicted, until the old copy's
+		// head entry is invalidated durably: were ours evicted (and its
+		// invalidation on disk) before that, a crash would bring the old
+		// copy back as the key's.
+		t.objs[id].pins++
 	}
 	t.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	if retire >= 0 {
-		t.retire(retire, t.opts.Sync == SyncAlways)
+		// Synced per the mode before the put returns, SyncBatch too: the
+		// copy we replaced must not outlive ours on disk, or a crash that
+		// takes ours (its eviction or a Delete of it in progress) would
+		// bring the older bytes back as the key's.
+		t.retire(retire, true)
 	}
 	if held >= 0 {
-		// Synced with the side table's next sync, which comes before any
-		// later Delete of the key is acknowledged.
-		t.invalidateHeld(held, heldHead)
+		// Errors are counted; ours is stored and newer, and the old copy
+		// loses to it at Open while ours is there.
+		if t.invalidateHeld(held, heldHead) == nil && t.syncFor(t.table) != nil {
+			t.mu.Lock()
+			t.stats.IOErrors++
+			t.mu.Unlock()
+		}
+		t.unpin(id)
 	}
 	return nil
 }
@@ -870,14 +887,14 @@ func (t *Tier) dropLocked(id int32) bool {
 }
 
 // retire invalidates a dropped, unpinned object and frees it; with sync
-// set it syncs the invalidation first.
+// set it makes the invalidation durable per the sync mode first.
 func (t *Tier) retire(id int32, sync bool) error {
 	t.mu.Lock()
 	runs := t.objs[id].runs
 	t.mu.Unlock()
 	err := t.invalidate(runs)
 	if err == nil && sync {
-		err = t.table.f.Sync()
+		err = t.syncFor(t.table)
 	}
 	t.mu.Lock()
 	if err != nil {
