@@ -219,20 +219,25 @@ func TestGetRacingReplace(t *testing.T) {
 // version's bytes, and no record is damaged but the cut one.
 func TestCrashModel(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		pages int
-		sync  SyncMode
+		name       string
+		pages      int
+		sync       SyncMode
+		skipVerify bool
 	}{
-		{"no eviction", 256, SyncAlways},
+		{"no eviction", 256, SyncAlways, false},
 		// Evicting: a key may also be absent, never stale.
-		{"eviction", 20, SyncAlways},
-		{"eviction, batch sync", 20, SyncBatch},
+		{"eviction", 20, SyncAlways, false},
+		{"eviction, batch sync", 20, SyncBatch, false},
+		// Not verified at Open: a record whose pages a cut put rewrote
+		// may be loaded, and is then caught at Get (a corrupt copy is a
+		// miss), never served.
+		{"eviction, no scan verify", 20, SyncAlways, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) { crashModel(t, tc.pages, tc.sync) })
+		t.Run(tc.name, func(t *testing.T) { crashModel(t, tc.pages, tc.sync, tc.skipVerify) })
 	}
 }
 
-func crashModel(t *testing.T, pages int, sync SyncMode) {
+func crashModel(t *testing.T, pages int, sync SyncMode, skipVerify bool) {
 	evicts := pages < 256
 	keys := []block.Key{
 		{Tenant: "ten", ID: 7, Name: "a"}, {Tenant: "ten", ID: 7, Name: "b"}, {Tenant: "ten", ID: 7},
@@ -252,6 +257,7 @@ func crashModel(t *testing.T, pages int, sync SyncMode) {
 		efs := errorfs.Wrap(mem, nil)
 		o := pageOptions(efs, pages, sync)
 		o.HighWatermark, o.LowWatermark = 1, 1
+		o.SkipScanVerify = skipVerify
 		tr := mustOpen(t, o)
 		efs.SetInjector(errorfs.OnOps(errorfs.OpWrite, errorfs.Nth(w, errorfs.Crash(rng.Float64()))))
 		efs.OnCrash(func() { mem.CrashTorn(seed) })
@@ -304,8 +310,9 @@ func crashModel(t *testing.T, pages int, sync SyncMode) {
 			got, _, err := tr2.Get(ctx, k, nil)
 			want, present := model[k]
 			ok := func(v []byte, there bool) bool {
-				if !there || evicts && errors.Is(err, kvpool.ErrNotFound) {
-					return errors.Is(err, kvpool.ErrNotFound)
+				miss := errors.Is(err, kvpool.ErrNotFound) || skipVerify && errors.Is(err, kvpool.ErrCorrupt)
+				if !there || evicts && miss {
+					return miss
 				}
 				return err == nil && bytes.Equal(got, v)
 			}
@@ -319,7 +326,7 @@ func crashModel(t *testing.T, pages int, sync SyncMode) {
 				t.Errorf("seed %d (crash at write %d): %s: %d bytes, %v; want %d bytes (present %v)", seed, w, k, len(got), err, len(want), present)
 			}
 		}
-		if st := tr2.Stats(); st.Corruptions != 0 {
+		if st := tr2.Stats(); st.Corruptions != 0 && !skipVerify {
 			t.Errorf("seed %d: %d corruptions after the restart", seed, st.Corruptions)
 		}
 		if err := tr2.Check(); err != nil {
