@@ -143,7 +143,7 @@ func (t *Tier) scan(ctx context.Context) error {
 }
 
 // walkChain follows head h's chain through the scan tags, claiming every
-// page it visits, and reports whether the chain is whole: every page's
+// page whose entry is h's continuation (or torn), and reports whether the chain is whole: every page's
 // entry is h's continuation at its position, and it ends where h says.
 func (t *Tier) walkChain(h entry, tags, next []uint32, claimed bitset) ([]int32, bool) {
 	n := uint32(len(tags))
@@ -155,10 +155,19 @@ func (t *Tier) walkChain(h entry, tags, next []uint32, claimed bitset) ([]int32,
 		if p >= n || claimed.has(p) {
 			return pages, false
 		}
-		claimed.set(p)
+		// A page whose entry is another record's is not claimed: a stale
+		// head (an invalidation lost in a crash, or one that failed) may
+		// point into pages a newer record holds now, and claiming one
+		// here would make that record's own walk find it taken and drop
+		// it as torn. A torn entry is claimed (no record can hold it), so
+		// it is counted with this chain, not again as garbage.
 		if tags[p] != tagOf(kindCont, h.gen, h.head, seq) {
+			if tags[p] == tagBad {
+				claimed.set(p)
+			}
 			return pages, false
 		}
+		claimed.set(p)
 		pages = append(pages, int32(p))
 		p = next[p]
 	}

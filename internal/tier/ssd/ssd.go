@@ -27,7 +27,14 @@
 //   - An object that leaves the index (Delete, eviction, replacement, a
 //     failed check) has its head entry invalidated (then its other
 //     entries) before its pages are reused or freed, so a deleted object
-//     does not come back at restart. Under SyncAlways a Delete syncs that
+//     does not come back at restart. A Delete or replacement of an object
+//     readers hold invalidates its head entry at once (a reader then gets
+//     a miss) and the rest when the last reader lets go, so neither a
+//     deleted object nor a replaced copy outlives a Delete that a crash
+//     follows. A put that replaces a copy makes the old copy's
+//     invalidation durable (per the mode) before it returns, so the old
+//     bytes cannot come back when a crash takes the new copy (cut while
+//     being evicted or deleted). Under SyncAlways a Delete syncs that
 //     invalidation; under SyncBatch it waits for the group commit; under
 //     SyncNone a crash may resurrect a deleted or evicted object (with its
 //     correct bytes: never a corrupt one). The newer copy's higher
@@ -540,13 +547,37 @@ func (t *Tier) put(ctx context.Context, k block.Key, payload tier.Segments, n in
 	ioErrs, werr := t.writeClaimed(o, victims, payload)
 
 	t.mu.Lock()
-	retire, err := t.publishLocked(id, victims, ioErrs, werr)
+	retire, held, err := t.publishLocked(id, victims, ioErrs, werr)
+	heldHead := int32(0)
+	if held >= 0 {
+		t.objs[held].pins++ // for invalidateHeld
+		heldHead = t.objs[held].runs[0].start
+		// Our copy stays pinned, so not evicted, until the old copy's
+		// head entry is invalidated durably: were ours evicted (and its
+		// invalidation on disk) before that, a crash would bring the old
+		// copy back as the key's.
+		t.objs[id].pins++
+	}
 	t.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	if retire >= 0 {
-		t.retire(retire, t.opts.Sync == SyncAlways)
+		// Synced per the mode before the put returns, SyncBatch too: the
+		// copy we replaced must not outlive ours on disk, or a crash that
+		// takes ours (its eviction or a Delete of it in progress) would
+		// bring the older bytes back as the key's.
+		t.retire(retire, true)
+	}
+	if held >= 0 {
+		// Errors are counted; ours is stored and newer, and the old copy
+		// loses to it at Open while ours is there.
+		if t.invalidateHeld(held, heldHead) == nil && t.syncFor(t.table) != nil {
+			t.mu.Lock()
+			t.stats.IOErrors++
+			t.mu.Unlock()
+		}
+		t.unpin(id)
 	}
 	return nil
 }
@@ -800,10 +831,11 @@ func roundUp(n, to int) int { return (n + to - 1) / to * to }
 // the victims, and, if the write succeeded, makes id the copy of its key
 // in the index. It returns the object the caller must retire once t.mu is
 // released (-1 for none): the copy id replaced, or id itself when a
-// concurrent put of the key committed a newer copy (so ours loses). On a
-// failed write it frees id and returns the put's error. Called with t.mu
-// held.
-func (t *Tier) publishLocked(id int32, victims []victim, ioErrs uint64, werr error) (retire int32, err error) {
+// concurrent put of the key committed a newer copy (so ours loses); and
+// held, the copy id replaced when readers hold it (-1 for none), whose
+// head entry the caller invalidates (invalidateHeld). On a failed write
+// it frees id and returns the put's error. Called with t.mu held.
+func (t *Tier) publishLocked(id int32, victims []victim, ioErrs uint64, werr error) (retire, held int32, err error) {
 	o := &t.objs[id]
 	k := o.key
 	t.stats.IOErrors += ioErrs
@@ -814,19 +846,21 @@ func (t *Tier) publishLocked(id int32, victims []victim, ioErrs uint64, werr err
 		pages := o.pages
 		t.freeLocked(id)
 		if errors.Is(werr, syscall.ENOSPC) {
-			return -1, fmt.Errorf("ssd: put %s (%d pages): device full: %w: %w", k, pages, kvpool.ErrFull, werr)
+			return -1, -1, fmt.Errorf("ssd: put %s (%d pages): device full: %w: %w", k, pages, kvpool.ErrFull, werr)
 		}
-		return -1, fmt.Errorf("ssd: put %s (%d pages): %w", k, pages, werr)
+		return -1, -1, fmt.Errorf("ssd: put %s (%d pages): %w", k, pages, werr)
 	}
-	retire = -1
+	retire, held = -1, -1
 	t.stats.BytesIn += uint64(o.n)
 	if old, ok := t.index[k]; ok {
 		if t.objs[old].gen > o.gen {
 			o.state = objDropping
-			return id, nil
+			return id, -1, nil
 		}
 		if t.dropLocked(old) {
 			retire = old
+		} else {
+			held = old
 		}
 	}
 	o.state = objLive
@@ -835,7 +869,7 @@ func (t *Tier) publishLocked(id int32, victims []victim, ioErrs uint64, werr err
 	t.stats.Blocks++
 	t.stats.Bytes += int64(o.n)
 	t.livePages += int64(o.pages)
-	return retire, nil
+	return retire, held, nil
 }
 
 // dropLocked takes live object id out of the index and the policy. It
@@ -853,14 +887,14 @@ func (t *Tier) dropLocked(id int32) bool {
 }
 
 // retire invalidates a dropped, unpinned object and frees it; with sync
-// set it syncs the invalidation first.
+// set it makes the invalidation durable per the sync mode first.
 func (t *Tier) retire(id int32, sync bool) error {
 	t.mu.Lock()
 	runs := t.objs[id].runs
 	t.mu.Unlock()
 	err := t.invalidate(runs)
 	if err == nil && sync {
-		err = t.table.f.Sync()
+		err = t.syncFor(t.table)
 	}
 	t.mu.Lock()
 	if err != nil {
@@ -884,6 +918,28 @@ func (t *Tier) unpin(id int32) {
 	}
 }
 
+// invalidateHeld zeroes the head entry (page head) of dropped object id,
+// which readers still hold, and releases the pin the caller took for it
+// under t.mu. The last reader's retire invalidates the rest, unsynced and
+// whenever it comes; until the head entry is gone the record would come
+// back at Open after a crash (a deleted key served again, or, once a
+// newer copy is deleted, an old copy). The caller's pin keeps the pages
+// and the entry from being reused (rewritten by another put) until the
+// zeroes are written; the caller syncs them per the mode. A reader that
+// reads the zeroed head gets a miss (failRead).
+func (t *Tier) invalidateHeld(id, head int32) error {
+	t.table.dirty.Store(true)
+	_, err := t.table.f.WriteAt(t.zero[:entrySize], int64(head)*entrySize)
+	if err != nil {
+		t.mu.Lock()
+		t.stats.IOErrors++
+		t.mu.Unlock()
+		err = fmt.Errorf("invalidate head entry of page %d: %w", head, err)
+	}
+	t.unpin(id)
+	return err
+}
+
 // Get returns the payload of k appended to dst[:0] (see tier.Tier).
 func (t *Tier) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint32, error) {
 	if err := ctx.Err(); err != nil {
@@ -895,37 +951,65 @@ func (t *Tier) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint32
 		return dst[:0], 0, err
 	}
 	defer t.ops.Done()
-	id, ok := t.index[k]
-	if !ok {
+	for attempt := 0; ; attempt++ {
+		id, ok := t.index[k]
+		if !ok {
+			t.stats.Misses++
+			t.mu.Unlock()
+			return dst[:0], 0, fmt.Errorf("ssd: get %s: %w", k, kvpool.ErrNotFound)
+		}
+		o := t.objs[id]
+		t.objs[id].pins++
+		t.clock++
+		t.pol.Hit(policy.Access{Key: policy.Key(id), Time: t.clock})
+		t.mu.Unlock()
+
+		out, ioErr, checkErr := t.readObject(o, k, dst)
+
+		t.mu.Lock()
+		if ioErr == nil && checkErr == nil {
+			t.stats.Hits++
+			t.stats.BytesOut += uint64(o.n)
+			t.mu.Unlock()
+			t.unpin(id)
+			return out, o.sum, nil
+		}
+		if t.raced(id, checkErr, attempt) {
+			continue
+		}
 		t.stats.Misses++
 		t.mu.Unlock()
-		return dst[:0], 0, fmt.Errorf("ssd: get %s: %w", k, kvpool.ErrNotFound)
+		return dst[:0], 0, t.failRead(id, o, k, "get", ioErr, checkErr)
 	}
-	o := t.objs[id]
-	t.objs[id].pins++
-	t.clock++
-	t.pol.Hit(policy.Access{Key: policy.Key(id), Time: t.clock})
+}
+
+// raced reports whether a read of pinned object id that failed its check
+// (attempt+1 times so far) met a copy replaced or deleted meanwhile, whose
+// head entry is invalidated while readers hold it (invalidateHeld): then
+// it unpins id and the caller, t.mu still held, looks the key up again
+// (the newer copy, or a miss). Called with t.mu held.
+func (t *Tier) raced(id int32, checkErr error, attempt int) bool {
+	if checkErr == nil || t.objs[id].state != objDropping || attempt >= 3 {
+		return false
+	}
 	t.mu.Unlock()
-
-	out, ioErr, checkErr := t.readObject(o, k, dst)
-
+	t.unpin(id)
 	t.mu.Lock()
-	if ioErr == nil && checkErr == nil {
-		t.stats.Hits++
-		t.stats.BytesOut += uint64(o.n)
-		t.mu.Unlock()
-		t.unpin(id)
-		return out, o.sum, nil
-	}
-	t.stats.Misses++
-	t.mu.Unlock()
-	return dst[:0], 0, t.failRead(id, o, k, "get", ioErr, checkErr)
+	return true
 }
 
 // failRead drops pinned object id (if it is still the copy o) after a
 // read of it failed, unpins it, and returns the error to report.
 func (t *Tier) failRead(id int32, o object, k block.Key, what string, ioErr, checkErr error) error {
 	t.mu.Lock()
+	if cur := t.objs[id]; checkErr != nil && cur.state == objDropping {
+		// Deleted while this read ran: the Delete invalidated its head
+		// entry (the pages are still the object's). The key is gone: a
+		// miss, not a corruption.
+		t.mu.Unlock()
+		t.unpin(id)
+		return fmt.Errorf("ssd: %s %s: deleted during the read: %w", what, k, kvpool.ErrNotFound)
+	}
 	if ioErr != nil {
 		t.stats.IOErrors++
 	} else {
@@ -1121,31 +1205,39 @@ func (t *Tier) Section(k block.Key) (f vfs.File, off int64, n int, sum uint32, r
 		t.mu.Unlock()
 		return nil, 0, 0, 0, nil, fmt.Errorf("ssd: section %s: %w", k, kvpool.ErrClosed)
 	}
-	id, ok := t.index[k]
-	if !ok {
-		t.stats.Misses++
+	var id int32
+	var o object
+	for attempt := 0; ; attempt++ {
+		var ok bool
+		id, ok = t.index[k]
+		if !ok {
+			t.stats.Misses++
+			t.mu.Unlock()
+			return nil, 0, 0, 0, nil, fmt.Errorf("ssd: section %s: %w", k, kvpool.ErrNotFound)
+		}
+		o = t.objs[id]
+		per := int32(t.opts.PagesPerFile)
+		if len(o.runs) != 1 || o.runs[0].start/per != (o.runs[0].start+o.runs[0].n-1)/per {
+			t.mu.Unlock()
+			return nil, 0, 0, 0, nil, fmt.Errorf("ssd: section %s (%d pages in %d runs): %w", k, o.pages, len(o.runs), ErrFragmented)
+		}
+		t.objs[id].pins++
+		t.clock++
+		t.pol.Hit(policy.Access{Key: policy.Key(id), Time: t.clock})
 		t.mu.Unlock()
-		return nil, 0, 0, 0, nil, fmt.Errorf("ssd: section %s: %w", k, kvpool.ErrNotFound)
-	}
-	o := t.objs[id]
-	per := int32(t.opts.PagesPerFile)
-	if len(o.runs) != 1 || o.runs[0].start/per != (o.runs[0].start+o.runs[0].n-1)/per {
-		t.mu.Unlock()
-		return nil, 0, 0, 0, nil, fmt.Errorf("ssd: section %s (%d pages in %d runs): %w", k, o.pages, len(o.runs), ErrFragmented)
-	}
-	t.objs[id].pins++
-	t.clock++
-	t.pol.Hit(policy.Access{Key: policy.Key(id), Time: t.clock})
-	t.mu.Unlock()
 
-	ioErr, checkErr := t.checkStored(o, k)
-	if ioErr != nil || checkErr != nil {
+		ioErr, checkErr := t.checkStored(o, k)
 		t.mu.Lock()
+		if ioErr == nil && checkErr == nil {
+			break
+		}
+		if t.raced(id, checkErr, attempt) {
+			continue
+		}
 		t.stats.Misses++
 		t.mu.Unlock()
 		return nil, 0, 0, 0, nil, t.failRead(id, o, k, "section", ioErr, checkErr)
 	}
-	t.mu.Lock()
 	t.stats.Hits++
 	t.stats.BytesOut += uint64(o.n)
 	t.mu.Unlock()
@@ -1198,10 +1290,26 @@ func (t *Tier) Delete(ctx context.Context, k block.Key) error {
 	now := t.dropLocked(id)
 	runs := t.objs[id].runs // read-only once set; id is ours until freed
 	head := runs[0].start
-	t.mu.Unlock()
 	if !now {
-		return nil // the last reader retires the object
+		// Readers hold it; the last one retires it. The Delete is
+		// acknowledged now, so its head entry goes now (see
+		// invalidateHeld).
+		t.objs[id].pins++
+		t.mu.Unlock()
+		err := t.invalidateHeld(id, head)
+		if err == nil {
+			if err = t.syncFor(t.table); err != nil {
+				t.mu.Lock()
+				t.stats.IOErrors++
+				t.mu.Unlock()
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("ssd: delete %s at page %d: %w", k, head, err)
+		}
+		return nil
 	}
+	t.mu.Unlock()
 	err := t.invalidate(runs)
 	if err == nil {
 		err = t.syncFor(t.table)
