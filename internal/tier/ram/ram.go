@@ -233,7 +233,6 @@ type segBuf struct{ s tier.Segments }
 type RAM struct {
 	bs        int  // typical object size (Options.BlockSize)
 	cs        int  // chunk size
-	csShift   uint // log2(cs)
 	nChunks   int  // chunks in the arena
 	maxObject int  // Options.MaxObjectSize
 	objCap    int  // CapacityBytes / BlockSize: the objects the tier is sized for
