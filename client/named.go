@@ -2,9 +2,7 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/kvpool/kvpool"
 )
@@ -171,27 +169,10 @@ func (c *Client) delete(ctx context.Context, b batch) ([]error, error) {
 			groups[t] = append(groups[t], i)
 		}
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, t := range order {
-		keys := groups[t]
-		wg.Go(func() {
-			out := c.deleteOn(ctx, t.node, t.addr, b, keys)
-			mu.Lock()
-			defer mu.Unlock()
-			for k, i := range keys {
-				if out[k] != nil {
-					errs[i] = append(errs[i], out[k])
-				}
-			}
-		})
-	}
-	wg.Wait()
-	result := make([]error, b.len())
-	for i := range errs {
-		result[i] = errors.Join(errs[i]...)
-	}
-	return result, nil
+	fanOut(order, groups, errs, func(t target, keys []int) []error {
+		return c.deleteOn(ctx, t.node, t.addr, b, keys)
+	})
+	return joinEach(errs), nil
 }
 
 // deleteOn deletes the keys (indexes into b) on node n, one call each

@@ -84,29 +84,41 @@ func (c *Client) put(ctx context.Context, b batch, payloads [][]byte, po PutOpti
 			groups[n] = append(groups[n], i)
 		}
 	}
+	fanOut(order, groups, errs, func(n string, blocks []int) []error {
+		return c.mput(ctx, n, "", b, payloads, blocks)
+	})
+	return joinEach(errs), nil
+}
+
+// fanOut runs call once per group, in parallel, with the keys (indexes)
+// grouped under it, and appends each key's non-nil error from call's
+// answer (one error per key, in the group's order) to errs[key].
+func fanOut[G comparable](order []G, groups map[G][]int, errs [][]error, call func(g G, keys []int) []error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, n := range order {
-		blocks := groups[n]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out := c.mput(ctx, n, "", b, payloads, blocks)
+	for _, g := range order {
+		keys := groups[g]
+		wg.Go(func() {
+			out := call(g, keys)
 			mu.Lock()
 			defer mu.Unlock()
-			for k, i := range blocks {
+			for k, i := range keys {
 				if out[k] != nil {
 					errs[i] = append(errs[i], out[k])
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	result := make([]error, b.len())
+}
+
+// joinEach returns one error per key: errs[i] joined (nil when empty).
+func joinEach(errs [][]error) []error {
+	out := make([]error, len(errs))
 	for i := range errs {
-		result[i] = errors.Join(errs[i]...)
+		out[i] = errors.Join(errs[i]...)
 	}
-	return result, nil
+	return out
 }
 
 // mput stores the keys blocks (indexes into b) on node n with one MPUT

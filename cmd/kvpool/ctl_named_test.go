@@ -101,25 +101,8 @@ func TestCtlNamed(t *testing.T) {
 	}
 
 	// stat --json: per node and tier, objects, payload and held bytes.
-	code, out, errs := ctlRun(ctx, addr, "stat", "--json")
-	if code != 0 {
-		t.Fatalf("stat --json: exit %d, %s", code, errs)
-	}
-	var st struct {
-		Nodes []struct {
-			Node  string
-			Tiers []struct {
-				Tier         string
-				Objects      int
-				PayloadBytes int64 `json:"payload_bytes"`
-				HeldBytes    int64 `json:"held_bytes"`
-			}
-		}
-	}
+	st, out := statOf(ctx, t, addr)
 	t.Logf("stat --json:\n%s", out)
-	if err := json.Unmarshal(out, &st); err != nil {
-		t.Fatalf("stat --json: %v\n%s", err, out)
-	}
 	objects, payload := 0, int64(0)
 	for _, n := range st.Nodes {
 		for _, tr := range n.Tiers {
@@ -151,4 +134,31 @@ func TestCtlNamed(t *testing.T) {
 	if code, _, errs := ctlRun(ctx, addr, "del", "--key", metaName); code != 1 || !strings.Contains(errs, "not stored") {
 		t.Errorf("second del: exit %d, stderr %q", code, errs)
 	}
+}
+
+// statJSON is what `ctl stat --json` reports that the tests check.
+type statJSON struct {
+	Nodes []struct {
+		Node  string
+		Tiers []struct {
+			Tier         string
+			Objects      int
+			PayloadBytes int64 `json:"payload_bytes"`
+			HeldBytes    int64 `json:"held_bytes"`
+		}
+	}
+}
+
+// statOf runs `ctl stat --json` against master and parses it.
+func statOf(ctx context.Context, t *testing.T, master string) (statJSON, []byte) {
+	t.Helper()
+	code, out, errs := ctlRun(ctx, master, "stat", "--json")
+	if code != 0 {
+		t.Fatalf("stat --json: exit %d, %s", code, errs)
+	}
+	var st statJSON
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("stat --json: %v\n%s", err, out)
+	}
+	return st, out
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -150,24 +149,7 @@ func TestNamedObjectsMultiProcess(t *testing.T) {
 // against the issue's space target: held bytes at most 1.10 × payload.
 func checkStat(ctx context.Context, t *testing.T, master string) {
 	t.Helper()
-	code, out, errs := ctlRun(ctx, master, "stat", "--json")
-	if code != 0 {
-		t.Fatalf("stat --json: exit %d, %s", code, errs)
-	}
-	var st struct {
-		Nodes []struct {
-			Node  string
-			Tiers []struct {
-				Tier         string
-				Objects      int
-				PayloadBytes int64 `json:"payload_bytes"`
-				HeldBytes    int64 `json:"held_bytes"`
-			}
-		}
-	}
-	if err := json.Unmarshal(out, &st); err != nil {
-		t.Fatalf("stat --json: %v\n%s", err, out)
-	}
+	st, _ := statOf(ctx, t, master)
 	var lines []string
 	for _, n := range st.Nodes {
 		for _, tr := range n.Tiers {

@@ -70,25 +70,9 @@ func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *meta.Looku
 		k := block.Key{Tenant: tenant, ID: id}
 		s := m.shardOf(keyHash(th, id))
 		start := len(dst.Replicas)
-		s.mu.RLock()
-		reps := s.m[k]
-		for i := range reps {
-			r := &reps[i]
-			if !visible(r, nowNs) {
-				continue
-			}
-			dst.Replicas = append(dst.Replicas, meta.Replica{Node: r.node.id, Tier: r.tier, Size: r.size, Sum: r.sum})
-			if lease {
-				if extendLease(r, until) {
-					granted++
-				}
-				if r.handle != 0 && nowNs-atomic.LoadInt64(&r.touched) >= m.recency {
-					atomic.StoreInt64(&r.touched, nowNs)
-					handles = append(handles, r.handle)
-				}
-			}
-		}
-		s.mu.RUnlock()
+		var g int
+		g, handles = m.collect(s, k, nowNs, until, lease, dst, handles)
+		granted += g
 		if len(handles) >= len(handleBuf)/2 {
 			m.touch(handles)
 			handles = handles[:0]
@@ -144,25 +128,9 @@ func (m *Master) Locate(keys []block.Key, lease bool, dst *meta.LookupResult) er
 	for _, k := range keys {
 		s := m.shardFor(k)
 		start := len(dst.Replicas)
-		s.mu.RLock()
-		reps := s.m[k]
-		for i := range reps {
-			r := &reps[i]
-			if !visible(r, nowNs) {
-				continue
-			}
-			dst.Replicas = append(dst.Replicas, meta.Replica{Node: r.node.id, Tier: r.tier, Size: r.size, Sum: r.sum})
-			if lease {
-				if extendLease(r, until) {
-					granted++
-				}
-				if r.handle != 0 && nowNs-atomic.LoadInt64(&r.touched) >= m.recency {
-					atomic.StoreInt64(&r.touched, nowNs)
-					handles = append(handles, r.handle)
-				}
-			}
-		}
-		s.mu.RUnlock()
+		var g int
+		g, handles = m.collect(s, k, nowNs, until, lease, dst, handles)
+		granted += g
 		if len(handles) >= len(handleBuf)/2 {
 			m.touch(handles)
 			handles = handles[:0]
@@ -304,4 +272,31 @@ func (m *Master) Query(k block.Key) []meta.ReplicaStatus {
 		return 0
 	})
 	return out
+}
+
+// collect appends the replicas of k (in shard s) visible at nowNs to dst
+// and, with lease, extends their leases to until and gathers the policy
+// handles due a touch. It returns the leases granted and handles.
+func (m *Master) collect(s *shard, k block.Key, nowNs, until int64, lease bool, dst *meta.LookupResult, handles []uint64) (int, []uint64) {
+	granted := 0
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	reps := s.m[k]
+	for i := range reps {
+		r := &reps[i]
+		if !visible(r, nowNs) {
+			continue
+		}
+		dst.Replicas = append(dst.Replicas, meta.Replica{Node: r.node.id, Tier: r.tier, Size: r.size, Sum: r.sum})
+		if lease {
+			if extendLease(r, until) {
+				granted++
+			}
+			if r.handle != 0 && nowNs-atomic.LoadInt64(&r.touched) >= m.recency {
+				atomic.StoreInt64(&r.touched, nowNs)
+				handles = append(handles, r.handle)
+			}
+		}
+	}
+	return granted, handles
 }

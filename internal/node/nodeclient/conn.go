@@ -617,25 +617,34 @@ func (c *Conn) mget(keys []block.Key, dsts [][]byte, res []Result, pending []int
 	return nil
 }
 
+// batchKeys gathers the keys keys[i], i in batch (all named or all chain
+// keys), into c.names (and reports true) or c.ids, for one request.
+func (c *Conn) batchKeys(keys []block.Key, batch []int) (named bool) {
+	if keys[batch[0]].IsNamed() {
+		clear(c.names) // drop the previous batch's names
+		c.names = c.names[:0]
+		for _, i := range batch {
+			c.names = append(c.names, keys[i].Name)
+		}
+		return true
+	}
+	c.ids = c.ids[:0]
+	for _, i := range batch {
+		c.ids = append(c.ids, keys[i].ID)
+	}
+	return false
+}
+
 // mgetBatch sends one MGET (or MGET named) for the keys keys[i], i in
 // batch, and fills their results, except those answered CodeTooLarge (the
 // response frame was full), which it returns to be asked again.
 func (c *Conn) mgetBatch(keys []block.Key, batch []int, dst func(int) []byte, res []Result) (retry []int, err error) {
 	reqID := c.nextID()
 	want := wire.OpMGetResponse
-	if keys[batch[0]].IsNamed() {
-		clear(c.names)
-		c.names = c.names[:0]
-		for _, i := range batch {
-			c.names = append(c.names, keys[i].Name)
-		}
+	if c.batchKeys(keys, batch) {
 		c.wbuf, err = wire.AppendMGetNamed(c.wbuf[:0], reqID, c.names)
 		want = wire.OpMGetNamedResponse
 	} else {
-		c.ids = c.ids[:0]
-		for _, i := range batch {
-			c.ids = append(c.ids, keys[i].ID)
-		}
 		c.wbuf, err = wire.AppendMGet(c.wbuf[:0], reqID, c.ids)
 	}
 	if err != nil {
@@ -993,19 +1002,10 @@ func (c *Conn) exists(ctx context.Context, keys []block.Key) ([]bool, error) {
 			reqID := c.nextID()
 			want := wire.OpExistsResponse
 			var err error
-			if keys[batch[0]].IsNamed() {
-				clear(c.names)
-				c.names = c.names[:0]
-				for _, i := range batch {
-					c.names = append(c.names, keys[i].Name)
-				}
+			if c.batchKeys(keys, batch) {
 				c.wbuf, err = wire.AppendExistsNamed(c.wbuf[:0], reqID, c.names)
 				want = wire.OpExistsNamedResponse
 			} else {
-				c.ids = c.ids[:0]
-				for _, i := range batch {
-					c.ids = append(c.ids, keys[i].ID)
-				}
 				c.wbuf, err = wire.AppendExists(c.wbuf[:0], reqID, c.ids)
 			}
 			if err != nil {
