@@ -231,11 +231,11 @@ type segBuf struct{ s tier.Segments }
 
 // RAM is the RAM tier. Build it with Open.
 type RAM struct {
-	bs        int  // typical object size (Options.BlockSize)
-	cs        int  // chunk size
-	nChunks   int  // chunks in the arena
-	maxObject int  // Options.MaxObjectSize
-	objCap    int  // CapacityBytes / BlockSize: the objects the tier is sized for
+	bs        int // typical object size (Options.BlockSize)
+	cs        int // chunk size
+	nChunks   int // chunks in the arena
+	maxObject int // Options.MaxObjectSize
+	objCap    int // CapacityBytes / BlockSize: the objects the tier is sized for
 	arena     []byte
 	verify    bool
 	onEvict   func(Evicted)
