@@ -19,9 +19,10 @@ const (
 
 // Goals of the storage benchmark (BENCHMARKS.md, "kvpool bench"): kvpool's
 // throughput as a share of each comparison point's, from one run. They are
-// checked at every block size; issue 15 adds that the 32 KiB and 256 KiB
-// ratios stay at least what they were before variable-size objects (a
-// comparison of two runs, old tree and new, not of one).
+// checked at every block size; BENCHMARKS.md ("Objects of any size") adds
+// that the 32 KiB and 256 KiB ratios stay at least what they were before
+// variable-size objects (a comparison of two runs, old tree and new, not
+// of one).
 const (
 	// GoalRedis: node GET from RAM ≥ 1.0 × Redis GET (256 KiB and 1 MiB,
 	// 8 connections).
@@ -71,7 +72,8 @@ type CompareOptions struct {
 
 // DefaultCompareSizes are Compare's block sizes by default: 32 KiB (a
 // vLLM-sized block), 256 KiB (the live runs' payload) and 4 MiB (an
-// LMCache chunk of a small model), issue 15's speed targets.
+// LMCache chunk of a small model), the sizes of BENCHMARKS.md's speed
+// targets for objects of any size.
 func DefaultCompareSizes() []int { return []int{32 << 10, 256 << 10, 4 << 20} }
 
 // Validate reports the first invalid field.

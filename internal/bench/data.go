@@ -19,7 +19,7 @@ const maxSources = 16
 
 // benchModel is the model part of a named object's name: an LMCache-style
 // key names the model, the world size, the worker, the chunk hash and the
-// format (docs of issue 15: "meta-llama/Llama-3.1-8B@1@0@5f3a…@bfloat16kv_bytes").
+// format ("meta-llama/Llama-3.1-8B@1@0@5f3a…@bfloat16kv_bytes").
 const benchModel = "meta-llama/Llama-3.1-8B"
 
 // objectName is the name of object id of a named data set: an LMCache

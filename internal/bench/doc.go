@@ -15,7 +15,8 @@
 // replay). Compare runs kvpool's node next to the comparison points in one
 // invocation, with the same block size and connections, and reports
 // kvpool's figures as ratios to each (by default at 32 KiB, 256 KiB and
-// 4 MiB, issue 15's speed targets).
+// 4 MiB, the sizes of BENCHMARKS.md's speed targets for objects of any
+// size).
 //
 // Objects of any size. The block size (Spec.BlockSize) is the size of
 // every object of a run's data set. The tiers and nodes a target builds
