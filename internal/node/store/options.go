@@ -156,8 +156,7 @@ type Options struct {
 	Clock Clock
 	// OnPromotion, when set, is called on the promotion worker after each
 	// promotion task ends (a node reports completions to its master this
-	// way); the task counts as in flight (against QueueCap) until it
-	// returns. It must not block for long.
+	// way). It must not block for long.
 	OnPromotion func(PromotionResult)
 	// OnEvent, when set, is called after every change to which tiers hold
 	// a key (see Event and EventKind for when each kind is reported). It

@@ -132,16 +132,13 @@ func (s *Store) work(ctx context.Context) {
 
 			res := s.execute(ctx, t)
 			s.count(res)
-			// The task stays in flight (it counts against QueueCap) until
-			// its outcome is reported: freed before OnPromotion, a Promote
-			// racing the report queued one task over the cap
-			// (TestPromoteCap failed so on a CI run).
-			if s.onPromotion != nil {
-				s.onPromotion(res)
-			}
+
 			s.mu.Lock()
 			s.running = 0
 			s.mu.Unlock()
+			if s.onPromotion != nil {
+				s.onPromotion(res)
+			}
 			select {
 			case <-s.quit:
 				return
