@@ -11,7 +11,8 @@ factory's (normally empty) keyword dict.
 The backend needs only redis-py (4.3 or later). Values travel as raw bytes:
 a torch tensor is sent as the bytes of its memory (converted only when
 torch is importable), and a read lands in the target buffer SGLang hands
-over (a torch tensor, or anything that exposes a writable buffer).
+over (a torch tensor, or anything that exposes a writable buffer); without
+a target a read returns bytes.
 
 The same class works against a plain Redis: ``batch_exists`` uses kvpool's
 ``KVPOOL.PREFIX`` and falls back, once and for the life of the backend, to a
@@ -356,9 +357,8 @@ class KvpoolStorage(_Base):
         with self._lock:
             self._stats["get_hits"] += 1
         if target is None:
-            torch = _torch()
-            if torch is not None:
-                return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            # Without a target there is no dtype or shape to give the bytes;
+            # SGLang's page paths always pass one.
             return data
         dst = _Target(target)
         if len(dst.view) != len(data):

@@ -391,6 +391,18 @@ def test_unreachable_server_hides_the_password():
     assert f"127.0.0.1:{url.rsplit(':', 1)[1].split('/')[0]}" in str(e.value)
 
 
+@needs_server
+def test_refused_token_names_the_url():
+    try:
+        s = KvpoolStorage(config(loader_extra(tenant_token="no-such-token-" + uuid.uuid4().hex)), {})
+    except KvpoolUnavailable as e:
+        assert "refused" in str(e)
+        assert "no-such-token" not in str(e)
+        return
+    s.close()
+    pytest.skip(f"{URL} accepted an unknown token (no authentication configured)")
+
+
 def test_url_from_environment(monkeypatch):
     url = f"redis://127.0.0.1:{free_port()}/0"
     monkeypatch.setenv(ENV_URL, url)
