@@ -25,6 +25,7 @@ import abc
 import logging
 import os
 import threading
+import time
 from typing import Any, Dict, List, Optional, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 ENV_URL = "KVPOOL_RESP_URL"
 PREFIX_COMMAND = "KVPOOL.PREFIX"
+ERROR_LOG_INTERVAL_S = 10.0
 
 # Keys of the extra config that belong to SGLang's loader, not to us.
 _LOADER_KEYS = {"backend_name", "module_path", "class_name", "interface_v1"}
@@ -288,6 +290,7 @@ class KvpoolStorage(_Base):
         self._prefix_supported: Optional[bool] = None  # None until the server has told us
         self._lock = threading.Lock()
         self._stats = {"get_hits": 0, "get_misses": 0, "sets": 0, "errors": 0}
+        self._last_error_log = float("-inf")
 
         try:
             self._pool = redis.ConnectionPool.from_url(url, **conn_kwargs)
@@ -342,9 +345,19 @@ class KvpoolStorage(_Base):
     # -------------------------------------------------------------- errors ---
 
     def _failed(self, what: str, err: Exception) -> None:
+        """Count a failed command and log it, at most once per ERROR_LOG_INTERVAL_S.
+
+        A lost server fails every lookup of every request; one line per
+        interval says so without flooding the log (the rest go to debug).
+        """
+        now = time.monotonic()
         with self._lock:
             self._stats["errors"] += 1
-        logger.error("kvpool_hicache: %s on %s failed: %s", what, self.url, err)
+            loud = now - self._last_error_log >= ERROR_LOG_INTERVAL_S
+            if loud:
+                self._last_error_log = now
+        log = logger.error if loud else logger.debug
+        log("kvpool_hicache: %s on %s failed: %s", what, self.url, err)
 
     # ---------------------------------------------------------------- get ----
 
