@@ -522,3 +522,76 @@ func TestCountKeys(t *testing.T) {
 		t.Fatalf("CountKeys(u) = %d, want 4", n)
 	}
 }
+
+// TestKeyOpsConcurrent: SetExpiry, KeyInfo, Scan and KeyCounts race with
+// nodes adding and removing the same keys (run with -race); the expiry
+// records never outlive their keys' replicas (CheckInvariants, also at the
+// end of the test).
+func TestKeyOpsConcurrent(t *testing.T) {
+	m, _ := newTest(t, Options{NodeTTL: time.Hour})
+	const nodes, keys, steps = 3, 64, 300
+	key := func(i int) block.Key { return block.Named("t", fmt.Sprintf("k%d", i%keys)) }
+	sess := make([]meta.Session, nodes)
+	for n := range nodes {
+		sess[n] = register(t, m, info(meta.NodeID(fmt.Sprintf("n%d", n)), 1<<30, 0), nil)
+	}
+	var wg sync.WaitGroup
+	for n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := meta.NodeID(fmt.Sprintf("n%d", n))
+			held := map[block.Key]bool{}
+			for i := range steps {
+				k := key(i*7 + n)
+				d := meta.Delta{Added: []meta.Item{item(k, meta.TierRAM, 1)}}
+				if held[k] {
+					d = meta.Delta{Removed: []meta.ItemKey{{Key: k, Tier: meta.TierRAM}}}
+				}
+				held[k] = !held[k]
+				if _, err := m.Heartbeat(id, sess[n], d, meta.NodeUsage{}, nil, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var infos []meta.KeyInfo
+		var names []string
+		var ok []bool
+		for i := range steps {
+			ks := []block.Key{key(i), key(i + 1)}
+			var err error
+			if ok, err = m.SetExpiry(ks, []int64{int64(i%3) * (nowMs(m) + 1000), 1}, i%2 == 0, ok); err != nil {
+				t.Error(err)
+				return
+			}
+			if infos, err = m.KeyInfo(ks, infos); err != nil {
+				t.Error(err)
+				return
+			}
+			for _, ki := range infos {
+				if ki.Visible && !ki.Present || !ki.Present && (ki.ExpireAt != 0 || ki.Holders != nil) {
+					t.Errorf("inconsistent KeyInfo %+v", ki)
+				}
+			}
+			if _, names, err = m.Scan("t", uint64(i), 5, names); err != nil {
+				t.Error(err)
+				return
+			}
+			if n, e := m.KeyCounts("t"); e > n {
+				t.Errorf("KeyCounts = %d keys, %d expiring", n, e)
+			}
+			if i%50 == 0 {
+				if err := m.CheckInvariants(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	wg.Wait()
+}
