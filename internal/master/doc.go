@@ -19,6 +19,19 @@
 // lookup of chain ids; Locate and ExistsKeys look keys up one by one,
 // which is what named objects (no chain) need.
 //
+// # Redis key semantics
+//
+// Named keys carry what the Redis front needs beyond replicas (keys.go):
+// an expiry (SetExpiry; unix milliseconds on the master's clock) kept in
+// the key's shard next to its replicas and dropped with its last replica;
+// a key at or past its expiry is hidden from Locate and ExistsKeys (and
+// KeyInfo reports it present but not visible) while its replicas stay
+// indexed until eviction reclaims them. KeyInfo is the key query, Scan
+// enumerates a tenant's visible names with Redis SCAN semantics (its
+// cursor is a shard index and a hash lower bound: one call reads one
+// shard), and CountKeys and KeyCounts count them (a scan of the index).
+// Chain keys have none of this: Lookup never looks at expiries.
+//
 // # Bytes
 //
 // Objects have any size, so everything the master weighs is bytes: a RAM

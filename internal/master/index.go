@@ -13,12 +13,17 @@ import (
 // cache line (64, as the brief suggests; groupcache and otter shard alike).
 const numShards = 64
 
-// shard is one slice of the global index: block key → replicas. mu guards m
-// and every replica field except lease, which leased lookups extend under
-// the read lock with atomic compare-and-swap.
+// shard is one slice of the global index: block key → replicas. mu guards m,
+// exp and every replica field except lease, which leased lookups extend
+// under the read lock with atomic compare-and-swap.
 type shard struct {
 	mu sync.RWMutex
 	m  map[block.Key][]replica
+	// exp is the expiry of named keys of m (unix ms on the master's clock,
+	// > 0): a key at or past it is hidden from readers (keys.go). A record
+	// lives only while its key has a replica in m: the last replica's
+	// removal deletes it. nil until the shard's first expiry.
+	exp map[block.Key]int64
 
 	// Lookup counters, striped by the shard of a batch's first key so
 	// concurrent lookups do not share one cache line.
@@ -48,6 +53,10 @@ type replica struct {
 // tenant): the key's block.Key.Hash, with the tenant hashed once per call
 // rather than once per key.
 func keyHash(tenantHash, id uint64) uint64 { return block.Mix64(id ^ tenantHash) }
+
+// shardBits is log2(numShards): a key's shard is the low shardBits bits of
+// its hash.
+const shardBits = 6
 
 func (m *Master) shardOf(h uint64) *shard { return &m.shards[h&(numShards-1)] }
 

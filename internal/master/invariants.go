@@ -24,7 +24,8 @@ type nodeTally struct {
 }
 
 // CheckInvariants stops the world (every lock, in order) and verifies that
-// the index, the nodes' inventory sets, the usage accounting, the eviction
+// the index, its expiry records (named keys with a replica only), the
+// nodes' inventory sets, the usage accounting, the eviction
 // policy, the task tables and the counters agree. It is meant for tests and
 // debugging: it takes time proportional to the index.
 func (m *Master) CheckInvariants() error {
@@ -109,6 +110,16 @@ func (m *Master) checkShard(si int, tally map[*node]*nodeTally, tot *invariantTo
 	s := &m.shards[si]
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	for k, at := range s.exp {
+		switch {
+		case k.Name == "":
+			return invariantError("chain key %v has an expiry record", k)
+		case at <= 0:
+			return invariantError("key %v has expiry %d (want a unix time in ms > 0)", k, at)
+		case len(s.m[k]) == 0:
+			return invariantError("key %v has an expiry record and no replica", k)
+		}
+	}
 	for k, reps := range s.m {
 		if len(reps) == 0 {
 			return invariantError("key %v has an empty replica list", k)

@@ -107,7 +107,8 @@ func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *meta.Looku
 // sharing an id, and a chain key with a name's id, are distinct keys.
 // dst.Hit is len(keys) and dst.Block(i) holds key i's replicas (RAM
 // before SSD, then by node ID), empty when it is absent. Leases, recency
-// and visibility are as Lookup's. An invalid key (tenant, or a name over
+// and visibility are as Lookup's; a named key whose expiry has come
+// (SetExpiry) is absent, as if deleted, though its replicas stay indexed. An invalid key (tenant, or a name over
 // block.MaxNameLen) or a nil dst is an error wrapping ErrBadRequest.
 func (m *Master) Locate(keys []block.Key, lease bool, dst *meta.LookupResult) error {
 	if dst == nil {
@@ -158,7 +159,8 @@ func (m *Master) Locate(keys []block.Key, lease bool, dst *meta.LookupResult) er
 }
 
 // ExistsKeys reports, for each key (named or chain, any tenant), whether
-// it is present on a live node. It changes nothing. The answers are
+// it is present on a live node and, for a named key, not expired (see
+// Locate). It changes nothing. The answers are
 // appended to dst[:0]. An invalid key is an error wrapping ErrBadRequest.
 func (m *Master) ExistsKeys(keys []block.Key, dst []bool) ([]bool, error) {
 	dst = dst[:0]
@@ -171,11 +173,8 @@ func (m *Master) ExistsKeys(keys []block.Key, dst []bool) ([]bool, error) {
 	m.maybeExpire(nowNs)
 	for _, k := range keys {
 		s := m.shardFor(k)
-		found := false
 		s.mu.RLock()
-		for i, reps := 0, s.m[k]; i < len(reps) && !found; i++ {
-			found = visible(&reps[i], nowNs)
-		}
+		found := s.live(k, s.m[k], nowNs)
 		s.mu.RUnlock()
 		dst = append(dst, found)
 	}
@@ -281,6 +280,9 @@ func (m *Master) collect(s *shard, k block.Key, nowNs, until int64, lease bool, 
 	granted := 0
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if s.expired(k, nowNs) {
+		return 0, handles
+	}
 	reps := s.m[k]
 	for i := range reps {
 		r := &reps[i]

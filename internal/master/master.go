@@ -474,6 +474,7 @@ func (m *Master) takeReplica(n *node, ik meta.ItemKey) (replica, bool) {
 	reps[last] = replica{} // drop the node pointer
 	if last == 0 {
 		delete(s.m, ik.Key)
+		delete(s.exp, ik.Key) // a key SET again starts without a TTL
 	} else {
 		s.m[ik.Key] = reps[:last]
 	}

@@ -88,6 +88,10 @@ type Stats struct {
 	DeltaUnknown, ResultsIgnored int64
 	// Promotion counts promotion control.
 	Promotion PromotionStats
+	// Expiring counts the named keys with an expiry still ahead (SetExpiry;
+	// keys already hidden by theirs are not counted), over every tenant:
+	// the "expires=" of Redis INFO keyspace. KeyCounts gives one tenant's.
+	Expiring int64
 }
 
 // PromotionStats returns the promotion counters.
@@ -109,7 +113,8 @@ func (m *Master) PromotionStats() PromotionStats {
 }
 
 // Stats returns a snapshot of the counters. It scans the index to count
-// active leases (O(replicas), under each shard's read lock in turn).
+// active leases and expiring keys (O(replicas), under each shard's read
+// lock in turn).
 func (m *Master) Stats() Stats {
 	c := &m.c
 	_, nowNs := m.now()
@@ -152,6 +157,12 @@ func (m *Master) Stats() Stats {
 				if leaseActive(&reps[j], nowNs) {
 					st.LeasesActive++
 				}
+			}
+		}
+		nowMs := unixMs(nowNs)
+		for _, at := range s.exp {
+			if at > nowMs {
+				st.Expiring++
 			}
 		}
 		s.mu.RUnlock()

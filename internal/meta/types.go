@@ -119,6 +119,26 @@ type ReplicaStatus struct {
 	LeaseUntil time.Time
 }
 
+// KeyInfo is what the master knows of one named key (master.Master.KeyInfo):
+// the key query of the Redis front (TTL, EXISTS, TYPE).
+type KeyInfo struct {
+	// Present is true when the index holds a replica of the key in any
+	// state: hidden by its expiry, on a node past its TTL not yet dropped,
+	// or under an eviction order.
+	Present bool
+	// Visible is true when readers see the key: Locate returns a replica
+	// of it and its expiry, if any, is still ahead. Visible implies
+	// Present.
+	Visible bool
+	// ExpireAt is the key's expiry in unix milliseconds on the master's
+	// clock, 0 for none. It is reported for a hidden key too (at or before
+	// now: it has expired).
+	ExpireAt int64
+	// Holders are the distinct nodes with a replica of the key, hidden
+	// ones included, sorted by ID; nil for an absent key.
+	Holders []NodeID
+}
+
 // NodeInfo describes a node at registration.
 type NodeInfo struct {
 	// ID names the node (required, at most MaxNodeIDLen bytes).

@@ -111,8 +111,9 @@ func (o Options) resolve() (Options, error) {
 	return o, nil
 }
 
-// Client is the master's client stub, used by nodes (Register, Heartbeat)
-// and by the client library (Lookup, Exists, Place, Nodes, Query).
+// Client is the master's client stub, used by nodes (Register, Heartbeat),
+// by the client library (Lookup, Exists, Place, Nodes, Query) and by the
+// Redis front (Locate, KeyInfo, SetExpiry, Scan, CountKeys).
 //
 // Concurrency: safe for concurrent use. It keeps a pool of Options.Conns
 // connections, handed out round-robin; each connection pipelines the
@@ -460,4 +461,91 @@ func (cl *Client) Query(ctx context.Context, k block.Key) ([]ReplicaStatus, erro
 	c.encode = func(b []byte, reqID uint64) ([]byte, error) { return masterproto.AppendQuery(b, reqID, k) }
 	err := cl.do(ctx, fmt.Sprintf("query %v", k), c)
 	return c.query, err
+}
+
+// KeyInfo reports what the master knows of each key (master.KeyInfo:
+// present, visible, expiry in unix ms, holders; no side effects). The keys
+// are named keys of one tenant. Answers are appended to dst[:0], reusing
+// the Holders slices of dst's elements.
+func (cl *Client) KeyInfo(ctx context.Context, keys []block.Key, dst []meta.KeyInfo) ([]meta.KeyInfo, error) {
+	tenant, ids, names, err := batchOf("key info", keys)
+	if err != nil {
+		return dst[:0], err
+	}
+	c := getCall(masterproto.OpKeyInfoResponse)
+	defer putCall(c)
+	c.infos = dst[:0]
+	req := masterproto.KeyInfo{Tenant: tenant, IDs: ids, Names: names}
+	c.encode = func(b []byte, reqID uint64) ([]byte, error) { return masterproto.AppendKeyInfo(b, reqID, &req) }
+	err = cl.do(ctx, "key info", c)
+	if err == nil && len(c.infos) != len(keys) {
+		err = fmt.Errorf("masterclient: key info: %d answers for %d keys: %w", len(c.infos), len(keys), frame.ErrMalformed)
+	}
+	return c.infos, err
+}
+
+// SetExpiry sets (at[i] > 0, unix milliseconds on the master's clock) or
+// clears (at[i] == 0) the expiry of each key (master.SetExpiry): without
+// force only of a visible key, and dst[i] says whether it applied; with
+// force of any key the master indexes, and dst[i] says whether it is
+// present. The keys are named keys of one tenant; the connection's token
+// must allow writing it. Answers are appended to dst[:0].
+func (cl *Client) SetExpiry(ctx context.Context, keys []block.Key, at []int64, force bool, dst []bool) ([]bool, error) {
+	if len(at) != len(keys) {
+		return dst[:0], fmt.Errorf("masterclient: expire: %d expiry times for %d keys: %w", len(at), len(keys), meta.ErrBadRequest)
+	}
+	tenant, ids, names, err := batchOf("expire", keys)
+	if err != nil {
+		return dst[:0], err
+	}
+	c := getCall(masterproto.OpExpireResponse)
+	defer putCall(c)
+	c.bools = dst[:0]
+	req := masterproto.Expire{Tenant: tenant, IDs: ids, Names: names, At: at, Force: force}
+	c.encode = func(b []byte, reqID uint64) ([]byte, error) { return masterproto.AppendExpire(b, reqID, &req) }
+	err = cl.do(ctx, "expire", c)
+	if err == nil && len(c.bools) != len(keys) {
+		err = fmt.Errorf("masterclient: expire: %d answers for %d keys: %w", len(c.bools), len(keys), frame.ErrMalformed)
+	}
+	return c.bools, err
+}
+
+// Scan returns a page of the visible named keys of tenant and the cursor
+// of the next page (master.Scan, Redis SCAN semantics): start with cursor
+// 0 and stop when next is 0. count is a hint (0 or less: the master's
+// default, 10).
+func (cl *Client) Scan(ctx context.Context, tenant string, cursor uint64, count int) (next uint64, names []string, err error) {
+	count = min(max(count, 0), 1<<32-1)
+	c := getCall(masterproto.OpScanResponse)
+	defer putCall(c)
+	var res masterproto.ScanResult
+	c.scan = &res
+	req := masterproto.Scan{Tenant: tenant, Cursor: cursor, Count: count}
+	c.encode = func(b []byte, reqID uint64) ([]byte, error) { return masterproto.AppendScan(b, reqID, &req) }
+	if err := cl.do(ctx, fmt.Sprintf("scan tenant %q", tenant), c); err != nil {
+		return 0, nil, err
+	}
+	return res.Cursor, res.Names, nil
+}
+
+// CountKeys returns the number of visible named keys of tenant
+// (master.CountKeys: Redis DBSIZE).
+func (cl *Client) CountKeys(ctx context.Context, tenant string) (int64, error) {
+	keys, _, err := cl.KeyCounts(ctx, tenant)
+	return keys, err
+}
+
+// KeyCounts returns the number of visible named keys of tenant and how
+// many of them have an expiry (master.KeyCounts: Redis INFO keyspace's
+// keys= and expires=).
+func (cl *Client) KeyCounts(ctx context.Context, tenant string) (keys, expiring int64, err error) {
+	c := getCall(masterproto.OpCountResponse)
+	defer putCall(c)
+	var res masterproto.CountResult
+	c.count = &res
+	c.encode = func(b []byte, reqID uint64) ([]byte, error) { return masterproto.AppendCount(b, reqID, tenant) }
+	if err := cl.do(ctx, fmt.Sprintf("count keys of tenant %q", tenant), c); err != nil {
+		return 0, 0, err
+	}
+	return res.Keys, res.Expiring, nil
 }

@@ -36,6 +36,9 @@ type call struct {
 	hb     *meta.HeartbeatReply
 	nodes  []meta.NodeStatus
 	query  []ReplicaStatus
+	infos  []meta.KeyInfo
+	scan   *masterproto.ScanResult
+	count  *masterproto.CountResult
 }
 
 // conn is one pooled connection. Writers append requests under mu; the
@@ -270,6 +273,14 @@ func (c *conn) decode(cll *call, h masterproto.Header, body []byte) error {
 		cll.nodes, err = masterproto.DecodeNodesResult(h, body, c.lim, nil)
 	case masterproto.OpQueryResponse:
 		cll.query, err = masterproto.DecodeQueryResult(h, body, c.lim)
+	case masterproto.OpKeyInfoResponse:
+		cll.infos, err = masterproto.DecodeKeyInfoResult(h, body, c.lim, cll.infos)
+	case masterproto.OpExpireResponse:
+		cll.bools, err = masterproto.DecodeExpireResult(h, body, c.lim, cll.bools)
+	case masterproto.OpScanResponse:
+		err = masterproto.DecodeScanResult(h, body, c.lim, cll.scan)
+	case masterproto.OpCountResponse:
+		err = masterproto.DecodeCountResult(h, body, cll.count)
 	default:
 		err = fmt.Errorf("no decoder for %v: %w", cll.want, frame.ErrUnknownOp)
 	}

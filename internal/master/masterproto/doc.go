@@ -1,8 +1,10 @@
 // Package masterproto is the codec of the master's control plane: the
 // length-prefixed binary protocol nodes and clients speak to the kvpool
 // master over TCP to register, heartbeat, look up prefixes, check
-// existence, place new objects and list nodes. It encodes and decodes; the
-// server (masterserver) and the client (masterclient) live elsewhere. This
+// existence, place new objects, list nodes, and query, expire, scan and
+// count named keys (the Redis front's key semantics). It encodes and
+// decodes; the server (masterserver) and the client (masterclient) live
+// elsewhere. This
 // comment is the protocol specification. It follows the conventions of the
 // node data plane (package wire).
 //
@@ -25,7 +27,7 @@
 //	offset  size  field        meaning
 //	0       4     length       total frame length, header included (16 ≤ length ≤ Limits.MaxFrame)
 //	4       1     op           operation (table below)
-//	5       1     flags        0, or FlagNamed (0x01) on EXISTS, PLACE, LOCATE and QUERY requests
+//	5       1     flags        0, or FlagNamed (0x01) on EXISTS, PLACE, LOCATE, QUERY, KEYINFO and EXPIRE requests
 //	6       2     reserved     0
 //	8       8     request id   chosen by the client; a response echoes its request's
 //
@@ -66,6 +68,11 @@
 //	0x07  NODES       (empty)                                u32 n, n × node status
 //	0x08  QUERY       str8 tenant, id u64, [name]            u32 n, n × replica status
 //	0x09  LOCATE      lease u8, str8 tenant, keys            u32 n, node table, n × (u16 r, r × replica)
+//	0x0A  KEYINFO     str8 tenant, keys                      id table, u32 n, n × key info
+//	0x0B  EXPIRE      force u8, str8 tenant, keys,           u32 n, n × u8 (1 applied, 0 not)
+//	                  n × expire at i64
+//	0x0C  SCAN        str8 tenant, cursor u64, count u32     cursor u64, u32 n, n × name
+//	0x0D  COUNT       str8 tenant                            keys u64, expiring u64
 //	0xFF  ERROR       —                                      code u16 (never 0), msg len u16, message
 //
 // Tables and entries:
@@ -90,6 +97,9 @@
 //	                ram replicas, ssd replicas, evicting, promotions queued, tasks in flight (5 × u32)
 //	replica status  str8 node, str8 addr, tier u8, flags u8 (0x01 node alive, 0x02 evicting),
 //	                checksum u32, size u64, lease until i64
+//	id table        u16 n, n × str8 node (distinct, in order of first use)
+//	key info        flags u8 (0x01 present, 0x02 visible), expire at i64 (unix ms, 0 none),
+//	                u16 h, h × u16 id table index (holders, sorted by node ID, distinct)
 //
 // # Names
 //
@@ -108,6 +118,22 @@
 // is the point lookup of named objects: every key on its own, n blocks in
 // the response, an absent key's with 0 replicas (LOOKUP stays the prefix
 // lookup of chain ids).
+//
+// KEYINFO, EXPIRE, SCAN and COUNT give the Redis front the key semantics
+// the master holds for named keys (see master.Master.SetExpiry, KeyInfo,
+// Scan and KeyCounts): a key's expiry (unix milliseconds on the master's
+// clock; a key at or past it is hidden as if deleted), whether it is
+// present and visible and which nodes hold it, a page of a tenant's
+// visible names per SCAN (cursor 0 starts and ends a scan; the master's
+// Scan documents its encoding, and every u64 is a valid cursor), and a
+// tenant's key counts. KEYINFO and EXPIRE take a batch of named keys
+// (FlagNamed; the master answers a batch of chain keys with code bad
+// request); an EXPIRE without force applies to visible keys only, with
+// force to any key the index holds. A KEYINFO entry of an absent key has
+// flags 0, expiry 0 and no holder; a visible key is present. A COUNT
+// response has expiring ≤ keys. The four ops came within version 2:
+// they change no other frame, and a master of an older build answers them
+// with code unsupported op.
 //
 // Version 2 introduced names, PLACE sizes and LOCATE. The HELLO layout is
 // unchanged from version 1 (testdata/golden/hello.hex still decodes), so a
@@ -142,8 +168,9 @@
 // The Reader checks a frame's length against Limits.MaxFrame before
 // reading its body and grows its buffer as the bytes arrive, never to the
 // announced length up front. Every count is checked against its limit
-// (Limits.MaxBatch for the keys of LOOKUP, EXISTS, PLACE and LOCATE,
-// Limits.MaxItems for other lists) and against the bytes left in the frame
+// (Limits.MaxBatch for the keys of LOOKUP, EXISTS, PLACE, LOCATE, KEYINFO
+// and EXPIRE and the answers to them, Limits.MaxItems for other lists,
+// SCAN names included) and against the bytes left in the frame
 // before anything is allocated for it. A length out of range, a truncated
 // frame or an I/O error loses the stream: the connection closes. Any other
 // error (unknown op, malformed body, batch over a limit) leaves the stream

@@ -76,7 +76,8 @@ func FuzzDecode(f *testing.F) {
 
 // FuzzNamedKeys encodes named keys of arbitrary names and ids in every
 // message that carries keys (HEARTBEAT entries, the tasks of its reply, a
-// LOCATE batch, QUERY) and decodes them back: a name of 1 to
+// LOCATE, KEYINFO or EXPIRE batch, QUERY, a SCAN page) and decodes them
+// back: a name of 1 to
 // block.MaxNameLen bytes round-trips exactly (any bytes, beside a chain
 // key of the same id); any other is refused by the encoder with an error
 // of the bad-request family, never sent.
@@ -137,6 +138,30 @@ func FuzzNamedKeys(f *testing.F) {
 		var l Locate
 		if err := DecodeLocate(ParseHeader(lb), lb[HeaderLen:], Limits{}, &l); err != nil || len(l.Names) != 2 || l.Names[1] != name || l.IDs[0] != id {
 			t.Fatalf("locate: %+v, %v", l, err)
+		}
+		kb, err := AppendKeyInfo(nil, 1, &KeyInfo{Tenant: "t", IDs: []uint64{id}, Names: []string{name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ki KeyInfo
+		if err := DecodeKeyInfo(ParseHeader(kb), kb[HeaderLen:], Limits{}, &ki); err != nil || ki.Keys(nil)[0] != k {
+			t.Fatalf("keyinfo: %+v, %v", ki, err)
+		}
+		eb, err := AppendExpire(nil, 1, &Expire{Tenant: "t", IDs: []uint64{id}, Names: []string{name}, At: []int64{int64(id >> 1)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e Expire
+		if err := DecodeExpire(ParseHeader(eb), eb[HeaderLen:], Limits{}, &e); err != nil || e.Keys(nil)[0] != k || e.At[0] != int64(id>>1) {
+			t.Fatalf("expire: %+v, %v", e, err)
+		}
+		sb, err := AppendScanResult(nil, 1, &ScanResult{Cursor: id, Names: []string{name, "x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sr ScanResult
+		if err := DecodeScanResult(ParseHeader(sb), sb[HeaderLen:], Limits{}, &sr); err != nil || sr.Cursor != id || len(sr.Names) != 2 || sr.Names[0] != name {
+			t.Fatalf("scan result: %+v, %v", sr, err)
 		}
 	})
 }

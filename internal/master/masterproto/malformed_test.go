@@ -61,6 +61,11 @@ func malformedFrames(t *testing.T) []malformed {
 	hbNamed := enc("heartbeat_named")          // node, session, usage, tenants {a, b, c}, 4 added
 	hbItem := body + 7 + 8 + 16 + 8 + 4        // first added item
 	place := enc("place")
+	kinfo := enc("keyinfo_result") // id table {n1, n2, n0}, 3 entries
+	kiEntry := body + 2 + 3*3 + 4  // first entry
+	kiThird := kiEntry + 2*(keyInfoMinLen) + 2*2
+	expire := enc("expire") // force, tenant "t1", 2 named keys, 2 times
+	scanRes := enc("scan_result")
 	u16 := func(v uint16) []byte { return le.AppendUint16(nil, v) }
 	return []malformed{
 		{"header_flags", set(lookup, 5, 1), frame.ErrMalformed},
@@ -107,6 +112,25 @@ func malformedFrames(t *testing.T) []malformed {
 		{"place_size_negative", set(place, len(place)-1, 0x80), frame.ErrMalformed},
 		{"place_size_over_limit", set(place, len(place)-3, 0x02), frame.ErrMalformed},
 		{"locate_result_lookup_op", set(enc("locate_result"), 4, byte(OpLookupResponse)), frame.ErrMalformed},
+		{"keyinfo_flags_4", set(kinfo, kiEntry, 7), frame.ErrMalformed},
+		{"keyinfo_visible_absent", set(kinfo, kiEntry, keyVisible), frame.ErrMalformed},
+		{"keyinfo_absent_expiry", set(kinfo, kiEntry+keyInfoMinLen+2*2+1, 1), frame.ErrMalformed},
+		{"keyinfo_negative_expiry", set(kinfo, kiEntry+8, 0x80), frame.ErrMalformed},
+		{"keyinfo_holders_unsorted", set(kinfo, kiThird+keyInfoMinLen, u16(1)...), frame.ErrMalformed},
+		{"keyinfo_holder_out_of_range", set(kinfo, kiThird+keyInfoMinLen+2, u16(9)...), frame.ErrMalformed},
+		{"keyinfo_id_listed_twice", set(kinfo, body+2+3+2, '1'), frame.ErrMalformed},
+		{"keyinfo_named_flag_2", set(enc("keyinfo"), 5, 2), frame.ErrMalformed},
+		{"expire_force_2", set(expire, body, 2), frame.ErrMalformed},
+		{"expire_negative_time", set(expire, len(expire)-1, 0x80), frame.ErrMalformed},
+		{"expire_times_missing", func() []byte { c := bytes.Clone(expire[:len(expire)-8]); le.PutUint32(c, uint32(len(c))); return c }(), frame.ErrMalformed},
+		{"expire_result_answer_2", set(enc("expire_result"), body+4, 2), frame.ErrMalformed},
+		{"scan_bad_tenant", set(enc("scan"), body+1, '/'), frame.ErrMalformed},
+		{"scan_named_flag", set(enc("scan"), 5, FlagNamed), frame.ErrMalformed},
+		{"scan_name_empty", set(scanRes, body+8+4, u16(0)...), frame.ErrMalformed},
+		{"scan_name_over_limit", set(scanRes, body+8+4, u16(block.MaxNameLen+1)...), frame.ErrTooLong},
+		{"scan_names_over_limit", set(scanRes, body+8, 17), frame.ErrBatchTooLong},
+		{"count_trailing", grow(enc("count"), 0), frame.ErrMalformed},
+		{"count_result_expiring_over_keys", set(enc("count_result"), body+8+6, 1), frame.ErrMalformed},
 	}
 }
 

@@ -2,6 +2,7 @@ package masterproto
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kvpool/kvpool/block"
@@ -1161,18 +1162,29 @@ func (e *Exists) Keys(dst []block.Key) []block.Key { return keysOf(dst, e.Tenant
 // AppendExistsResult appends an EXISTS response: one byte per key, 1
 // present, 0 absent.
 func AppendExistsResult(dst []byte, reqID uint64, present []bool) ([]byte, error) {
-	dst, start := begin(dst, OpExistsResponse, reqID)
-	dst = le.AppendUint32(dst, uint32(len(present)))
-	for _, p := range present {
+	return appendBools(dst, OpExistsResponse, reqID, present)
+}
+
+// appendBools appends an EXISTS or EXPIRE response (op): u32 n, n × u8.
+func appendBools(dst []byte, op Op, reqID uint64, answers []bool) ([]byte, error) {
+	dst, start := begin(dst, op, reqID)
+	dst = le.AppendUint32(dst, uint32(len(answers)))
+	for _, p := range answers {
 		dst = appendBool(dst, p)
 	}
-	return finish(dst, start, OpExistsResponse)
+	return finish(dst, start, op)
 }
 
 // DecodeExistsResult decodes an EXISTS response body, appending to dst[:0].
 func DecodeExistsResult(h Header, body []byte, lim Limits, dst []bool) ([]bool, error) {
+	return decodeBools(h, body, lim, OpExistsResponse, dst)
+}
+
+// decodeBools decodes an EXISTS or EXPIRE response (op), appending to
+// dst[:0].
+func decodeBools(h Header, body []byte, lim Limits, op Op, dst []bool) ([]bool, error) {
 	dst = dst[:0]
-	d, err := newDec(h, body, OpExistsResponse, lim)
+	d, err := newDec(h, body, op, lim)
 	if err != nil {
 		return dst, err
 	}
@@ -1534,4 +1546,423 @@ func DecodeQueryResult(h Header, body []byte, lim Limits) ([]ReplicaStatus, erro
 		return nil, err
 	}
 	return out, nil
+}
+
+// ---- KEYINFO ----
+
+// KeyInfo is a KEYINFO request (see master.Master.KeyInfo): the key query
+// of named keys of one tenant.
+type KeyInfo struct {
+	Tenant string
+	IDs    []uint64
+	// Names is the name of each key (nil for chain keys, which the master
+	// refuses: only named keys have Redis semantics).
+	Names []string
+}
+
+// Keys returns the request's keys, appended to dst[:0].
+func (k *KeyInfo) Keys(dst []block.Key) []block.Key { return keysOf(dst, k.Tenant, k.IDs, k.Names) }
+
+// AppendKeyInfo appends a KEYINFO frame.
+func AppendKeyInfo(dst []byte, reqID uint64, k *KeyInfo) ([]byte, error) {
+	dst, start := begin(dst, OpKeyInfo, reqID)
+	if err := checkBatch("key info", k.Tenant, len(k.IDs)); err != nil {
+		return encodeError(dst, start, OpKeyInfo, err)
+	}
+	flags, err := keysFlags("key info", k.IDs, k.Names)
+	if err != nil {
+		return encodeError(dst, start, OpKeyInfo, err)
+	}
+	dst[start+5] = flags
+	dst = appendStr8(dst, k.Tenant)
+	dst = appendKeys(dst, k.IDs, k.Names)
+	return finish(dst, start, OpKeyInfo)
+}
+
+// DecodeKeyInfo decodes a KEYINFO body into dst, reusing its storage.
+func DecodeKeyInfo(h Header, body []byte, lim Limits, dst *KeyInfo) error {
+	d, err := newDecFlags(h, body, OpKeyInfo, lim, FlagNamed)
+	if err != nil {
+		return err
+	}
+	dst.Tenant = d.internTenant(dst.Tenant)
+	dst.IDs, dst.Names = d.keys(h.Flags&FlagNamed != 0, dst.IDs, dst.Names)
+	return d.end()
+}
+
+// Key info flags of a KEYINFO response entry.
+const (
+	keyPresent = 0x01
+	keyVisible = 0x02
+)
+
+// keyInfoMinLen is the size of a KEYINFO response entry without holders:
+// flags u8, expire at i64, holder count u16.
+const keyInfoMinLen = 1 + 8 + 2
+
+// AppendKeyInfoResult appends a KEYINFO response: one entry per key asked,
+// in order. Each entry's Holders must be distinct and sorted (as
+// master.Master.KeyInfo gives them), a visible key present, an absent one
+// without expiry or holders.
+func AppendKeyInfoResult(dst []byte, reqID uint64, infos []meta.KeyInfo) ([]byte, error) {
+	dst, start := begin(dst, OpKeyInfoResponse, reqID)
+	var table []string
+	index := func(id meta.NodeID) (int, error) {
+		for i, t := range table {
+			if t == string(id) {
+				return i, nil
+			}
+		}
+		if len(table) == MaxTableLen {
+			return 0, fmt.Errorf("more than %d nodes in one frame: %w", MaxTableLen, frame.ErrBatchTooLong)
+		}
+		if err := checkNodeID("key info holder", string(id)); err != nil {
+			return 0, err
+		}
+		table = append(table, string(id))
+		return len(table) - 1, nil
+	}
+	for i := range infos {
+		ki := &infos[i]
+		switch {
+		case ki.Visible && !ki.Present:
+			return encodeError(dst, start, OpKeyInfoResponse, fmt.Errorf("key %d: visible but not present: %w", i, meta.ErrBadRequest))
+		case !ki.Present && (ki.ExpireAt != 0 || len(ki.Holders) > 0):
+			return encodeError(dst, start, OpKeyInfoResponse, fmt.Errorf("key %d: absent, with expiry %d and %d holders: %w", i, ki.ExpireAt, len(ki.Holders), meta.ErrBadRequest))
+		case ki.ExpireAt < 0:
+			return encodeError(dst, start, OpKeyInfoResponse, fmt.Errorf("key %d: expiry %d is negative: %w", i, ki.ExpireAt, meta.ErrBadRequest))
+		case len(ki.Holders) > MaxTableLen:
+			return encodeError(dst, start, OpKeyInfoResponse, fmt.Errorf("key %d: %d holders, limit %d: %w", i, len(ki.Holders), MaxTableLen, frame.ErrBatchTooLong))
+		}
+		for j, id := range ki.Holders {
+			if j > 0 && id <= ki.Holders[j-1] {
+				return encodeError(dst, start, OpKeyInfoResponse, fmt.Errorf("key %d: holders %q, %q not distinct and sorted: %w", i, ki.Holders[j-1], id, meta.ErrBadRequest))
+			}
+			if _, err := index(id); err != nil {
+				return encodeError(dst, start, OpKeyInfoResponse, err)
+			}
+		}
+	}
+	dst = le.AppendUint16(dst, uint16(len(table)))
+	for _, id := range table {
+		dst = appendStr8(dst, id)
+	}
+	dst = le.AppendUint32(dst, uint32(len(infos)))
+	for i := range infos {
+		ki := &infos[i]
+		var flags byte
+		if ki.Present {
+			flags |= keyPresent
+		}
+		if ki.Visible {
+			flags |= keyVisible
+		}
+		dst = append(dst, flags)
+		dst = le.AppendUint64(dst, uint64(ki.ExpireAt))
+		dst = le.AppendUint16(dst, uint16(len(ki.Holders)))
+		for _, id := range ki.Holders {
+			idx, _ := index(id)
+			dst = le.AppendUint16(dst, uint16(idx))
+		}
+	}
+	return finish(dst, start, OpKeyInfoResponse)
+}
+
+// DecodeKeyInfoResult decodes a KEYINFO response body, appending to
+// dst[:0] and reusing the Holders slices of dst's elements.
+func DecodeKeyInfoResult(h Header, body []byte, lim Limits, dst []meta.KeyInfo) ([]meta.KeyInfo, error) {
+	dst = dst[:0]
+	d, err := newDec(h, body, OpKeyInfoResponse, lim)
+	if err != nil {
+		return dst, err
+	}
+	n := d.count16("node table", 1)
+	table := make([]meta.NodeID, 0, n)
+	var seen map[meta.NodeID]struct{}
+	if n > 16 {
+		seen = make(map[meta.NodeID]struct{}, n)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		id := meta.NodeID(d.str8("node ID", MaxNodeIDLen))
+		dup := false
+		if seen != nil {
+			_, dup = seen[id]
+			seen[id] = struct{}{}
+		} else {
+			dup = slices.Contains(table, id)
+		}
+		if d.err == nil && dup {
+			d.fail(frame.ErrMalformed, "node table entry %d %q listed twice", i, id)
+		}
+		table = append(table, id)
+	}
+	r := refs{n: len(table)}
+	keys := d.count("keys", d.lim.MaxBatch, keyInfoMinLen)
+	for i := 0; i < keys && d.err == nil; i++ {
+		var holders []meta.NodeID
+		if len(dst) < cap(dst) {
+			holders = dst[: len(dst)+1 : len(dst)+1][len(dst)].Holders[:0]
+		}
+		flags := d.u8("flags")
+		ki := meta.KeyInfo{Present: flags&keyPresent != 0, Visible: flags&keyVisible != 0, ExpireAt: d.nonNeg("expire at")}
+		hn := int(d.u16("holder count"))
+		switch {
+		case d.err != nil:
+		case flags&^(keyPresent|keyVisible) != 0:
+			d.fail(frame.ErrMalformed, "key %d: flags 0x%02x (defined: 0x01 present, 0x02 visible)", i, flags)
+		case ki.Visible && !ki.Present:
+			d.fail(frame.ErrMalformed, "key %d: visible but not present", i)
+		case !ki.Present && (ki.ExpireAt != 0 || hn != 0):
+			d.fail(frame.ErrMalformed, "key %d: absent, with expiry %d and %d holders", i, ki.ExpireAt, hn)
+		case !d.need(2*hn, "holders"):
+		}
+		for j := 0; j < hn && d.err == nil; j++ {
+			idx := r.use(&d, "node", int(d.u16("node index")))
+			if d.err != nil {
+				break
+			}
+			id := table[idx]
+			if j > 0 && id <= holders[j-1] {
+				d.fail(frame.ErrMalformed, "key %d: holders %q, %q not distinct and sorted", i, holders[j-1], id)
+			}
+			holders = append(holders, id)
+		}
+		if hn > 0 {
+			ki.Holders = holders
+		}
+		dst = append(dst, ki)
+	}
+	r.done(&d, "node")
+	if err := d.end(); err != nil {
+		return dst[:0], err
+	}
+	return dst, nil
+}
+
+// ---- EXPIRE ----
+
+// Expire is an EXPIRE request (see master.Master.SetExpiry): set (At[i] >
+// 0, unix milliseconds on the master's clock) or clear (At[i] == 0) the
+// expiry of each key, named keys of one tenant.
+type Expire struct {
+	Tenant string
+	IDs    []uint64
+	// Names is the name of each key (nil for chain keys, which the master
+	// refuses).
+	Names []string
+	// At is each key's expiry, unix ms (0: clear it).
+	At []int64
+	// Force applies to a key present in any state, hidden or not (a value
+	// just written); without it only to a visible key.
+	Force bool
+}
+
+// Keys returns the request's keys, appended to dst[:0].
+func (e *Expire) Keys(dst []block.Key) []block.Key { return keysOf(dst, e.Tenant, e.IDs, e.Names) }
+
+// AppendExpire appends an EXPIRE frame.
+func AppendExpire(dst []byte, reqID uint64, e *Expire) ([]byte, error) {
+	dst, start := begin(dst, OpExpire, reqID)
+	if err := checkBatch("expire", e.Tenant, len(e.IDs)); err != nil {
+		return encodeError(dst, start, OpExpire, err)
+	}
+	flags, err := keysFlags("expire", e.IDs, e.Names)
+	if err != nil {
+		return encodeError(dst, start, OpExpire, err)
+	}
+	if len(e.At) != len(e.IDs) {
+		return encodeError(dst, start, OpExpire, fmt.Errorf("%d expiry times for %d keys: %w", len(e.At), len(e.IDs), meta.ErrBadRequest))
+	}
+	for i, at := range e.At {
+		if at < 0 {
+			return encodeError(dst, start, OpExpire, fmt.Errorf("key %d: expiry %d is negative: %w", i, at, meta.ErrBadRequest))
+		}
+	}
+	dst[start+5] = flags
+	dst = appendBool(dst, e.Force)
+	dst = appendStr8(dst, e.Tenant)
+	dst = appendKeys(dst, e.IDs, e.Names)
+	for _, at := range e.At {
+		dst = le.AppendUint64(dst, uint64(at))
+	}
+	return finish(dst, start, OpExpire)
+}
+
+// DecodeExpire decodes an EXPIRE body into dst, reusing its storage.
+func DecodeExpire(h Header, body []byte, lim Limits, dst *Expire) error {
+	d, err := newDecFlags(h, body, OpExpire, lim, FlagNamed)
+	if err != nil {
+		return err
+	}
+	dst.Force = d.bool("force flag")
+	dst.Tenant = d.internTenant(dst.Tenant)
+	dst.IDs, dst.Names = d.keys(h.Flags&FlagNamed != 0, dst.IDs, dst.Names)
+	dst.At = dst.At[:0]
+	if d.need(8*len(dst.IDs), "expiry times") {
+		for range dst.IDs {
+			dst.At = append(dst.At, d.nonNeg("expire at"))
+		}
+	}
+	return d.end()
+}
+
+// AppendExpireResult appends an EXPIRE response: one byte per key, 1 if
+// the expiry applied (with force: the key is present), 0 if not.
+func AppendExpireResult(dst []byte, reqID uint64, applied []bool) ([]byte, error) {
+	return appendBools(dst, OpExpireResponse, reqID, applied)
+}
+
+// DecodeExpireResult decodes an EXPIRE response body, appending to dst[:0].
+func DecodeExpireResult(h Header, body []byte, lim Limits, dst []bool) ([]bool, error) {
+	return decodeBools(h, body, lim, OpExpireResponse, dst)
+}
+
+// ---- SCAN ----
+
+// Scan is a SCAN request (see master.Master.Scan).
+type Scan struct {
+	Tenant string
+	// Cursor is 0 to start, then the one the previous response returned.
+	Cursor uint64
+	// Count is the hint of names per reply (0: the master's default);
+	// at most 2^32-1.
+	Count int
+}
+
+// AppendScan appends a SCAN frame.
+func AppendScan(dst []byte, reqID uint64, sc *Scan) ([]byte, error) {
+	dst, start := begin(dst, OpScan, reqID)
+	if err := checkTenant("scan", sc.Tenant); err != nil {
+		return encodeError(dst, start, OpScan, err)
+	}
+	if sc.Count < 0 || uint64(sc.Count) > 1<<32-1 {
+		return encodeError(dst, start, OpScan, fmt.Errorf("count %d (the field holds 0 to %d): %w", sc.Count, uint32(1<<32-1), meta.ErrBadRequest))
+	}
+	dst = appendStr8(dst, sc.Tenant)
+	dst = le.AppendUint64(dst, sc.Cursor)
+	dst = le.AppendUint32(dst, uint32(sc.Count))
+	return finish(dst, start, OpScan)
+}
+
+// DecodeScan decodes a SCAN body into dst.
+func DecodeScan(h Header, body []byte, lim Limits, dst *Scan) error {
+	d, err := newDec(h, body, OpScan, lim)
+	if err != nil {
+		return err
+	}
+	dst.Tenant = d.internTenant(dst.Tenant)
+	dst.Cursor = d.u64("cursor")
+	dst.Count = int(d.u32("count"))
+	return d.end()
+}
+
+// ScanResult is a SCAN response: the next cursor (0: the scan is over)
+// and a page of names.
+type ScanResult struct {
+	Cursor uint64
+	Names  []string
+}
+
+// AppendScanResult appends a SCAN response.
+func AppendScanResult(dst []byte, reqID uint64, r *ScanResult) ([]byte, error) {
+	dst, start := begin(dst, OpScanResponse, reqID)
+	if uint64(len(r.Names)) > 1<<32-1 {
+		return encodeError(dst, start, OpScanResponse, fmt.Errorf("%d names, the count field allows %d: %w", len(r.Names), uint32(1<<32-1), frame.ErrBatchTooLong))
+	}
+	for i, n := range r.Names {
+		if n == "" || len(n) > block.MaxNameLen {
+			return encodeError(dst, start, OpScanResponse, fmt.Errorf("name %d of %d bytes (want 1 to %d): %w", i, len(n), block.MaxNameLen, frame.ErrTooLong))
+		}
+	}
+	dst = le.AppendUint64(dst, r.Cursor)
+	dst = le.AppendUint32(dst, uint32(len(r.Names)))
+	for _, n := range r.Names {
+		dst = le.AppendUint16(dst, uint16(len(n)))
+		dst = append(dst, n...)
+	}
+	return finish(dst, start, OpScanResponse)
+}
+
+// DecodeScanResult decodes a SCAN response body into dst, reusing its
+// Names slice.
+func DecodeScanResult(h Header, body []byte, lim Limits, dst *ScanResult) error {
+	dst.Cursor, dst.Names = 0, dst.Names[:0]
+	d, err := newDec(h, body, OpScanResponse, lim)
+	if err != nil {
+		return err
+	}
+	cursor := d.u64("cursor")
+	n := d.count("names", d.lim.MaxItems, 2+1)
+	for i := 0; i < n && d.err == nil; i++ {
+		name := d.name(true)
+		if d.err == nil {
+			dst.Names = append(dst.Names, name)
+		}
+	}
+	if err := d.end(); err != nil {
+		dst.Names = dst.Names[:0]
+		return err
+	}
+	dst.Cursor = cursor
+	return nil
+}
+
+// ---- COUNT ----
+
+// AppendCount appends a COUNT request for tenant.
+func AppendCount(dst []byte, reqID uint64, tenant string) ([]byte, error) {
+	dst, start := begin(dst, OpCount, reqID)
+	if err := checkTenant("count", tenant); err != nil {
+		return encodeError(dst, start, OpCount, err)
+	}
+	dst = appendStr8(dst, tenant)
+	return finish(dst, start, OpCount)
+}
+
+// DecodeCount decodes a COUNT request body: its tenant.
+func DecodeCount(h Header, body []byte) (string, error) {
+	d, err := newDec(h, body, OpCount, DefaultLimits())
+	if err != nil {
+		return "", err
+	}
+	tenant := d.tenant("tenant")
+	if err := d.end(); err != nil {
+		return "", err
+	}
+	return tenant, nil
+}
+
+// CountResult is a COUNT response (see master.Master.KeyCounts): a
+// tenant's visible named keys, and how many of them have an expiry.
+type CountResult struct {
+	Keys, Expiring int64
+}
+
+// AppendCountResult appends a COUNT response.
+func AppendCountResult(dst []byte, reqID uint64, r *CountResult) ([]byte, error) {
+	dst, start := begin(dst, OpCountResponse, reqID)
+	if r.Keys < 0 || r.Expiring < 0 || r.Expiring > r.Keys {
+		return encodeError(dst, start, OpCountResponse, fmt.Errorf("%d keys, %d expiring: %w", r.Keys, r.Expiring, meta.ErrBadRequest))
+	}
+	dst = le.AppendUint64(dst, uint64(r.Keys))
+	dst = le.AppendUint64(dst, uint64(r.Expiring))
+	return finish(dst, start, OpCountResponse)
+}
+
+// DecodeCountResult decodes a COUNT response body into dst.
+func DecodeCountResult(h Header, body []byte, dst *CountResult) error {
+	*dst = CountResult{}
+	d, err := newDec(h, body, OpCountResponse, DefaultLimits())
+	if err != nil {
+		return err
+	}
+	keys, exp := d.nonNeg("keys"), d.nonNeg("expiring")
+	if d.err == nil && exp > keys {
+		d.fail(frame.ErrMalformed, "%d expiring of %d keys", exp, keys)
+	}
+	if err := d.end(); err != nil {
+		return err
+	}
+	*dst = CountResult{Keys: keys, Expiring: exp}
+	return nil
 }

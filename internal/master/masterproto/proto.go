@@ -15,7 +15,10 @@ import (
 //
 // Version 2 carries named keys (block.Key.Name) in every key of every
 // message, object sizes in PLACE, and the LOCATE op; a version 1 peer is
-// refused at HELLO (code version mismatch).
+// refused at HELLO (code version mismatch). The named-key ops KEYINFO,
+// EXPIRE, SCAN and COUNT came later within version 2: they change no
+// existing frame, and a master of an older build answers them with code
+// unsupported op.
 const Version uint16 = 2
 
 // Magic starts the body of every HELLO and HELLO response.
@@ -48,7 +51,8 @@ const (
 // entry's fixed part is followed by the name (u16 length, bytes).
 const namedRef uint16 = 1 << 15
 
-// FlagNamed, in the header of an EXISTS, PLACE, LOCATE or QUERY request,
+// FlagNamed, in the header of an EXISTS, PLACE, LOCATE, QUERY, KEYINFO or
+// EXPIRE request,
 // says its keys are named: each key's id is followed by its name (u16
 // length, 1 to block.MaxNameLen bytes). A frame of chain keys carries no
 // flag and no names, byte for byte the compact form.
@@ -83,6 +87,19 @@ const (
 	// OpLocate finds the replicas of each of a batch of keys on its own
 	// (point lookups, no prefix semantics): the lookup of named objects.
 	OpLocate Op = 0x09
+	// OpKeyInfo reports what the master knows of each of a batch of named
+	// keys: present, visible, expiry, holders (the Redis front's key
+	// query).
+	OpKeyInfo Op = 0x0A
+	// OpExpire sets or clears the expiry of each of a batch of named keys
+	// (Redis EXPIRE, PEXPIREAT, PERSIST).
+	OpExpire Op = 0x0B
+	// OpScan enumerates a tenant's visible named keys, a page per call
+	// (Redis SCAN).
+	OpScan Op = 0x0C
+	// OpCount counts a tenant's visible named keys and those with an
+	// expiry (Redis DBSIZE, INFO keyspace).
+	OpCount Op = 0x0D
 
 	// OpHelloResponse answers OpHello.
 	OpHelloResponse Op = 0x81
@@ -102,6 +119,14 @@ const (
 	OpQueryResponse Op = 0x88
 	// OpLocateResponse answers OpLocate.
 	OpLocateResponse Op = 0x89
+	// OpKeyInfoResponse answers OpKeyInfo.
+	OpKeyInfoResponse Op = 0x8A
+	// OpExpireResponse answers OpExpire.
+	OpExpireResponse Op = 0x8B
+	// OpScanResponse answers OpScan.
+	OpScanResponse Op = 0x8C
+	// OpCountResponse answers OpCount.
+	OpCountResponse Op = 0x8D
 	// OpError answers a request that failed as a whole.
 	OpError Op = 0xFF
 )
@@ -111,7 +136,7 @@ const responseBit Op = frame.ResponseBit
 // Valid reports whether o is defined by this protocol version.
 func (o Op) Valid() bool {
 	base := o &^ responseBit
-	return o == OpError || (base >= OpHello && base <= OpLocate)
+	return o == OpError || (base >= OpHello && base <= OpCount)
 }
 
 // IsRequest reports whether o is a valid request op.
@@ -127,7 +152,8 @@ func (o Op) Response() Op {
 }
 
 var opNames = [...]string{OpHello: "HELLO", OpRegister: "REGISTER", OpHeartbeat: "HEARTBEAT", OpLookup: "LOOKUP",
-	OpExists: "EXISTS", OpPlace: "PLACE", OpNodes: "NODES", OpQuery: "QUERY", OpLocate: "LOCATE"}
+	OpExists: "EXISTS", OpPlace: "PLACE", OpNodes: "NODES", OpQuery: "QUERY", OpLocate: "LOCATE",
+	OpKeyInfo: "KEYINFO", OpExpire: "EXPIRE", OpScan: "SCAN", OpCount: "COUNT"}
 
 // String names the op ("LOOKUP response"), or "op(0xNN)" for an unknown one.
 func (o Op) String() string {
@@ -248,7 +274,8 @@ const (
 type Limits struct {
 	// MaxFrame is the largest frame, header included, in bytes.
 	MaxFrame int
-	// MaxBatch is the most keys of a LOOKUP, EXISTS or PLACE request.
+	// MaxBatch is the most keys of a LOOKUP, EXISTS, PLACE, LOCATE,
+	// KEYINFO or EXPIRE request (and answers of their responses).
 	MaxBatch int
 	// MaxItems is the most entries of any other list (inventory, delta
 	// lists, SSD hits, task results, tasks, nodes, replicas).

@@ -133,6 +133,19 @@ func TestEncodeRejects(t *testing.T) {
 		{"uneven placement", sample{msg: &Placement{PerBlock: 2, Nodes: []Target{{}}}}, meta.ErrBadRequest},
 		{"long token", sample{msg: &Hello{Token: make([]byte, MaxTokenLen+1)}}, frame.ErrTooLong},
 		{"replicas field", sample{msg: &Place{Replicas: 1 << 16}}, meta.ErrBadRequest},
+		{"keyinfo mixed batch", sample{msg: &KeyInfo{IDs: []uint64{1, 2}, Names: []string{"a", ""}}}, meta.ErrBadRequest},
+		{"holders unsorted", sample{msg: []meta.KeyInfo{{Present: true, Holders: []meta.NodeID{"b", "a"}}}}, meta.ErrBadRequest},
+		{"holders twice", sample{msg: []meta.KeyInfo{{Present: true, Holders: []meta.NodeID{"a", "a"}}}}, meta.ErrBadRequest},
+		{"visible absent", sample{msg: []meta.KeyInfo{{Visible: true}}}, meta.ErrBadRequest},
+		{"absent with holders", sample{msg: []meta.KeyInfo{{Holders: []meta.NodeID{"a"}}}}, meta.ErrBadRequest},
+		{"long holder", sample{msg: []meta.KeyInfo{{Present: true, Holders: []meta.NodeID{meta.NodeID(long)}}}}, frame.ErrTooLong},
+		{"expire times", sample{msg: &Expire{IDs: []uint64{1}, Names: []string{"a"}}}, meta.ErrBadRequest},
+		{"expire negative", sample{msg: &Expire{IDs: []uint64{1}, Names: []string{"a"}, At: []int64{-1}}}, meta.ErrBadRequest},
+		{"scan count", sample{msg: &Scan{Count: -1}}, meta.ErrBadRequest},
+		{"scan tenant", sample{msg: &Scan{Tenant: "a b"}}, block.ErrBadTenant},
+		{"scan empty name", sample{msg: &ScanResult{Names: []string{""}}}, frame.ErrTooLong},
+		{"count tenant", sample{msg: countRequest("a/b")}, block.ErrBadTenant},
+		{"count expiring", sample{msg: &CountResult{Keys: 1, Expiring: 2}}, meta.ErrBadRequest},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -189,13 +202,15 @@ func TestErrorMapping(t *testing.T) {
 }
 
 func TestOpStrings(t *testing.T) {
-	cases := map[Op]string{OpLookup: "LOOKUP", OpLookupResponse: "LOOKUP response", OpError: "ERROR", Op(0x42): "op(0x42)", Op(0x80): "op(0x80)"}
+	cases := map[Op]string{OpLookup: "LOOKUP", OpLookupResponse: "LOOKUP response", OpError: "ERROR", Op(0x42): "op(0x42)", Op(0x80): "op(0x80)",
+		OpKeyInfo: "KEYINFO", OpExpireResponse: "EXPIRE response", OpScan: "SCAN", OpCountResponse: "COUNT response", Op(0x0E): "op(0x0e)"}
 	for op, want := range cases {
 		if op.String() != want {
 			t.Errorf("%#x: %q, want %q", uint8(op), op.String(), want)
 		}
 	}
-	if OpLookup.Response() != OpLookupResponse || OpLookupResponse.Response() != OpError || !OpQuery.IsRequest() || OpQueryResponse.IsRequest() {
+	if OpLookup.Response() != OpLookupResponse || OpLookupResponse.Response() != OpError || !OpQuery.IsRequest() || OpQueryResponse.IsRequest() ||
+		OpCount.Response() != OpCountResponse || OpKeyInfo.Response() != 0x8A {
 		t.Error("request/response mapping broken")
 	}
 }

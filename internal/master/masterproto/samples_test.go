@@ -140,8 +140,29 @@ func samples() []sample {
 			{ReplicaStatus: meta.ReplicaStatus{Replica: meta.Replica{Node: "n2", Tier: meta.TierSSD}}},
 		}},
 		{"error", OpError, 13, &RemoteError{Code: CodeUnknownNode, Message: "re-register"}},
+		{"keyinfo", OpKeyInfo, 17, &KeyInfo{Tenant: "t1", IDs: []uint64{7, 7, 9}, Names: []string{"a", "b", "session:1"}}},
+		{"keyinfo_empty", OpKeyInfo, 18, &KeyInfo{Tenant: "t1"}},
+		{"keyinfo_result", OpKeyInfoResponse, 17, []meta.KeyInfo{
+			{Present: true, Visible: true, ExpireAt: 1_700_000_000_123, Holders: []meta.NodeID{"n1", "n2"}},
+			{},
+			{Present: true, ExpireAt: 5, Holders: []meta.NodeID{"n0", "n2"}},
+		}},
+		{"expire", OpExpire, 19, &Expire{Tenant: "t1", IDs: []uint64{7, 7}, Names: []string{"a", "b"}, At: []int64{1_700_000_000_123, 0}, Force: true}},
+		{"expire_empty", OpExpire, 20, &Expire{}},
+		{"expire_result", OpExpireResponse, 19, expireResult{true, false}},
+		{"scan", OpScan, 21, &Scan{Tenant: "t1", Cursor: 0xfedcba9876543210, Count: 10}},
+		{"scan_result", OpScanResponse, 21, &ScanResult{Cursor: 0x41, Names: []string{"a", "session:1", string(make([]byte, block.MaxNameLen))}}},
+		{"scan_end", OpScanResponse, 22, &ScanResult{}},
+		{"count", OpCount, 23, countRequest("t1")},
+		{"count_result", OpCountResponse, 23, &CountResult{Keys: 1 << 40, Expiring: 3}},
 	}
 }
+
+// expireResult is an EXPIRE response sample (EXISTS's is a []bool).
+type expireResult []bool
+
+// countRequest is a COUNT request sample: its tenant.
+type countRequest string
 
 // encode encodes a sample's message.
 func encode(dst []byte, s sample) ([]byte, error) {
@@ -185,6 +206,22 @@ func encode(dst []byte, s sample) ([]byte, error) {
 		return AppendQueryResult(dst, s.reqID, m)
 	case *RemoteError:
 		return AppendError(dst, s.reqID, m.Code, m.Message), nil
+	case *KeyInfo:
+		return AppendKeyInfo(dst, s.reqID, m)
+	case []meta.KeyInfo:
+		return AppendKeyInfoResult(dst, s.reqID, m)
+	case *Expire:
+		return AppendExpire(dst, s.reqID, m)
+	case expireResult:
+		return AppendExpireResult(dst, s.reqID, m)
+	case *Scan:
+		return AppendScan(dst, s.reqID, m)
+	case *ScanResult:
+		return AppendScanResult(dst, s.reqID, m)
+	case countRequest:
+		return AppendCount(dst, s.reqID, string(m))
+	case *CountResult:
+		return AppendCountResult(dst, s.reqID, m)
 	}
 	return dst, fmt.Errorf("no encoder for %T", s.msg)
 }
@@ -245,6 +282,29 @@ func decode(h Header, body []byte, lim Limits) (any, error) {
 		return DecodeQueryResult(h, body, lim)
 	case OpError:
 		return DecodeError(h, body)
+	case OpKeyInfo:
+		var m KeyInfo
+		return &m, DecodeKeyInfo(h, body, lim, &m)
+	case OpKeyInfoResponse:
+		return DecodeKeyInfoResult(h, body, lim, nil)
+	case OpExpire:
+		var m Expire
+		return &m, DecodeExpire(h, body, lim, &m)
+	case OpExpireResponse:
+		b, err := DecodeExpireResult(h, body, lim, nil)
+		return expireResult(b), err
+	case OpScan:
+		var m Scan
+		return &m, DecodeScan(h, body, lim, &m)
+	case OpScanResponse:
+		var m ScanResult
+		return &m, DecodeScanResult(h, body, lim, &m)
+	case OpCount:
+		tenant, err := DecodeCount(h, body)
+		return countRequest(tenant), err
+	case OpCountResponse:
+		var m CountResult
+		return &m, DecodeCountResult(h, body, &m)
 	}
 	return nil, fmt.Errorf("op %v: %w", h.Op, frame.ErrUnknownOp)
 }

@@ -43,6 +43,11 @@ type conn struct {
 	pplace   masterproto.Placement
 	register masterproto.Register
 	hb       masterproto.Heartbeat
+	keyInfo  masterproto.KeyInfo
+	infos    []meta.KeyInfo
+	expire   masterproto.Expire
+	scan     masterproto.Scan
+	names    []string
 
 	// addrCache maps the nodes of recent responses to their addresses
 	// while addrGen is unchanged.
@@ -186,6 +191,14 @@ func (c *conn) handle(h masterproto.Header, body []byte) {
 		}
 	case masterproto.OpLocate:
 		err = c.handleLocate(h, body)
+	case masterproto.OpKeyInfo:
+		err = c.handleKeyInfo(h, body)
+	case masterproto.OpExpire:
+		err = c.handleExpire(h, body)
+	case masterproto.OpScan:
+		err = c.handleScan(h, body)
+	case masterproto.OpCount:
+		err = c.handleCount(h, body)
 	case masterproto.OpHeartbeat:
 		err = c.handleHeartbeat(h, body)
 	case masterproto.OpRegister:
@@ -304,6 +317,75 @@ func (c *conn) handleLocate(h masterproto.Header, body []byte) error {
 	}
 	var err error
 	c.out, err = masterproto.AppendLocateResult(c.out, h.ReqID, c.wireResult())
+	return err
+}
+
+// handleKeyInfo answers KEYINFO: reading the tenant's namespace.
+func (c *conn) handleKeyInfo(h masterproto.Header, body []byte) error {
+	if err := masterproto.DecodeKeyInfo(h, body, c.s.opts.Limits, &c.keyInfo); err != nil {
+		return err
+	}
+	if err := c.check(h.Op, c.keyInfo.Tenant, false); err != nil {
+		return err
+	}
+	c.keys = c.keyInfo.Keys(c.keys)
+	var err error
+	if c.infos, err = c.s.m.KeyInfo(c.keys, c.infos); err != nil {
+		return err
+	}
+	c.out, err = masterproto.AppendKeyInfoResult(c.out, h.ReqID, c.infos)
+	return err
+}
+
+// handleExpire answers EXPIRE: writing the tenant's namespace (a
+// read-only grant may not).
+func (c *conn) handleExpire(h masterproto.Header, body []byte) error {
+	e := &c.expire
+	if err := masterproto.DecodeExpire(h, body, c.s.opts.Limits, e); err != nil {
+		return err
+	}
+	if err := c.check(h.Op, e.Tenant, true); err != nil {
+		return err
+	}
+	c.keys = e.Keys(c.keys)
+	var err error
+	if c.bools, err = c.s.m.SetExpiry(c.keys, e.At, e.Force, c.bools); err != nil {
+		return err
+	}
+	c.out, err = masterproto.AppendExpireResult(c.out, h.ReqID, c.bools)
+	return err
+}
+
+// handleScan answers SCAN: reading the tenant's namespace.
+func (c *conn) handleScan(h masterproto.Header, body []byte) error {
+	sc := &c.scan
+	if err := masterproto.DecodeScan(h, body, c.s.opts.Limits, sc); err != nil {
+		return err
+	}
+	if err := c.check(h.Op, sc.Tenant, false); err != nil {
+		return err
+	}
+	next, names, err := c.s.m.Scan(sc.Tenant, sc.Cursor, sc.Count, c.names)
+	if err != nil {
+		return err
+	}
+	c.out, err = masterproto.AppendScanResult(c.out, h.ReqID, &masterproto.ScanResult{Cursor: next, Names: names})
+	clear(names) // do not pin the index's names
+	c.names = names[:0]
+	return err
+}
+
+// handleCount answers COUNT: reading the tenant's namespace.
+func (c *conn) handleCount(h masterproto.Header, body []byte) error {
+	tenant, err := masterproto.DecodeCount(h, body)
+	if err != nil {
+		return err
+	}
+	if err := c.check(h.Op, tenant, false); err != nil {
+		return err
+	}
+	keys, expiring := c.s.m.KeyCounts(tenant)
+	c.out, err = masterproto.AppendCountResult(c.out, h.ReqID, &masterproto.CountResult{Keys: keys, Expiring: expiring})
 	return err
 }
 

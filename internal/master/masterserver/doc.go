@@ -12,9 +12,11 @@
 // Options.Token is set, the token must be the cluster token or a tenant's
 // token from Options.TenantTokens (package auth; digests, so neither the
 // token nor its length leaks through timing). The token, not the request,
-// decides the tenant: every LOOKUP, LOCATE, EXISTS and QUERY must name a tenant the
-// connection may read, every PLACE one it may write (its own tenant, or a
-// shared namespace per Options.Shared; the cluster token may use any), and
+// decides the tenant: every LOOKUP, LOCATE, EXISTS, QUERY, KEYINFO, SCAN and
+// COUNT must name a tenant the connection may read, every PLACE and EXPIRE
+// one it may write (its own tenant, or a shared namespace per
+// Options.Shared that lists it as a writer; the cluster token may use
+// any), and
 // REGISTER and HEARTBEAT need the cluster token. A refused request gets an
 // ERROR frame with CodeUnauthorized, is counted in
 // kvpool_masterserver_requests_forbidden_total, and the connection carries
