@@ -41,6 +41,13 @@ const (
 	// unreachable: the tasks of an unreachable master expire on its side
 	// anyway (TaskTimeout), so older results only cost memory.
 	maxResults = 1 << 16
+	// recheckWait is how soon a beat follows one that left a departing
+	// RAM copy to look at again (mark.leaving) while a Sync waits for it:
+	// the copy leaves RAM when the store's eviction hook returns, within
+	// microseconds of the event; 100 ms (minBackoff) is far beyond that
+	// on a loaded host, and short next to the beat interval a Sync would
+	// otherwise wait.
+	recheckWait = minBackoff
 )
 
 // reportLimits bound what one REGISTER or heartbeat reports: at most
@@ -104,14 +111,25 @@ type AgentStats struct {
 	// (either kind); Reregisters the registrations caused by the master
 	// answering meta.ErrUnknownNode.
 	Registers, Beats, Failures, Reregisters uint64
+	// Syncs counts Sync calls; Kicked the heartbeats (or registrations)
+	// begun before their interval because a Sync was waiting for one.
+	// Concurrent Syncs share beats, so Kicked grows slower than Syncs.
+	Syncs, Kicked uint64
 	// Registered reports whether the node holds a live session.
 	Registered bool
 }
 
 // agent keeps a master informed about one node's store and executes the
 // master's orders. Its event hooks (onEvent, onPromotion, Consider) are
-// called by the store from any goroutine; register, beat and run are
-// called by one goroutine at a time.
+// called by the store from any goroutine, and so is Sync; register, beat
+// and run are called by one goroutine at a time.
+//
+// Reports (registrations and heartbeats) are numbered in the order they
+// take the dirty set (takeDirty). Report n covers every event emitted
+// before it took the set when the master accepted it and it put no mark
+// back for a later report (the rest of a report over the frame limits, a
+// departing copy to look at again): synced is then at least n. A Sync
+// called when begun was b waits for synced > b.
 type agent struct {
 	client   MasterClient
 	interval time.Duration // the configured heartbeat interval
@@ -125,6 +143,13 @@ type agent struct {
 	hitSet  map[block.Key]struct{}
 	results []meta.TaskResult
 	promos  map[block.Key]uint64 // promotion task in flight per key
+	// Sync's state (see the type comment): begun counts the reports that
+	// took the dirty set, synced is the number of the last one that left
+	// every earlier event reported, want the report number the waiting
+	// Syncs need (synced < want: a Sync waits), progress is closed (and
+	// then nil until the next Sync) whenever synced advances.
+	begun, synced, want uint64
+	progress            chan struct{}
 
 	// Owned by the goroutine calling register and beat.
 	reported   map[block.Key]entry
@@ -134,8 +159,13 @@ type agent struct {
 
 	limits  reportLimits
 	backlog bool // dirty keys were left out of the last report for size: beat again at once
+	recheck bool // the last report put back a departing copy to look at again
+
+	// kick wakes the run loop for a Sync (capacity 1: kicks coalesce).
+	kick chan struct{}
 
 	registers, beats, failures, reregisters atomic.Uint64
+	syncs, kicked                           atomic.Uint64
 	live                                    atomic.Bool
 }
 
@@ -152,6 +182,7 @@ func newAgent(c MasterClient, interval time.Duration, log *slog.Logger) *agent {
 		promos:   make(map[block.Key]uint64),
 		reported: make(map[block.Key]entry),
 		limits:   defaultReportLimits(),
+		kick:     make(chan struct{}, 1),
 	}
 }
 
@@ -173,6 +204,7 @@ func (a *agent) stats() AgentStats {
 	return AgentStats{
 		Registers: a.registers.Load(), Beats: a.beats.Load(),
 		Failures: a.failures.Load(), Reregisters: a.reregisters.Load(),
+		Syncs: a.syncs.Load(), Kicked: a.kicked.Load(),
 		Registered: a.live.Load(),
 	}
 }
@@ -232,20 +264,22 @@ func (a *agent) Consider(k block.Key, _ store.Load) store.Verdict {
 	return store.Skip
 }
 
-// takeDirty empties the dirty set and returns it.
-func (a *agent) takeDirty() map[block.Key]mark {
+// takeDirty empties the dirty set and returns it, with the number of the
+// report it begins.
+func (a *agent) takeDirty() (map[block.Key]mark, uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	d := a.dirty
 	a.dirty = make(map[block.Key]mark, len(d))
-	return d
+	a.begun++
+	return d, a.begun
 }
 
 // takeDirtyWithin empties the dirty set and returns it split in two: the
 // keys whose report fits in items entries and bytes bytes (at worst, an
 // entry per tier: reportCost), and the rest, to be put back.
-func (a *agent) takeDirtyWithin(items, bytes int) (d, rest map[block.Key]mark) {
-	d = a.takeDirty()
+func (a *agent) takeDirtyWithin(items, bytes int) (d, rest map[block.Key]mark, n uint64) {
+	d, n = a.takeDirty()
 	taken := 0
 	for k, m := range d {
 		ni, nb := reportCost(k)
@@ -259,7 +293,7 @@ func (a *agent) takeDirtyWithin(items, bytes int) (d, rest map[block.Key]mark) {
 		rest[k] = m
 		delete(d, k)
 	}
-	return d, rest
+	return d, rest, n
 }
 
 // restoreDirty puts marks back into the dirty set (newer marks win).
@@ -374,7 +408,7 @@ func (a *agent) usage() meta.NodeUsage {
 // register sends the full inventory and starts a new session. The tasks
 // of an earlier session are void (the master closed them).
 func (a *agent) register(ctx context.Context) error {
-	d := a.takeDirty()
+	d, n := a.takeDirty()
 	_, updates, later := a.reconcile(d, a.reported)
 	next := make(map[block.Key]entry, len(a.reported)+len(updates))
 	for k, e := range a.reported {
@@ -424,7 +458,8 @@ func (a *agent) register(ctx context.Context) error {
 	a.registers.Add(1)
 	a.restoreDirty(later)
 	a.restoreDirty(rest)
-	a.backlog = len(rest) > 0
+	a.backlog, a.recheck = len(rest) > 0, len(later) > 0
+	a.accepted(n)
 	a.mu.Lock()
 	a.results = nil
 	clear(a.promos)
@@ -468,7 +503,7 @@ func (a *agent) beat(ctx context.Context) error {
 	for _, k := range hits {
 		room -= masterproto.HitLen(k)
 	}
-	d, rest := a.takeDirtyWithin(a.limits.items, room)
+	d, rest, n := a.takeDirtyWithin(a.limits.items, room)
 	delta, updates, later := a.reconcile(d, a.reported)
 
 	cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
@@ -493,8 +528,9 @@ func (a *agent) beat(ctx context.Context) error {
 	apply(a.reported, updates)
 	a.restoreDirty(later)
 	a.restoreDirty(rest)
-	a.backlog = len(rest) > 0
+	a.backlog, a.recheck = len(rest) > 0, len(later) > 0
 	a.beats.Add(1)
+	a.accepted(n)
 	if reply.HeartbeatInterval > 0 {
 		a.setInterval(reply.HeartbeatInterval)
 	}
@@ -567,8 +603,86 @@ func (a *agent) execute(ctx context.Context, tasks []meta.Task) {
 	}
 }
 
+// accepted records that the master accepted report n. The report covers
+// every event emitted before it took the dirty set unless it put marks
+// back for a later report (a.backlog, a.recheck, just set by the caller).
+func (a *agent) accepted(n uint64) {
+	if a.backlog || a.recheck {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n > a.synced {
+		a.synced = n
+		if a.progress != nil {
+			close(a.progress)
+			a.progress = nil
+		}
+	}
+}
+
+// syncPending reports whether a Sync waits for a report not yet accepted.
+func (a *agent) syncPending() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.synced < a.want
+}
+
+// Sync returns nil once the master has accepted a report (a heartbeat, or
+// the registration when the node has none yet) that covers every store
+// event emitted before the call: one that took the dirty set after the
+// call and put no mark back for a later beat. It wakes the run loop at
+// once rather than waiting for the heartbeat interval; concurrent Syncs
+// share the beats they wait for (those waiting when a beat takes the dirty
+// set are all served by it, later ones by the next). While the master is
+// unreachable the run loop retries on its backoff, and Sync returns ctx's
+// error when ctx ends.
+//
+// The store reports its changes synchronously: store.Put, Delete and the
+// other calls that change a key's tiers call Options.OnEvent (onEvent,
+// which marks the key dirty under a.mu) before they return. A write that
+// returned before Sync was called has therefore marked its key before
+// Sync reads a.begun under the same lock: the mark is either in the dirty
+// set, which the next report takes whole, or in the hands of a report
+// already begun, which on failure puts it back before the next one takes
+// the set (reports run one at a time on the run goroutine). Either way a
+// report numbered above a.begun includes it.
+func (a *agent) Sync(ctx context.Context) error {
+	a.mu.Lock()
+	a.syncs.Add(1) // under a.mu: a counted Sync has its target
+	target := a.begun + 1
+	a.want = max(a.want, target)
+	for a.synced < target {
+		if a.progress == nil {
+			a.progress = make(chan struct{})
+		}
+		progress := a.progress
+		a.mu.Unlock()
+		select {
+		case a.kick <- struct{}{}:
+		default: // a kick is pending already
+		}
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			a.mu.Lock()
+			done := a.synced >= target // served as ctx ended
+			a.mu.Unlock()
+			if done {
+				return nil
+			}
+			return fmt.Errorf("node: sync with the master: %w", ctx.Err())
+		}
+		a.mu.Lock()
+	}
+	a.mu.Unlock()
+	return nil
+}
+
 // run registers and heartbeats until ctx ends, retrying with capped,
-// jittered exponential backoff while the master is unreachable.
+// jittered exponential backoff while the master is unreachable. A Sync
+// waiting for a report wakes it before the interval (but not during a
+// backoff: an unreachable master is retried at the backoff's pace).
 func (a *agent) run(ctx context.Context) {
 	var backoff time.Duration
 	failures := 0
@@ -577,9 +691,19 @@ func (a *agent) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		wait := a.every
-		if err == nil && a.backlog {
+		wait, kick := a.every, a.kick
+		switch {
+		case err != nil:
+			kick = nil
+		case a.backlog:
 			wait = 0 // the rest of a report too large for one frame
+		case a.syncPending() && a.recheck:
+			// The beat left a departing copy to look at again; give it
+			// time to leave RAM.
+			wait, kick = min(wait, recheckWait), nil
+		case a.syncPending():
+			wait, kick = 0, nil // a Sync came while the beat was in flight
+			a.kicked.Add(1)
 		}
 		if err != nil {
 			failures++
@@ -599,12 +723,28 @@ func (a *agent) run(ctx context.Context) {
 			a.log.Info("node agent: master reachable again", "failed_attempts", failures)
 			failures, backoff = 0, 0
 		}
-		t := time.NewTimer(wait)
+		if !a.await(ctx, wait, kick) {
+			return
+		}
+	}
+}
+
+// await waits d, or until a kick finds a Sync waiting for a report (nil
+// kick: no early wake). It returns false when ctx ends first.
+func (a *agent) await(ctx context.Context, d time.Duration, kick <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return
+			return false
 		case <-t.C:
+			return true
+		case <-kick:
+			if a.syncPending() { // else a Sync that an earlier beat served
+				a.kicked.Add(1)
+				return true
+			}
 		}
 	}
 }

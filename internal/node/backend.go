@@ -11,12 +11,17 @@ import (
 	"github.com/kvpool/kvpool/internal/node/wire"
 )
 
-// backend serves a store through nodeserver.Backend.
+// backend serves a store through nodeserver.Backend, and SYNC through
+// its agent (nil on a standalone node).
 type backend struct {
-	s *store.Store
+	s  *store.Store
+	ag *agent
 }
 
-var _ nodeserver.AccessBackend = backend{}
+var (
+	_ nodeserver.AccessBackend = backend{}
+	_ nodeserver.Syncer        = backend{}
+)
 
 // Acquire pins k where it lies: a RAM slot or a verified SSD read (sent
 // with writev), or with the store's ZeroCopySSD an SSD slot's file region
@@ -63,6 +68,16 @@ func (b backend) Exists(k block.Key) bool { return b.s.Contains(k) }
 
 // Delete removes k from both tiers.
 func (b backend) Delete(ctx context.Context, k block.Key) error { return b.s.Delete(ctx, k) }
+
+// Sync returns once the master has indexed every change made to the store
+// before the call (agent.Sync); at once on a standalone node, which has no
+// index to wait for.
+func (b backend) Sync(ctx context.Context) error {
+	if b.ag == nil {
+		return nil
+	}
+	return b.ag.Sync(ctx)
+}
 
 // Stats returns the RAM tier's counters, and the SSD tier's while SSD
 // offload is on.

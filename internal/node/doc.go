@@ -39,4 +39,14 @@
 // TTL) gets the full inventory again. An unreachable master does not stop
 // the data plane: the agent retries with capped exponential backoff, and
 // the changes accumulate until a beat gets through.
+//
+// A change reaches the master's index with the next beat, so a client
+// that writes on one node and looks up through the master may miss its
+// own write for up to an interval. The data plane's SYNC op (agent.Sync,
+// through the nodeserver.Syncer backend extension) closes that gap: it
+// wakes the agent to beat at once, and answers when the master has
+// accepted a report covering every change made before the request (all
+// its parts, when the report was split for size). Concurrent SYNCs share
+// beats; while the master is unreachable a SYNC waits, on the agent's
+// backoff, until its deadline. A standalone node answers SYNC at once.
 package node

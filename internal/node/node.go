@@ -197,7 +197,7 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) serve(ctx context.Context, cfg config.Node, st *store.Store, pacers *pacer.Set, ag *agent) error {
 	ao := cfg.AuthOptions()
 	srv, err := nodeserver.New(nodeserver.Options{
-		Backend:      backend{st},
+		Backend:      backend{s: st, ag: ag},
 		Limits:       wire.LimitsFor(int(cfg.EffectiveMaxObject())),
 		Egress:       pacerOrNil(pacers, pacer.NetEgress, float64(cfg.Pacers.NetEgress)),
 		Ingress:      pacerOrNil(pacers, pacer.NetIngress, float64(cfg.Pacers.NetIngress)),
@@ -522,6 +522,8 @@ func opLabel(slot int) string {
 		return "delete"
 	case wire.OpStats:
 		return "stats"
+	case wire.OpSync:
+		return "sync"
 	}
 	return "other"
 }

@@ -1096,6 +1096,39 @@ func (c *Conn) delete(ctx context.Context, k block.Key) error {
 	})
 }
 
+// Sync waits until the node's master has indexed every change the node
+// made before the call (puts and deletes on any connection), so that
+// lookups through the master see them; at once for a node without a
+// master. The node bounds its wait (nodeserver.Options.SyncTimeout) and
+// then answers with an error wrapping kvpool.ErrUnavailable; a node that
+// predates SYNC answers with a *wire.RemoteError of CodeUnsupportedOp
+// (frame.ErrUnknownOp), and the connection stays usable.
+func (c *Conn) Sync(ctx context.Context) error {
+	err := c.do(ctx, func() error {
+		reqID := c.nextID()
+		c.wbuf = wire.AppendSync(c.wbuf[:0], reqID)
+		if err := c.write(c.wbuf); err != nil {
+			return err
+		}
+		if err := c.readHeader(reqID, wire.OpSyncResponse); err != nil {
+			return err
+		}
+		st, err := c.r.ReadStatuses(c.st)
+		c.st = st
+		if err != nil {
+			return c.decodeErr(err)
+		}
+		if st[0].ID != 0 {
+			return c.lost(fmt.Errorf("%v with key id %016x, want 0: %w", wire.OpSyncResponse, st[0].ID, frame.ErrMalformed))
+		}
+		return wire.ErrorFor(st[0].Code)
+	})
+	if err != nil {
+		return fmt.Errorf("nodeclient: sync %s with its master: %w", c.addr, err)
+	}
+	return nil
+}
+
 // Stats returns the node's per-tier counters.
 func (c *Conn) Stats(ctx context.Context) ([]wire.TierStats, error) {
 	var tiers []wire.TierStats

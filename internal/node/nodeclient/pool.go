@@ -273,6 +273,11 @@ func (p *Pool) Delete(ctx context.Context, id uint64) error {
 	return p.do(ctx, func(c *Conn) error { return c.Delete(ctx, id) })
 }
 
+// Sync is Conn.Sync on a pooled connection.
+func (p *Pool) Sync(ctx context.Context) error {
+	return p.do(ctx, func(c *Conn) error { return c.Sync(ctx) })
+}
+
 // Stats is Conn.Stats on a pooled connection.
 func (p *Pool) Stats(ctx context.Context) (tiers []wire.TierStats, err error) {
 	err = p.do(ctx, func(c *Conn) error {

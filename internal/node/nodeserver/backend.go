@@ -44,6 +44,18 @@ type Backend interface {
 	Stats() []wire.TierStats
 }
 
+// Syncer is an optional Backend extension for a store whose changes reach
+// an index elsewhere some time after they are made (a node's master, told
+// with every heartbeat). The server answers SYNC by calling Sync, bounded
+// by Options.SyncTimeout and the server's context; a Backend without it
+// answers SYNC with CodeOK at once (a standalone node has no index to wait
+// for). Implementations are safe for concurrent use.
+type Syncer interface {
+	// Sync returns nil once every change the backend made before the call
+	// is in the index, or an error wrapping ctx's when ctx ends first.
+	Sync(ctx context.Context) error
+}
+
 // File is an open file holding blocks (an SSD tier's slot file).
 // vfs.File satisfies it.
 type File interface {

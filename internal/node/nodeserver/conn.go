@@ -381,6 +381,8 @@ func (c *conn) dispatch(ctx context.Context, h wire.Header) (wire.Code, error) {
 			return c.bodyError(h, err)
 		}
 		return c.delete(ctx, h, block.Key{Tenant: c.tenant, ID: ids[0]})
+	case wire.OpSync:
+		return c.sync(ctx, h) // any connection: it reveals and changes nothing
 	case wire.OpStats:
 		resp, err := wire.AppendStatsResponse(c.wbuf[:0], h.ReqID, c.s.opts.Backend.Stats())
 		if err != nil {
@@ -458,6 +460,24 @@ func (c *conn) delete(ctx context.Context, h wire.Header, k block.Key) (wire.Cod
 	}
 	c.wbuf = resp
 	return wire.CodeOK, c.write(c.wbuf)
+}
+
+// sync answers SYNC: CodeOK once the backend's index has its earlier
+// changes (at once without a Syncer), or the code of why it has not
+// within Options.SyncTimeout (CodeUnavailable when the wait ran out).
+func (c *conn) sync(ctx context.Context, h wire.Header) (wire.Code, error) {
+	code := wire.CodeOK
+	if sb, ok := c.s.opts.Backend.(Syncer); ok {
+		sctx, cancel := context.WithTimeout(ctx, c.s.opts.SyncTimeout)
+		err := sb.Sync(sctx)
+		cancel()
+		if code = codeOf(err); code != wire.CodeOK {
+			c.s.log.Debug("nodeserver: sync not done", "remote", c.remote, "tenant", c.tenant, "code", code.String(), "err", err)
+		}
+	}
+	c.count(code)
+	c.wbuf = wire.AppendSyncResponse(c.wbuf[:0], h.ReqID, code)
+	return code, c.write(c.wbuf)
 }
 
 // tooLarge explains a payload the decoder refused as larger than the

@@ -73,6 +73,17 @@
 // predates the op answers it; a connection that may not write refuses it
 // like a PUT.
 //
+// # Sync
+//
+// SYNC asks the backend to wait until its changes are in an index kept
+// elsewhere (a node's master): a Backend that implements Syncer gets the
+// call, bounded by Options.SyncTimeout and the server's context, and the
+// response's status is CodeOK or the code of its error (CodeUnavailable
+// when the wait ran out or the server is shutting down); any other
+// Backend answers CodeOK at once. Any authenticated connection may send
+// SYNC: it reveals nothing and changes no data. The connection serves
+// its next request after the answer.
+//
 // # Deadlines
 //
 // Nothing waits forever: the next frame's header must arrive within

@@ -28,6 +28,13 @@ const (
 	// DefaultWriteTimeout bounds each write of a response: 30 s, for the
 	// same reason as DefaultReadTimeout.
 	DefaultWriteTimeout = 30 * time.Second
+	// DefaultSyncTimeout bounds the wait of one SYNC: 10 s, the node
+	// agent's bound on one call to its master (internal/node/agent.go,
+	// rpcTimeout), so a SYNC outlasts a slow heartbeat but not a master
+	// that is down; well under a client's default call timeout
+	// (nodeclient.DefaultTimeout, 30 s), so the client reads the answer
+	// rather than giving up first.
+	DefaultSyncTimeout = 10 * time.Second
 	// DefaultMaxConns is the most connections served at once
 	// (server.DefaultMaxConns, 1024: 64 MiB of read buffers at most).
 	DefaultMaxConns = server.DefaultMaxConns
@@ -65,6 +72,10 @@ type Options struct {
 	ReadTimeout time.Duration
 	// WriteTimeout bounds each write of a response (DefaultWriteTimeout).
 	WriteTimeout time.Duration
+	// SyncTimeout bounds the wait of a SYNC for the backend's index
+	// (Syncer); past it the SYNC is answered CodeUnavailable
+	// (DefaultSyncTimeout). The connection serves nothing else meanwhile.
+	SyncTimeout time.Duration
 	// MaxConns is the most connections served at once; more are refused
 	// with CodeUnavailable (DefaultMaxConns).
 	MaxConns int
@@ -124,5 +135,6 @@ func (o Options) resolve() (Options, error) {
 		server.Duration{Name: "IdleTimeout", V: &o.IdleTimeout, Default: DefaultIdleTimeout},
 		server.Duration{Name: "ReadTimeout", V: &o.ReadTimeout, Default: DefaultReadTimeout},
 		server.Duration{Name: "WriteTimeout", V: &o.WriteTimeout, Default: DefaultWriteTimeout},
+		server.Duration{Name: "SyncTimeout", V: &o.SyncTimeout, Default: DefaultSyncTimeout},
 	)
 }

@@ -191,6 +191,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"negative idle", nodeserver.Options{Backend: b, IdleTimeout: -1}, "IdleTimeout"},
 		{"negative read", nodeserver.Options{Backend: b, ReadTimeout: -1}, "ReadTimeout"},
 		{"negative write", nodeserver.Options{Backend: b, WriteTimeout: -1}, "WriteTimeout"},
+		{"negative sync", nodeserver.Options{Backend: b, SyncTimeout: -1}, "SyncTimeout"},
 		{"negative handshake", nodeserver.Options{Backend: b, HandshakeTimeout: -1}, "HandshakeTimeout"},
 		{"negative max conns", nodeserver.Options{Backend: b, MaxConns: -1}, "MaxConns"},
 		{"put bytes under a payload", nodeserver.Options{Backend: b, MaxPutBytes: 1 << 20, Limits: wire.LimitsFor(2 << 20)}, "MaxPutBytes"},
@@ -556,12 +557,14 @@ func TestMalformedFrames(t *testing.T) {
 		in   []byte
 		want wire.Code
 	}{
-		{"unknown op", frameBytes(0x0e, 0, []byte("xyz"), -1), wire.CodeUnsupportedOp},
+		{"unknown op", frameBytes(0x0f, 0, []byte("xyz"), -1), wire.CodeUnsupportedOp},
 		{"response op", frameBytes(wire.OpPutResponse, 0, make([]byte, 12), -1), wire.CodeUnsupportedOp},
 		{"error op", frameBytes(wire.OpError, 0, []byte{8, 0, 0, 0}, -1), wire.CodeUnsupportedOp},
 		{"flags set", frameBytes(wire.OpGet, 1, le64(1), -1), wire.CodeBadRequest},
 		{"GET body short", frameBytes(wire.OpGet, 0, []byte{1, 2, 3}, -1), wire.CodeBadRequest},
 		{"STATS with body", frameBytes(wire.OpStats, 0, []byte{1}, -1), wire.CodeBadRequest},
+		{"SYNC with body", frameBytes(wire.OpSync, 0, []byte{1}, -1), wire.CodeBadRequest},
+		{"SYNC response op", frameBytes(wire.OpSyncResponse, 0, make([]byte, 12), -1), wire.CodeUnsupportedOp},
 		{"MGET over batch limit", frameBytes(wire.OpMGet, 0, append(le32(5), make([]byte, 40)...), -1), wire.CodeBadRequest},
 		{"MGET count mismatch", frameBytes(wire.OpMGet, 0, append(le32(3), make([]byte, 16)...), -1), wire.CodeBadRequest},
 		{"EXISTS over batch limit", frameBytes(wire.OpExists, 0, append(le32(5), make([]byte, 40)...), -1), wire.CodeBadRequest},

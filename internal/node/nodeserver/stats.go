@@ -10,7 +10,7 @@ import (
 // Sizes of Stats.Requests.
 const (
 	// OpSlots indexes Stats.Requests by op: the request ops 0x01 (GET) to
-	// 0x07 (STATS) and 0x10 (ACCESS) at their own value, slot 0 for any
+	// 0x0E (SYNC) and 0x10 (ACCESS) at their own value, slot 0 for any
 	// frame that is not a request (unknown ops, responses).
 	OpSlots = int(wire.OpAccess) + 1
 	// CodeSlots indexes Stats.Requests by status code: codes 0
@@ -31,7 +31,8 @@ type Stats struct {
 	HandshakesRefused uint64
 	// Requests counts requests by op and outcome: the code of the ERROR
 	// frame answering it, or CodeOK when it got its response (a batch's
-	// per-key statuses are not counted here). Use RequestCount.
+	// per-key statuses are not counted here; a SYNC is counted with the
+	// code of its status, which is the whole request's). Use RequestCount.
 	Requests [OpSlots][CodeSlots]uint64
 	// BytesIn and BytesOut count every byte read from and written to
 	// connections (handshakes, headers and payloads).

@@ -411,6 +411,10 @@ func TestTenantTokens(t *testing.T) {
 					t.Errorf("bob: Exists(public %d) after the refused %s = %v, %v; want true", ids[0], w.name, ex, err)
 				}
 			}
+			// SYNC reveals and changes nothing: a reader may send it.
+			if err := bobPub.Sync(ctx); err != nil {
+				t.Errorf("bob: sync on public (read only) = %v; want nil", err)
+			}
 			if ex, err := bobPub.Exists(ctx, []uint64{98, 99}); err != nil || ex[0] || ex[1] {
 				t.Errorf("bob: refused writes stored blocks: Exists = %v, %v", ex, err)
 			}

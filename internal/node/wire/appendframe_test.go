@@ -22,7 +22,7 @@ func AppendFrame(dst []byte, f *Frame) ([]byte, error) {
 	}
 	switch h.Op.shape() {
 	case shapeEmpty:
-		return AppendStats(dst, h.ReqID), nil
+		return appendEmpty(dst, h.Op, h.ReqID), nil
 	case shapeID:
 		if err := one(len(f.IDs), "IDs"); err != nil {
 			return dst, err

@@ -161,7 +161,7 @@ func TestStatsLayoutMatchesTierStats(t *testing.T) {
 }
 
 func TestOpNames(t *testing.T) {
-	for op, want := range map[Op]string{OpGet: "GET", OpMGetResponse: "MGET response", OpError: "ERROR", 0x0e: "op(0x0e)", 0x8e: "op(0x8e)", OpGetNamed: "GET named", OpMPutNamedResponse: "MPUT named response"} {
+	for op, want := range map[Op]string{OpGet: "GET", OpMGetResponse: "MGET response", OpError: "ERROR", OpSync: "SYNC", OpSyncResponse: "SYNC response", 0x0f: "op(0x0f)", 0x8f: "op(0x8f)", OpGetNamed: "GET named", OpMPutNamedResponse: "MPUT named response"} {
 		if op.String() != want {
 			t.Errorf("%#x.String() = %q, want %q", uint8(op), op.String(), want)
 		}

@@ -1,6 +1,7 @@
 // Package wire is the codec of the node data plane: the length-prefixed
 // binary protocol clients speak to a kvpool node over TCP to get, put, test
-// and delete blocks, addressed by 64-bit chain IDs or by names. It encodes
+// and delete blocks, addressed by 64-bit chain IDs or by names, and to wait
+// until the node's master has indexed its changes. It encodes
 // and decodes; the server and client that use
 // it live elsewhere. This comment is the protocol specification.
 //
@@ -84,6 +85,7 @@
 //	0x0B  MPUT named       count (u32), n × named block entry     4 + Σ(22 + N + payload)
 //	0x0C  EXISTS named     count (u32), n × name entry            4 + Σ(2 + N)
 //	0x0D  DELETE named     name entry                             2 + N
+//	0x0E  SYNC             (empty)                                0
 //	0x10  ACCESS           count (u32), n × access entry          4 + Σ(36 + payload)
 //	0x81  GET response     block entry                            20 + payload
 //	0x82  MGET response    count (u32), n × block entry           4 + Σ(20 + payload)
@@ -98,6 +100,7 @@
 //	0x8B  MPUT named resp. count (u32), n × status entry          4 + 12n
 //	0x8C  EXISTS nm. resp. count (u32), n × status entry          4 + 12n
 //	0x8D  DELETE nm. resp. status entry                           12
+//	0x8E  SYNC response    status entry (key id 0)                12
 //	0x90  ACCESS response  count (u32), n × status entry          4 + 12n
 //	0xFF  ERROR            code (u16), message len (u16), message 4 + M
 //
@@ -200,6 +203,20 @@
 // ACCESS came after the other ops without a version change: a server that
 // predates it answers ERROR unsupported op and keeps the connection, and
 // the client falls back to MPUT (losing only the hints and touches).
+//
+// SYNC asks the node to wait until its master's index holds every change
+// the node made before the request: a client that put or deleted an
+// object on one node and then looks it up through the master (a
+// Redis-compatible front serving from several nodes) sees its own write.
+// A node reports its changes to the master with every heartbeat (once a
+// second by default); SYNC has the node report at once, and answers
+// CodeOK when the master has accepted the report, or CodeUnavailable when
+// the master could not be reached in time (the node's data is unchanged
+// either way). A node without a master answers CodeOK at once: it has no
+// index to wait for. SYNC reads and changes nothing a client could see,
+// so any authenticated connection may send it. Like ACCESS it came after
+// the other ops without a version change: a server that predates it
+// answers ERROR unsupported op and keeps the connection.
 //
 // Status entry, 12 bytes:
 //

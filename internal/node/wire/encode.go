@@ -72,10 +72,16 @@ func AppendGet(dst []byte, reqID, id uint64) []byte { return appendID(dst, OpGet
 // AppendDelete appends a DELETE request for key id.
 func AppendDelete(dst []byte, reqID, id uint64) []byte { return appendID(dst, OpDelete, reqID, id) }
 
-// AppendStats appends a STATS request.
-func AppendStats(dst []byte, reqID uint64) []byte {
-	return AppendHeader(dst, Header{Len: HeaderLen, Op: OpStats, ReqID: reqID})
+// appendEmpty appends a request of op with an empty body.
+func appendEmpty(dst []byte, op Op, reqID uint64) []byte {
+	return AppendHeader(dst, Header{Len: HeaderLen, Op: op, ReqID: reqID})
 }
+
+// AppendStats appends a STATS request.
+func AppendStats(dst []byte, reqID uint64) []byte { return appendEmpty(dst, OpStats, reqID) }
+
+// AppendSync appends a SYNC request.
+func AppendSync(dst []byte, reqID uint64) []byte { return appendEmpty(dst, OpSync, reqID) }
 
 func appendIDs(dst []byte, op Op, reqID uint64, ids []uint64) ([]byte, error) {
 	n, err := frameLen(op, countLen+idLen*uint64(len(ids)))
@@ -256,6 +262,12 @@ func AppendPutResponse(dst []byte, reqID uint64, s Status) []byte {
 // AppendDeleteResponse appends a DELETE response.
 func AppendDeleteResponse(dst []byte, reqID uint64, s Status) []byte {
 	return appendOneStatus(dst, OpDeleteResponse, reqID, s)
+}
+
+// AppendSyncResponse appends a SYNC response with code c (its status
+// entry's key id is 0).
+func AppendSyncResponse(dst []byte, reqID uint64, c Code) []byte {
+	return appendOneStatus(dst, OpSyncResponse, reqID, Status{Code: c})
 }
 
 func appendStatuses(dst []byte, op Op, reqID uint64, ss []Status) ([]byte, error) {
@@ -512,8 +524,8 @@ func AppendMPutNamed(dst []byte, reqID uint64, names []string, blocks []Block) (
 
 // AppendStatusResponse appends a response of statuses (in request order)
 // to any op answered by status entries: op is its response op (PUT,
-// DELETE and their named forms take exactly one status; MPUT, EXISTS,
-// ACCESS and the named batches any number).
+// DELETE, their named forms and SYNC take exactly one status; MPUT,
+// EXISTS, ACCESS and the named batches any number).
 func AppendStatusResponse(dst []byte, op Op, reqID uint64, ss []Status) ([]byte, error) {
 	switch op.shape() {
 	case shapeStatus:

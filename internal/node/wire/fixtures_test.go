@@ -181,6 +181,9 @@ func sampleFrames(lim Limits) []sample {
 		{"mput_named_response_full", Frame{Header: h(OpMPutNamedResponse, 57), Statuses: statuses(fb)}},
 		{"exists_named_response_full", Frame{Header: h(OpExistsNamedResponse, 58), Statuses: statuses(fb)}},
 		{"delete_named_response", Frame{Header: h(OpDeleteNamedResponse, 59), Statuses: []Status{{ID: block.NameID("a b"), Code: CodeOK}}}},
+		{"sync", Frame{Header: h(OpSync, 60)}},
+		{"sync_response", Frame{Header: h(OpSyncResponse, 61), Statuses: []Status{{Code: CodeOK}}}},
+		{"sync_response_unavailable", Frame{Header: h(OpSyncResponse, 62), Statuses: []Status{{Code: CodeUnavailable}}}},
 		{"error_unknown_code", Frame{Header: h(OpError, 1<<64-1), Code: 999}},
 		{"error_max_message", Frame{Header: h(OpError, 29), Code: CodeInternal, Message: strings.Repeat("é", MaxMessageLen/2)}},
 	}

@@ -12,7 +12,9 @@ import (
 // a frame's layout or meaning changes; the hello and hello-ack layouts never
 // change, so two versions can always tell each other apart. Version 2
 // added the named ops (0x08–0x0D and their responses) and HeldBytes in
-// the STATS response's tier entries.
+// the STATS response's tier entries. SYNC (0x0E) came later without a new
+// Version, as ACCESS did: a server that predates it answers ERROR
+// CodeUnsupportedOp.
 const Version uint16 = 2
 
 // Magic starts every hello and hello-ack.
@@ -101,6 +103,14 @@ const (
 	// OpDeleteNamed removes one named object. Body: a name.
 	OpDeleteNamed Op = 0x0D
 
+	// OpSync waits until the node's master indexes every change the node
+	// made before the request (a put or delete on this node is then seen
+	// by lookups through the master, read-your-writes across nodes); a
+	// standalone node answers at once. Body: empty. Added after Version 2
+	// without a new Version: a server that predates it answers ERROR
+	// CodeUnsupportedOp and keeps the connection.
+	OpSync Op = 0x0E
+
 	// OpGetResponse answers OpGet. Body: a block entry.
 	OpGetResponse Op = 0x81
 	// OpMGetResponse answers OpMGet. Body: count, block entries in request
@@ -136,6 +146,10 @@ const (
 	OpExistsNamedResponse Op = 0x8C
 	// OpDeleteNamedResponse answers OpDeleteNamed. Body: a status entry.
 	OpDeleteNamedResponse Op = 0x8D
+	// OpSyncResponse answers OpSync. Body: a status entry, key id 0:
+	// CodeOK once the master has the changes, CodeUnavailable when it could
+	// not be reached in time.
+	OpSyncResponse Op = 0x8E
 	// OpError answers a request that failed as a whole (undecodable,
 	// unknown op, unauthorized, internal failure). Body: code, message.
 	OpError Op = 0xFF
@@ -148,12 +162,12 @@ type shape uint8
 
 const (
 	shapeUnknown     shape = iota
-	shapeEmpty             // STATS
+	shapeEmpty             // STATS, SYNC
 	shapeID                // GET, DELETE
 	shapeIDs               // MGET, EXISTS
 	shapeBlock             // PUT, GET response
 	shapeBlocks            // MPUT, MGET response
-	shapeStatus            // PUT response, DELETE response
+	shapeStatus            // PUT response, DELETE response, SYNC response
 	shapeStatuses          // MPUT response, EXISTS response
 	shapeStats             // STATS response
 	shapeError             // ERROR
@@ -166,7 +180,7 @@ const (
 
 func (o Op) shape() shape {
 	switch o {
-	case OpStats:
+	case OpStats, OpSync:
 		return shapeEmpty
 	case OpGet, OpDelete:
 		return shapeID
@@ -176,7 +190,7 @@ func (o Op) shape() shape {
 		return shapeBlock
 	case OpMPut, OpMGetResponse, OpMGetNamedResponse:
 		return shapeBlocks
-	case OpPutResponse, OpDeleteResponse, OpPutNamedResponse, OpDeleteNamedResponse:
+	case OpPutResponse, OpDeleteResponse, OpPutNamedResponse, OpDeleteNamedResponse, OpSyncResponse:
 		return shapeStatus
 	case OpMPutResponse, OpExistsResponse, OpAccessResponse, OpMPutNamedResponse, OpExistsNamedResponse:
 		return shapeStatuses
@@ -252,6 +266,8 @@ func (o Op) String() string {
 		return "EXISTS named"
 	case OpDeleteNamed:
 		return "DELETE named"
+	case OpSync:
+		return "SYNC"
 	case OpError:
 		return "ERROR"
 	}
@@ -350,8 +366,8 @@ type Frame struct {
 	Blocks []Block
 	// Hints: ACCESS, one per block (Hints[i] goes with Blocks[i]).
 	Hints []Hint
-	// Statuses: PUT and DELETE responses (exactly one), MPUT and EXISTS
-	// responses.
+	// Statuses: PUT, DELETE and SYNC responses (exactly one), MPUT and
+	// EXISTS responses.
 	Statuses []Status
 	// Tiers: STATS response.
 	Tiers []TierStats

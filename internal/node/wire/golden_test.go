@@ -52,6 +52,8 @@ func goldenFrames() []sample {
 		{"exists_named_response", Frame{Header: Header{Op: OpExistsNamedResponse, ReqID: 20},
 			Statuses: []Status{{ID: block.NameID("a"), Code: CodeOK}, {ID: block.NameID("b"), Code: CodeNotFound}}}},
 		{"delete_named_response", Frame{Header: Header{Op: OpDeleteNamedResponse, ReqID: 21}, Statuses: []Status{{ID: block.NameID("model@0@kv"), Code: CodeNotFound}}}},
+		{"sync", Frame{Header: Header{Op: OpSync, ReqID: 22}}},
+		{"sync_response", Frame{Header: Header{Op: OpSyncResponse, ReqID: 23}, Statuses: []Status{{Code: CodeUnavailable}}}},
 		{"access_response", Frame{Header: Header{Op: OpAccessResponse, ReqID: 9},
 			Statuses: []Status{{ID: 0x11, Code: CodeNotFound}, {ID: 0x12, Code: CodeOK}}}},
 	}

@@ -392,8 +392,8 @@ func (r *Reader) ReadNames(dst []string) ([]string, error) {
 	return dst, r.finishBody()
 }
 
-// ReadStatuses reads the status entries of a PUT or DELETE response (one
-// entry) or an MPUT or EXISTS response, appending them to dst[:0].
+// ReadStatuses reads the status entries of a PUT, DELETE or SYNC response
+// (one entry) or an MPUT or EXISTS response, appending them to dst[:0].
 func (r *Reader) ReadStatuses(dst []Status) ([]Status, error) {
 	dst = dst[:0]
 	if err := r.beginBody("ReadStatuses", shapeStatus, shapeStatuses); err != nil {

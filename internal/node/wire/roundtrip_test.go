@@ -26,6 +26,10 @@ func encodeDirect(t *testing.T, f *Frame) []byte {
 		b = AppendDelete(nil, id, f.IDs[0])
 	case OpStats:
 		b = AppendStats(nil, id)
+	case OpSync:
+		b = AppendSync(nil, id)
+	case OpSyncResponse:
+		b = AppendSyncResponse(nil, id, f.Statuses[0].Code)
 	case OpMGet:
 		b, err = AppendMGet(nil, id, f.IDs)
 	case OpExists:
