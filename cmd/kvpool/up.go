@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/kvpool/kvpool/internal/cluster"
@@ -26,7 +27,8 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	md := master.DefaultOptions()
 	heartbeat := fs.Duration("heartbeat", 0, fmt.Sprintf("node heartbeat interval (0 = the master's default, %v)", md.HeartbeatInterval))
 	nodeTTL := fs.Duration("node-ttl", 0, fmt.Sprintf("master's node TTL (0 = its default, %v)", md.NodeTTL))
-	basePort := fs.Int("base-port", 0, "first port (master data, master admin, then two per node); 0 picks free ports")
+	basePort := fs.Int("base-port", 0, "first port (master data, master admin, two per node, then each node's Redis port); 0 picks free ports")
+	respOn := fs.Bool("resp", true, "serve Redis clients (RESP2) on every node; --resp=false turns it off")
 	quiet := fs.Bool("quiet", false, "do not show the processes' logs")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: kvpool up [flags]\n\nStarts a local cluster: one master and --nodes node processes of this binary,\n"+
@@ -41,7 +43,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageErrorf("unexpected arguments %q", fs.Args())
 	}
 	opts := cluster.Options{Nodes: *nodes, DataDir: *dataDir, Heartbeat: *heartbeat, NodeTTL: *nodeTTL, BasePort: *basePort,
-		Stdout: stderr, Stderr: stderr}
+		RESP: *respOn, Stdout: stderr, Stderr: stderr}
 	if *quiet {
 		opts.Stdout, opts.Stderr = nil, nil
 	}
@@ -72,9 +74,17 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "cluster  %s (its nodes join only its master)\n", c.ID)
 	fmt.Fprintf(stdout, "master   data %s  admin http://%s\n", c.Master.Addr, c.Master.AdminAddr)
 	for _, n := range c.Nodes {
-		fmt.Fprintf(stdout, "%-8s data %s  admin http://%s  dir %s\n", n.Name, n.Addr, n.AdminAddr, n.DataDir)
+		if n.RESPAddr != "" {
+			fmt.Fprintf(stdout, "%-8s data %s  redis %s  admin http://%s  dir %s\n", n.Name, n.Addr, n.RESPAddr, n.AdminAddr, n.DataDir)
+		} else {
+			fmt.Fprintf(stdout, "%-8s data %s  admin http://%s  dir %s\n", n.Name, n.Addr, n.AdminAddr, n.DataDir)
+		}
 	}
 	fmt.Fprintf(stdout, "try: kvpool ctl --master %s nodes    (Ctrl-C stops the cluster)\n", c.Master.Addr)
+	if len(c.Nodes) > 0 && c.Nodes[0].RESPAddr != "" {
+		host, port, _ := net.SplitHostPort(c.Nodes[0].RESPAddr)
+		fmt.Fprintf(stdout, "     redis-cli -h %s -p %s    (any node's redis port serves the whole pool)\n", host, port)
+	}
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "stopping…")
 	start := time.Now()

@@ -51,3 +51,22 @@ func versionText(info *debug.BuildInfo) string {
 	}
 	return text + fmt.Sprintf("go       %s %s/%s\n", info.GoVersion, goos, goarch)
 }
+
+// versionString is the binary's version in one word for servers to
+// report (the Redis front's INFO): the module version, else the short VCS
+// revision, else "dev".
+func versionString() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			return s.Value[:12]
+		}
+	}
+	return "dev"
+}

@@ -35,6 +35,9 @@ type Endpoint struct {
 	AdminAddr string
 	// DataDir is the node's data directory ("" for the master).
 	DataDir string
+	// RESPAddr is the node's Redis front ("" for the master, and for
+	// nodes when Options.RESP is off).
+	RESPAddr string
 }
 
 // Cluster is a running local cluster.
@@ -113,7 +116,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	ports, err := c.ports(2 + 2*o.Nodes)
+	nports := 2 + 2*o.Nodes
+	if o.RESP {
+		nports += o.Nodes
+	}
+	ports, err := c.ports(nports)
 	if err != nil {
 		c.removeTemp()
 		return nil, err
@@ -126,7 +133,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			c.removeTemp()
 			return nil, fmt.Errorf("cluster: make node %d's data directory: %w", i, err)
 		}
-		c.Nodes = append(c.Nodes, Endpoint{Name: fmt.Sprintf("node-%d", i), Addr: addr(2 + 2*i), AdminAddr: addr(3 + 2*i), DataDir: nd})
+		e := Endpoint{Name: fmt.Sprintf("node-%d", i), Addr: addr(2 + 2*i), AdminAddr: addr(3 + 2*i), DataDir: nd}
+		if o.RESP {
+			e.RESPAddr = addr(2 + 2*o.Nodes + i)
+		}
+		c.Nodes = append(c.Nodes, e)
 	}
 	c.nodes = make([]*proc, o.Nodes)
 	if o.BasePort != 0 {
@@ -201,7 +212,10 @@ func randomID() (string, error) {
 // Start then reports its exit (exitedEarly).
 func (c *Cluster) checkFree() error {
 	for _, e := range append([]Endpoint{c.Master}, c.Nodes...) {
-		for _, a := range []string{e.Addr, e.AdminAddr} {
+		for _, a := range []string{e.Addr, e.AdminAddr, e.RESPAddr} {
+			if a == "" {
+				continue
+			}
 			ln, err := net.Listen("tcp", a)
 			if err != nil {
 				return listenError(e.Name, a, err)
@@ -251,6 +265,9 @@ func (c *Cluster) nodeArgs(i int) []string {
 	}
 	if c.opts.Heartbeat > 0 {
 		args = append(args, "--heartbeat-interval", c.opts.Heartbeat.String())
+	}
+	if e.RESPAddr != "" {
+		args = append(args, "--resp-listen", e.RESPAddr)
 	}
 	args = append(args, c.opts.ExtraNodeArgs...)
 	return append(args, c.opts.NodeArgs[i]...)

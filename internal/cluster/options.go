@@ -62,6 +62,9 @@ type Options struct {
 	MaxObjectBytes int64
 	// SSD turns every node's SSD tier on, under DataDir/node-<i>/ssd.
 	SSD bool
+	// RESP turns every node's Redis front on (Endpoint.RESPAddr); with
+	// BasePort, node i's is at BasePort+2+2·Nodes+i.
+	RESP bool
 	// DataDir holds the nodes' data; "" means a temporary directory
 	// removed by Stop.
 	DataDir string
@@ -170,8 +173,12 @@ func (o Options) resolve() (Options, error) {
 		}
 		return o, fmt.Errorf("cluster: %w", option.Errorf("Heartbeat", "%v: must be shorter than the node TTL (%v)", hb, ttl))
 	}
-	if o.BasePort < 0 || o.BasePort+3+2*o.Nodes > 65535 {
-		return o, fmt.Errorf("cluster: %w", option.Errorf("BasePort", "%d: want 0, or a port leaving room for %d ports below 65536", o.BasePort, 2+2*o.Nodes))
+	nports := 2 + 2*o.Nodes
+	if o.RESP {
+		nports += o.Nodes
+	}
+	if o.BasePort < 0 || o.BasePort+nports > 65536 {
+		return o, fmt.Errorf("cluster: %w", option.Errorf("BasePort", "%d: want 0, or a port leaving room for %d ports below 65536", o.BasePort, nports))
 	}
 	for i := range o.NodeArgs {
 		if i < 0 || i >= o.Nodes {

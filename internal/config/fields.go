@@ -93,6 +93,8 @@ func fields() []field {
 	return []field{
 		strField("listen", "data-plane TCP address (host:port)", func(n *Node) *string { return &n.Listen }),
 		strField("admin_listen", "HTTP address of /metrics and /health", func(n *Node) *string { return &n.AdminListen }),
+		strField("resp_listen", "Redis (RESP2) address serving the whole pool to Redis clients, e.g. 127.0.0.1:7482 (empty: off; needs master)", func(n *Node) *string { return &n.RESPListen }),
+		intField("resp_replicas", "copies a SET through the Redis front stores (1 to 8)", func(n *Node) *int { return &n.RESPReplicas }),
 		strField("node_name", "node name for the master and metrics (default: from the listen address)", func(n *Node) *string { return &n.NodeName }),
 		strField("master", "master address host:port (empty: standalone)", func(n *Node) *string { return &n.Master }),
 		strField("cluster_id", "cluster ID: join only a master of this cluster (empty: a master without one)", func(n *Node) *string { return &n.ClusterID }),

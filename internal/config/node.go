@@ -26,6 +26,10 @@ const (
 	// started without configuration is not reachable from the network;
 	// 7480 is kvpool's port (the master takes 7470).
 	DefaultListen = "127.0.0.1:7480"
+	// DefaultRESPReplicas is the number of copies a SET through the Redis
+	// front stores: 1, as the client library's default (Mooncake's
+	// replica_num).
+	DefaultRESPReplicas = 1
 	// DefaultAdminListen serves /metrics and /health next to the data
 	// plane, also on loopback.
 	DefaultAdminListen = "127.0.0.1:7481"
@@ -124,6 +128,13 @@ type Node struct {
 	Listen string
 	// AdminListen serves /metrics and /health (key admin_listen).
 	AdminListen string
+	// RESPListen, when not empty, is the address of the node's Redis
+	// front (key resp_listen): RESP2 clients reach the whole pool through
+	// it. It needs a master.
+	RESPListen string
+	// RESPReplicas is the number of copies a SET through the Redis front
+	// stores (key resp_replicas).
+	RESPReplicas int
 	// NodeName names the node to the master and in metrics; empty means
 	// the node derives one from its listen address (key node_name).
 	NodeName string
@@ -290,6 +301,7 @@ func Defaults() Node {
 	return Node{
 		Listen:            DefaultListen,
 		AdminListen:       DefaultAdminListen,
+		RESPReplicas:      DefaultRESPReplicas,
 		HeartbeatInterval: DefaultHeartbeatInterval,
 		BlockSize:         DefaultBlockSize,
 		MaxObjectBytes:    DefaultMaxObjectBytes,
@@ -421,6 +433,19 @@ func (n Node) validateServing(bad func(key string, value any, format string, a .
 		bad("admin_listen", n.AdminListen, "%v", err)
 	} else if n.AdminListen == n.Listen && !strings.HasSuffix(n.Listen, ":0") {
 		bad("admin_listen", n.AdminListen, "the same address as listen")
+	}
+	if n.RESPListen != "" {
+		switch err := checkAddr(n.RESPListen, true); {
+		case err != nil:
+			bad("resp_listen", n.RESPListen, "%v", err)
+		case !strings.HasSuffix(n.RESPListen, ":0") && (n.RESPListen == n.Listen || n.RESPListen == n.AdminListen):
+			bad("resp_listen", n.RESPListen, "the same address as listen or admin_listen")
+		case n.Master == "":
+			bad("resp_listen", n.RESPListen, "the Redis front serves the pool and needs a master (set master)")
+		}
+	}
+	if n.RESPReplicas < 1 || n.RESPReplicas > 8 {
+		bad("resp_replicas", n.RESPReplicas, "want 1 to 8 copies")
 	}
 	if n.NodeName != "" {
 		if err := checkNodeName(n.NodeName); err != nil {

@@ -64,6 +64,9 @@ func (l *Loaded) StartupLine() string {
 		fmt.Fprintf(&b, "; shared namespaces %s (%s)", FormatSharedNamespaces(n.SharedNamespaces), l.origins("shared_namespaces"))
 	}
 	fmt.Fprintf(&b, "; listen %s", n.Listen)
+	if n.RESPListen != "" {
+		fmt.Fprintf(&b, "; Redis front %s (%s), %d copies per SET", n.RESPListen, l.origins("resp_listen"), n.RESPReplicas)
+	}
 	if n.Master != "" {
 		fmt.Fprintf(&b, "; master %s", n.Master)
 		if n.ClusterID != "" {

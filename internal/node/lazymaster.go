@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/kvpool/kvpool/block"
+	"github.com/kvpool/kvpool/internal/master/masterclient"
 	"github.com/kvpool/kvpool/internal/meta"
 )
 
@@ -83,4 +84,102 @@ func (l *LazyMaster) Close() error {
 		return nil
 	}
 	return l.c.Close()
+}
+
+// keys returns the connected client as a KeyIndex (the master-protocol
+// client is one), dialling it if needed.
+func (l *LazyMaster) keys(ctx context.Context) (KeyIndex, error) {
+	c, err := l.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k, ok := c.(KeyIndex)
+	if !ok {
+		return nil, errors.New("node: the master client does not serve key queries (the Redis front needs the master protocol client)")
+	}
+	return k, nil
+}
+
+var _ KeyIndex = (*LazyMaster)(nil)
+
+// Locate connects if needed and locates keys.
+func (l *LazyMaster) Locate(ctx context.Context, keys []block.Key, lease bool, dst *masterclient.LookupResult) error {
+	k, err := l.keys(ctx)
+	if err != nil {
+		return err
+	}
+	return k.Locate(ctx, keys, lease, dst)
+}
+
+// ExistsKeys connects if needed and asks which keys exist.
+func (l *LazyMaster) ExistsKeys(ctx context.Context, keys []block.Key, dst []bool) ([]bool, error) {
+	k, err := l.keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return k.ExistsKeys(ctx, keys, dst)
+}
+
+// PlaceObjects connects if needed and places objects.
+func (l *LazyMaster) PlaceObjects(ctx context.Context, objs []meta.Object, replicas int, hint meta.NodeID, strategy meta.Strategy, dst *masterclient.Placement) error {
+	k, err := l.keys(ctx)
+	if err != nil {
+		return err
+	}
+	return k.PlaceObjects(ctx, objs, replicas, hint, strategy, dst)
+}
+
+// Nodes connects if needed and lists the nodes.
+func (l *LazyMaster) Nodes(ctx context.Context) ([]meta.NodeStatus, error) {
+	k, err := l.keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return k.Nodes(ctx)
+}
+
+// KeyInfo connects if needed and asks about keys.
+func (l *LazyMaster) KeyInfo(ctx context.Context, keys []block.Key, dst []meta.KeyInfo) ([]meta.KeyInfo, error) {
+	k, err := l.keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return k.KeyInfo(ctx, keys, dst)
+}
+
+// SetExpiry connects if needed and sets expiries.
+func (l *LazyMaster) SetExpiry(ctx context.Context, keys []block.Key, at []int64, force bool, dst []bool) ([]bool, error) {
+	k, err := l.keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return k.SetExpiry(ctx, keys, at, force, dst)
+}
+
+// Scan connects if needed and scans a tenant's names.
+func (l *LazyMaster) Scan(ctx context.Context, tenant string, cursor uint64, count int) (uint64, []string, error) {
+	k, err := l.keys(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	return k.Scan(ctx, tenant, cursor, count)
+}
+
+// CountKeys connects if needed and counts a tenant's names.
+func (l *LazyMaster) CountKeys(ctx context.Context, tenant string) (int64, error) {
+	k, err := l.keys(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return k.CountKeys(ctx, tenant)
+}
+
+// KeyCounts connects if needed and counts a tenant's names and those with
+// an expiry.
+func (l *LazyMaster) KeyCounts(ctx context.Context, tenant string) (int64, int64, error) {
+	k, err := l.keys(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	return k.KeyCounts(ctx, tenant)
 }

@@ -21,13 +21,16 @@ import (
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/listen"
 	"github.com/kvpool/kvpool/internal/meta"
+	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/node/nodemetrics"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/node/pacer"
 	"github.com/kvpool/kvpool/internal/node/quota"
+	"github.com/kvpool/kvpool/internal/node/respserver"
 	"github.com/kvpool/kvpool/internal/node/store"
 	"github.com/kvpool/kvpool/internal/node/wire"
 	"github.com/kvpool/kvpool/internal/policy"
+	"github.com/kvpool/kvpool/internal/resp"
 	"github.com/kvpool/kvpool/internal/tier/ram"
 	"github.com/kvpool/kvpool/internal/tier/ssd"
 	"github.com/kvpool/kvpool/internal/vfs"
@@ -59,6 +62,7 @@ type Node struct {
 	ready    chan struct{}
 	addr     string // set before ready closes
 	admin    string
+	respAddr string
 	name     meta.NodeID
 	ag       *agent
 }
@@ -82,6 +86,14 @@ func New(cfg config.Node, opts Options) (*Node, error) {
 	}
 	if err := opts.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.RESPListen != "" {
+		if err := listen.Check(cfg.RESPListen, cfg.AuthToken != ""); err != nil {
+			return nil, fmt.Errorf("node: configuration: resp_listen: %w", err)
+		}
+		if _, ok := opts.Master.(KeyIndex); !ok {
+			return nil, errors.New("node: configuration: resp_listen needs a master (set master): the Redis front serves the whole pool through the master's index")
+		}
 	}
 	n := &Node{cfg: cfg, opts: opts, log: opts.Logger, reg: opts.Registry, ready: make(chan struct{})}
 	if n.log == nil {
@@ -117,6 +129,17 @@ func (n *Node) AdminAddr() string {
 	select {
 	case <-n.ready:
 		return n.admin
+	default:
+		return ""
+	}
+}
+
+// RESPAddr returns the Redis front's address really bound; "" before
+// Ready or when the front is off (resp_listen empty).
+func (n *Node) RESPAddr() string {
+	select {
+	case <-n.ready:
+		return n.respAddr
 	default:
 		return ""
 	}
@@ -213,24 +236,83 @@ func (n *Node) serve(ctx context.Context, cfg config.Node, st *store.Store, pace
 	if err != nil {
 		return err
 	}
+	rs, respLn, rb, err := n.respFront(ctx, cfg, st, ag, ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		adminLn.Close()
+		return err
+	}
+	if rb != nil {
+		defer rb.close()
+	}
+	closeListeners := func() {
+		ln.Close()
+		adminLn.Close()
+		if respLn != nil {
+			respLn.Close()
+		}
+	}
 	// Checked against the address really bound, which New checked as
 	// configured.
 	adminHandler, err := auth.AdminHandler(adminLn.Addr().String(), ao.ClusterToken, nodemetrics.NewMux(n.gatherer, n.health))
 	if err != nil {
-		ln.Close()
-		adminLn.Close()
+		closeListeners()
 		return fmt.Errorf("node: admin_listen: %w", err)
 	}
-	collector, err := nodemetrics.New(n.reg, func() nodemetrics.Snapshot { return snapshot(st, srv, pacers) })
+	collector, err := nodemetrics.New(n.reg, func() nodemetrics.Snapshot {
+		s := snapshot(st, srv, pacers)
+		if rs != nil {
+			s.RESPEnabled, s.RESP = true, respSnapshot(rs, rb)
+		}
+		return s
+	})
 	if err != nil {
-		ln.Close()
-		adminLn.Close()
+		closeListeners()
 		return fmt.Errorf("node: metrics: %w", err)
 	}
 	defer n.reg.Unregister(collector)
 
+	if respLn != nil {
+		n.respAddr = respLn.Addr().String()
+	}
 	n.announce(cfg, st, ag, ln.Addr().String(), adminLn.Addr().String())
-	return n.run(ctx, srv, ln, adminLn, adminHandler, ag)
+	return n.run(ctx, srv, ln, adminLn, adminHandler, ag, rs, respLn)
+}
+
+// respFront binds the Redis front's listener and builds its server when
+// resp_listen is set (all nil when it is not).
+func (n *Node) respFront(ctx context.Context, cfg config.Node, st *store.Store, ag *agent, addr string) (*respserver.Server, net.Listener, *respBackend, error) {
+	if cfg.RESPListen == "" {
+		return nil, nil, nil, nil
+	}
+	name := meta.NodeID(cfg.NodeName)
+	if name == "" {
+		name = meta.NodeID(nameFromAddr(addr))
+	}
+	ao := cfg.AuthOptions()
+	rb := &respBackend{
+		st: st, ag: ag, idx: n.opts.Master.(KeyIndex), self: name, token: ao.ClusterToken,
+		replicas: cfg.RESPReplicas, policy: cfg.RAM.Policy,
+		pools: map[poolKey]*nodeclient.Pool{}, addrs: map[meta.NodeID]string{},
+	}
+	rs, err := respserver.New(respserver.Options{
+		Backend:      rb,
+		Token:        ao.ClusterToken,
+		TenantTokens: ao.TenantTokens,
+		Shared:       ao.Shared,
+		Limits:       resp.Limits{MaxBulk: int(cfg.EffectiveMaxObject())},
+		Version:      n.opts.Version,
+		Logger:       n.log,
+	})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("node: Redis front: %w", err)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.RESPListen)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("node: listen on %s (resp_listen): %w", cfg.RESPListen, err)
+	}
+	return rs, ln, rb, nil
 }
 
 // bindListeners binds the data-plane and the admin listeners.
@@ -274,6 +356,9 @@ func (n *Node) announce(cfg config.Node, st *store.Store, ag *agent, addr, admin
 		line = (&config.Loaded{Node: cfg}).StartupLine()
 	}
 	attrs := []any{"addr", n.addr, "admin_addr", n.admin, "node", string(n.name), "ssd", st.SSDOn()}
+	if n.respAddr != "" {
+		attrs = append(attrs, "resp_addr", n.respAddr)
+	}
 	if ost, ok := st.SSDOpenStats(); ok {
 		attrs = append(attrs, "ssd_recovered", ost.Recovered, "ssd_dropped", ost.Torn+ost.Corrupt+ost.IOErrors)
 	}
@@ -285,11 +370,19 @@ func (n *Node) announce(cfg config.Node, st *store.Store, ag *agent, addr, admin
 // and runs the agent (if any), until ctx ends or a server fails; then it
 // shuts the admin server down, waits for all of them and returns the
 // servers' errors.
-func (n *Node) run(ctx context.Context, srv *nodeserver.Server, ln, adminLn net.Listener, adminHandler http.Handler, ag *agent) error {
+func (n *Node) run(ctx context.Context, srv *nodeserver.Server, ln, adminLn net.Listener, adminHandler http.Handler, ag *agent, rs *respserver.Server, respLn net.Listener) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
+	errs := make(chan error, 3)
+	if rs != nil {
+		wg.Go(func() {
+			if err := rs.Serve(runCtx, respLn); err != nil {
+				errs <- fmt.Errorf("node: Redis front on %s: %w", n.respAddr, err)
+				cancel()
+			}
+		})
+	}
 	wg.Go(func() {
 		if err := srv.Serve(runCtx, ln); err != nil {
 			errs <- fmt.Errorf("node: data plane on %s: %w", n.addr, err)
@@ -503,6 +596,16 @@ func snapshot(st *store.Store, srv *nodeserver.Server, ps *pacer.Set) nodemetric
 		}
 	}
 	return out
+}
+
+// respSnapshot reads the Redis front's counters.
+func respSnapshot(rs *respserver.Server, rb *respBackend) nodemetrics.RESPStats {
+	ss := rs.Stats()
+	return nodemetrics.RESPStats{
+		Connections: ss.Open, Commands: ss.Commands, Errors: ss.Errors, ProtocolErrors: ss.ProtocolErrors,
+		HitsLocalRAM: rb.hitsRAM.Load(), HitsLocalSSD: rb.hitsSSD.Load(), HitsRemote: rb.hitsRemote.Load(), Misses: rb.misses.Load(),
+		CorruptCopies: rb.corrupt.Load(),
+	}
 }
 
 // opLabel names a request slot of nodeserver.Stats.Requests.

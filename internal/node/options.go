@@ -47,6 +47,9 @@ type Options struct {
 	// its pacers): fault injection for tests (package errorfs), nil in
 	// production. It is called once, when Run opens the store.
 	WrapSSDFS func(vfs.FS) vfs.FS
+	// Version is the kvpool version the Redis front's INFO and HELLO
+	// report ("dev" when empty).
+	Version string
 }
 
 // Validate reports the first bad field.

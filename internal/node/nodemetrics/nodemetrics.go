@@ -54,6 +54,23 @@ type Snapshot struct {
 	Requests []RequestCount
 	// Tenants is each tenant's quota accounting, one row per tenant.
 	Tenants []TenantQuota
+	// RESP holds the Redis front's counters; ignored unless RESPEnabled.
+	RESP        RESPStats
+	RESPEnabled bool
+}
+
+// RESPStats are the Redis front's counters.
+type RESPStats struct {
+	// Connections open now; Commands executed; Errors answered with an
+	// error reply; ProtocolErrors connections closed for malformed input.
+	Connections                      int64
+	Commands, Errors, ProtocolErrors uint64
+	// Reads of values by where they came from: this node's RAM or SSD,
+	// another node, or nowhere (a miss).
+	HitsLocalRAM, HitsLocalSSD, HitsRemote, Misses uint64
+	// CorruptCopies counts copies that failed verification on the way to
+	// a Redis client (none of their bytes was sent).
+	CorruptCopies uint64
 }
 
 // TenantQuota is one tenant's resident bytes (RAM and SSD, each block
@@ -113,6 +130,8 @@ type Collector struct {
 	requests                              *prometheus.Desc
 	tenantBytes, tenantLimit              *prometheus.Desc
 	tenantRejections                      *prometheus.Desc
+	respConns, respCommands, respErrors   *prometheus.Desc
+	respProtocol, respReads, respCorrupt  *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -173,6 +192,12 @@ func newCollector(snapshot func() Snapshot) *Collector {
 		tenantBytes:         desc("tenant_resident_bytes", "Payload bytes of the tenant's blocks resident on the node (RAM and SSD, each block once).", "tenant"),
 		tenantLimit:         desc("tenant_quota_bytes", "The tenant's byte quota (0: unlimited).", "tenant"),
 		tenantRejections:    desc("tenant_quota_rejections_total", "Puts refused because they would take the tenant over its quota.", "tenant"),
+		respConns:           desc("resp_connections", "Redis front connections open."),
+		respCommands:        desc("resp_commands_total", "Commands the Redis front executed."),
+		respErrors:          desc("resp_error_replies_total", "Commands the Redis front answered with an error reply."),
+		respProtocol:        desc("resp_protocol_errors_total", "Redis front connections closed for malformed input."),
+		respReads:           desc("resp_reads_total", "Values the Redis front read, by where they came from (local_ram, local_ssd, remote) or miss.", "source"),
+		respCorrupt:         desc("resp_corrupt_copies_total", "Copies that failed verification on the way to a Redis client (none of their bytes was sent)."),
 	}
 }
 
@@ -182,7 +207,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range c.tiers {
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{c.demotions, c.demotionFailures, c.promotionsCompleted, c.promotionsFailed, c.pacerWait, c.requests, c.tenantBytes, c.tenantLimit, c.tenantRejections} {
+	for _, d := range []*prometheus.Desc{c.demotions, c.demotionFailures, c.promotionsCompleted, c.promotionsFailed, c.pacerWait, c.requests, c.tenantBytes, c.tenantLimit, c.tenantRejections,
+		c.respConns, c.respCommands, c.respErrors, c.respProtocol, c.respReads, c.respCorrupt} {
 		ch <- d
 	}
 }
@@ -233,6 +259,20 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		send(c.tenantBytes, prometheus.GaugeValue, float64(tq.Bytes), tq.Tenant)
 		send(c.tenantLimit, prometheus.GaugeValue, float64(tq.Limit), tq.Tenant)
 		send(c.tenantRejections, prometheus.CounterValue, float64(tq.Rejections), tq.Tenant)
+	}
+	if s.RESPEnabled {
+		r := s.RESP
+		send(c.respConns, prometheus.GaugeValue, float64(r.Connections))
+		send(c.respCommands, prometheus.CounterValue, float64(r.Commands))
+		send(c.respErrors, prometheus.CounterValue, float64(r.Errors))
+		send(c.respProtocol, prometheus.CounterValue, float64(r.ProtocolErrors))
+		for _, x := range []struct {
+			source string
+			n      uint64
+		}{{"local_ram", r.HitsLocalRAM}, {"local_ssd", r.HitsLocalSSD}, {"remote", r.HitsRemote}, {"miss", r.Misses}} {
+			send(c.respReads, prometheus.CounterValue, float64(x.n), x.source)
+		}
+		send(c.respCorrupt, prometheus.CounterValue, float64(r.CorruptCopies))
 	}
 }
 
