@@ -6,7 +6,10 @@
 # the node's named ops, against TCP and redis); then master lookups
 # (batches of 32) and the hit-ratio engine (LRU). Installs redis-server
 # with apt-get when it is missing and this shell may (root); otherwise the
-# redis column is skipped, and the command says so.
+# redis column is skipped, and the command says so. It ends with
+# bench/resp.sh: kvpool's Redis front against redis-server with
+# redis-benchmark (issue 16's RESP rows; its RESP_* environment applies,
+# the flags given here do not: redis-benchmark counts requests, not time).
 #
 # In each comparison table the rows "node-ram … tcp" and "node-ram … redis"
 # (or node-ram-named) hold the ratios issue 15's speed targets are about:
@@ -70,3 +73,5 @@ else
 	"$bin" bench --target sim --conns 1 "$@"
 fi
 echo "# load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# the Redis front against redis-server (bench/resp.sh)"
+sh bench/resp.sh
