@@ -21,7 +21,6 @@ import (
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/listen"
 	"github.com/kvpool/kvpool/internal/meta"
-	"github.com/kvpool/kvpool/internal/node/nodeclient"
 	"github.com/kvpool/kvpool/internal/node/nodemetrics"
 	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/node/pacer"
@@ -290,11 +289,7 @@ func (n *Node) respFront(ctx context.Context, cfg config.Node, st *store.Store, 
 		name = meta.NodeID(nameFromAddr(addr))
 	}
 	ao := cfg.AuthOptions()
-	rb := &respBackend{
-		st: st, ag: ag, idx: n.opts.Master.(KeyIndex), self: name, token: ao.ClusterToken,
-		replicas: cfg.RESPReplicas, policy: cfg.RAM.Policy,
-		pools: map[poolKey]*nodeclient.Pool{}, addrs: map[meta.NodeID]string{},
-	}
+	rb := newRespBackend(st, ag, n.opts.Master.(KeyIndex), name, ao.ClusterToken, cfg.RESPReplicas, cfg.RAM.Policy)
 	rs, err := respserver.New(respserver.Options{
 		Backend:      rb,
 		Token:        ao.ClusterToken,
@@ -305,11 +300,13 @@ func (n *Node) respFront(ctx context.Context, cfg config.Node, st *store.Store, 
 		Logger:       n.log,
 	})
 	if err != nil {
+		rb.close()
 		return nil, nil, nil, fmt.Errorf("node: Redis front: %w", err)
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.RESPListen)
 	if err != nil {
+		rb.close()
 		return nil, nil, nil, fmt.Errorf("node: listen on %s (resp_listen): %w", cfg.RESPListen, err)
 	}
 	return rs, ln, rb, nil
@@ -605,6 +602,7 @@ func respSnapshot(rs *respserver.Server, rb *respBackend) nodemetrics.RESPStats 
 		Connections: ss.Open, Commands: ss.Commands, Errors: ss.Errors, ProtocolErrors: ss.ProtocolErrors,
 		HitsLocalRAM: rb.hitsRAM.Load(), HitsLocalSSD: rb.hitsSSD.Load(), HitsRemote: rb.hitsRemote.Load(), Misses: rb.misses.Load(),
 		CorruptCopies: rb.corrupt.Load(),
+		OwnReads:      rb.ownReads.Load(), InPlaceSets: rb.ownSets.Load(), CoalescedSets: ss.CoalescedSets,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
@@ -52,11 +53,30 @@ type respBackend struct {
 	replicas int
 	policy   string
 
+	// own is what the master last said of keys this node holds, so that
+	// a GET of one serves it without a round trip (ownWindow); touch
+	// reports those reads to the master's eviction policy.
+	own   *ownCache
+	touch *toucher
+
 	mu    sync.Mutex
 	pools map[poolKey]*nodeclient.Pool
 	addrs map[meta.NodeID]string
 
 	hitsRAM, hitsSSD, hitsRemote, misses, corrupt atomic.Uint64
+	// ownReads counts GETs served from this node's copy without asking
+	// the master; ownSets the SETs that overwrote this node's only copy
+	// in place (one master round trip instead of three).
+	ownReads, ownSets atomic.Uint64
+}
+
+// newRespBackend returns the front's backend; close stops it.
+func newRespBackend(st *store.Store, ag *agent, idx KeyIndex, self meta.NodeID, token []byte, replicas int, policy string) *respBackend {
+	return &respBackend{
+		st: st, ag: ag, idx: idx, self: self, token: token, replicas: replicas, policy: policy,
+		own: newOwnCache(), touch: newToucher(idx),
+		pools: map[poolKey]*nodeclient.Pool{}, addrs: map[meta.NodeID]string{},
+	}
 }
 
 // poolKey is a connection pool's node and tenant: node-protocol
@@ -66,6 +86,7 @@ type poolKey struct{ addr, tenant string }
 var _ respserver.Backend = (*respBackend)(nil)
 
 func (b *respBackend) close() error {
+	b.touch.close()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var errs []error
@@ -118,11 +139,66 @@ func (b *respBackend) pool(ctx context.Context, id meta.NodeID, addr, tenant str
 	return p, nil
 }
 
-// Get reads name from the replicas the master lists, this node's first
-// (RAM before SSD, then the others in the master's order), verifying
-// every copy before a byte of it reaches fn.
+// Get reads name from this node's own copy when it may (ownWindow: the
+// master listed this copy a moment ago), else from the replicas the
+// master lists, this node's first (RAM before SSD, then the others in the
+// master's order), verifying every copy before a byte of it reaches fn.
 func (b *respBackend) Get(ctx context.Context, tenant, name string, fn func([][]byte) error) error {
 	k := block.Named(tenant, name)
+	if e, ok := b.own.get(k, time.Now().UnixMilli()); ok {
+		_, err := b.getLocal(ctx, k, int64(e.sum), fn)
+		if err == nil {
+			b.ownReads.Add(1)
+			b.touch.add(k)
+			return nil
+		}
+		b.own.drop(k)
+		if !errors.Is(err, errNotOwn) && !errors.Is(err, kvpool.ErrNotFound) && !errors.Is(err, errLocalCorrupt) {
+			return err
+		}
+	} else if b.st.Contains(k) {
+		// This node holds a copy: one question to the master (is it the
+		// key's current value, and until when) serves it, and the next
+		// reads within ownWindow need none.
+		served, err := b.getOwn(ctx, k, fn)
+		if served || err != nil {
+			return err
+		}
+	}
+	return b.getListed(ctx, k, fn)
+}
+
+// getOwn serves k from this node's copy if the master lists this node
+// among k's holders, and records what the master said. served false (and
+// no error) leaves the read to getListed.
+func (b *respBackend) getOwn(ctx context.Context, k block.Key, fn func([][]byte) error) (served bool, err error) {
+	gen := b.own.mark(k)
+	info, err := b.idx.KeyInfo(ctx, []block.Key{k}, nil)
+	if err != nil {
+		return false, fmt.Errorf("key info of %q: %w", k.Name, err)
+	}
+	if !info[0].Visible {
+		b.misses.Add(1)
+		return false, fmt.Errorf("get %q: %w", k.Name, kvpool.ErrNotFound)
+	}
+	if !slices.Contains(info[0].Holders, b.self) {
+		return false, nil
+	}
+	sum, err := b.getLocal(ctx, k, anySum, fn)
+	if errors.Is(err, errLocalCorrupt) || errors.Is(err, kvpool.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	b.own.put(k, sum, info[0].ExpireAt, gen)
+	b.touch.add(k)
+	return true, nil
+}
+
+// getListed reads k from the replicas the master lists.
+func (b *respBackend) getListed(ctx context.Context, k block.Key, fn func([][]byte) error) error {
+	tenant, name := k.Tenant, k.Name
 	var res masterclient.LookupResult
 	if err := b.idx.Locate(ctx, []block.Key{k}, true, &res); err != nil {
 		return fmt.Errorf("locate %q: %w", name, err)
@@ -134,11 +210,11 @@ func (b *respBackend) Get(ctx context.Context, tenant, name string, fn func([][]
 	// This node's copy first: no network hop.
 	local := slices.IndexFunc(reps, func(r masterclient.Replica) bool { return r.Node == b.self })
 	if local >= 0 {
-		err := b.getLocal(ctx, k, fn)
+		_, err := b.getLocal(ctx, k, anySum, fn)
 		if errors.Is(err, errLocalCorrupt) {
 			// The RAM copy was dropped; an SSD copy (verified by the
 			// store) may remain.
-			err = b.getLocal(ctx, k, fn)
+			_, err = b.getLocal(ctx, k, anySum, fn)
 		}
 		if err == nil || !errors.Is(err, kvpool.ErrNotFound) && !errors.Is(err, errLocalCorrupt) {
 			return err
@@ -176,17 +252,27 @@ func (b *respBackend) Get(ctx context.Context, tenant, name string, fn func([][]
 	return fmt.Errorf("get %q: %w", name, kvpool.ErrNotFound)
 }
 
+// anySum tells getLocal to serve whatever copy this node holds.
+const anySum = -1
+
 // getLocal serves k from this node's store, verified: a RAM copy is
 // checked in place (zero copy), an SSD copy was checked by the store.
-func (b *respBackend) getLocal(ctx context.Context, k block.Key, fn func([][]byte) error) error {
+// With want >= 0 it serves only the copy whose checksum is want
+// (errNotOwn otherwise: the copy was replaced). It returns the checksum
+// of the copy served.
+func (b *respBackend) getLocal(ctx context.Context, k block.Key, want int64, fn func([][]byte) error) (uint32, error) {
 	var from store.Location
+	var served uint32
 	corrupt := false
 	err := b.st.View(ctx, k, func(p tier.Segments, sum uint32, loc store.Location) error {
+		if want >= 0 && sum != uint32(want) {
+			return errNotOwn
+		}
 		if block.ChecksumSegments(k, p) != sum {
 			corrupt = true
 			return kvpool.ErrCorrupt
 		}
-		from = loc
+		from, served = loc, sum
 		return fn(p)
 	})
 	if corrupt {
@@ -194,18 +280,21 @@ func (b *respBackend) getLocal(ctx context.Context, k block.Key, fn func([][]byt
 		// reaches the master with the next report.
 		b.corrupt.Add(1)
 		b.st.DropRAM(ctx, k)
-		return errLocalCorrupt
+		return 0, errLocalCorrupt
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if from == store.InSSD {
 		b.hitsSSD.Add(1)
 	} else {
 		b.hitsRAM.Add(1)
 	}
-	return nil
+	return served, nil
 }
+
+// errNotOwn: this node's copy is not the one the front last learnt of.
+var errNotOwn = errors.New("this node's copy was replaced")
 
 // errLocalCorrupt: this node's RAM copy failed verification and was
 // dropped.
@@ -220,20 +309,54 @@ func cmpOr(a, b error) error {
 
 // Set stores value on the nodes the master places it on (this node
 // preferred), waits until the master's index has every copy, deletes the
-// copies of an older value on other nodes, and sets the expiry.
+// copies of an older value on other nodes, and sets the expiry. A value
+// that replaces this node's only copy with one of the same size and no
+// expiry on either is written in place: the master's index already says
+// all it would learn.
 func (b *respBackend) Set(ctx context.Context, tenant, name string, value []byte, o respserver.SetOptions) error {
 	k := block.Named(tenant, name)
+	b.own.drop(k)
+	gen := b.own.mark(k)
 	keys := []block.Key{k}
-	info, err := b.idx.KeyInfo(ctx, keys, nil)
-	if err != nil {
-		return fmt.Errorf("set %q: key info: %w", name, err)
+	obj := []meta.Object{{Key: k, Size: int64(len(value))}}
+	sum := block.Checksum(k, value)
+	var (
+		info     []meta.KeyInfo
+		pl       masterclient.Placement
+		infoErr  error
+		placeErr error
+		placed   bool
+	)
+	if b.st.Contains(k) {
+		// Maybe an overwrite in place: ask first, place only if not.
+		info, infoErr = b.idx.KeyInfo(ctx, keys, nil)
+	} else {
+		// A new key here: both questions at once.
+		var wg sync.WaitGroup
+		wg.Go(func() { placeErr = b.idx.PlaceObjects(ctx, obj, b.replicas, b.self, meta.LocalFirst, &pl) })
+		info, infoErr = b.idx.KeyInfo(ctx, keys, nil)
+		wg.Wait()
+		placed = true
 	}
-	var pl masterclient.Placement
-	if err := b.idx.PlaceObjects(ctx, []meta.Object{{Key: k, Size: int64(len(value))}}, b.replicas, b.self, meta.LocalFirst, &pl); err != nil {
-		return fmt.Errorf("set %q: placement: %w", name, err)
+	if infoErr != nil {
+		return fmt.Errorf("set %q: key info: %w", name, infoErr)
+	}
+	ki := info[0]
+	at := o.ExpireAt
+	if o.KeepTTL && ki.Visible {
+		at = ki.ExpireAt
+	}
+	if !placed {
+		done, err := b.overwriteOwn(ctx, k, ki, value, sum, at, gen)
+		if done || err != nil {
+			return err
+		}
+		placeErr = b.idx.PlaceObjects(ctx, obj, b.replicas, b.self, meta.LocalFirst, &pl)
+	}
+	if placeErr != nil {
+		return fmt.Errorf("set %q: placement: %w", name, placeErr)
 	}
 	targets := pl.Block(0)
-	sum := block.Checksum(k, value)
 	errs := make([]error, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
@@ -249,27 +372,56 @@ func (b *respBackend) Set(ctx context.Context, tenant, name string, value []byte
 	if stored == 0 {
 		return fmt.Errorf("set %q (%d bytes): %w", name, len(value), errors.Join(errs...))
 	}
-	// Old copies elsewhere must go before the new value is answered, or a
-	// reader could meet them.
+	// Old copies must go before the new value is answered, or a reader
+	// could meet them: on the nodes not placed on, and on a target whose
+	// put failed (it may still hold the old value).
 	var stale []meta.NodeID
-	for _, h := range info[0].Holders {
-		if !slices.ContainsFunc(targets, func(t masterclient.Target) bool { return t.Node == h }) {
+	for _, h := range ki.Holders {
+		i := slices.IndexFunc(targets, func(t masterclient.Target) bool { return t.Node == h })
+		if i < 0 || errs[i] != nil {
 			stale = append(stale, h)
 		}
 	}
 	if err := b.deleteOn(ctx, tenant, k, stale); err != nil {
 		return fmt.Errorf("set %q: remove the old value's copies: %w", name, err)
 	}
-	at := o.ExpireAt
-	if o.KeepTTL && info[0].Visible {
-		at = info[0].ExpireAt
-	}
-	if at != 0 || info[0].ExpireAt != 0 {
+	if at != 0 || ki.ExpireAt != 0 {
 		if _, err := b.idx.SetExpiry(ctx, keys, []int64{at}, true, nil); err != nil {
 			return fmt.Errorf("set %q: expiry: %w", name, err)
 		}
 	}
+	if i := slices.IndexFunc(targets, func(t masterclient.Target) bool { return t.Node == b.self }); i >= 0 && errs[i] == nil {
+		b.own.put(k, sum, at, gen)
+	}
 	return nil
+}
+
+// overwriteOwn writes value over this node's copy of k when the master
+// lists that copy as k's only one (and the front writes one replica), the
+// sizes match and neither the old value nor the new one expires: then the
+// master's index stays right as it is, and no placement or report is
+// needed. done false (and no error) leaves the write to Set.
+func (b *respBackend) overwriteOwn(ctx context.Context, k block.Key, ki meta.KeyInfo, value []byte, sum uint32, at int64, gen uint64) (done bool, err error) {
+	if b.replicas != 1 || at != 0 || ki.ExpireAt != 0 || len(ki.Holders) != 1 || ki.Holders[0] != b.self {
+		return false, nil
+	}
+	if b.st.Locate([]block.Key{k})[0]&store.InRAM == 0 {
+		return false, nil // an SSD copy: reading its size costs a read
+	}
+	size := -1
+	_ = b.st.View(ctx, k, func(p tier.Segments, _ uint32, _ store.Location) error {
+		size = p.Len()
+		return nil
+	})
+	if size != len(value) {
+		return false, nil
+	}
+	if _, err := b.st.Put(ctx, k, value, sum); err != nil {
+		return true, fmt.Errorf("set %q (%d bytes): store on this node: %w", k.Name, len(value), err)
+	}
+	b.own.put(k, sum, 0, gen)
+	b.ownSets.Add(1)
+	return true, nil
 }
 
 // putOn stores one copy on node t and waits until the master has it.
@@ -308,6 +460,7 @@ func (b *respBackend) deleteOn(ctx context.Context, tenant string, k block.Key, 
 	for i, n := range nodes {
 		wg.Go(func() {
 			if n == b.self {
+				b.own.drop(k)
 				if err := b.st.Delete(ctx, k); err != nil && !errors.Is(err, kvpool.ErrNotFound) {
 					errs[i] = fmt.Errorf("delete on this node: %w", err)
 					return
@@ -358,6 +511,7 @@ func (b *respBackend) Delete(ctx context.Context, tenant string, names []string)
 	n := 0
 	var errs []error
 	for i, k := range keys {
+		b.own.drop(k)
 		if info[i].Visible {
 			n++
 		}
@@ -398,7 +552,10 @@ func (b *respBackend) ExpireAt(ctx context.Context, tenant, name string) (int64,
 }
 
 func (b *respBackend) SetExpireAt(ctx context.Context, tenant, name string, at int64) (bool, error) {
-	ok, err := b.idx.SetExpiry(ctx, []block.Key{block.Named(tenant, name)}, []int64{at}, false, nil)
+	k := block.Named(tenant, name)
+	b.own.drop(k)
+	ok, err := b.idx.SetExpiry(ctx, []block.Key{k}, []int64{at}, false, nil)
+	b.own.drop(k) // a GET may have learnt the old expiry meanwhile
 	if err != nil {
 		return false, fmt.Errorf("expiry of %q: %w", name, err)
 	}
@@ -435,6 +592,8 @@ func (b *respBackend) Info(ctx context.Context, tenant string) (respserver.Info,
 		Misses:        b.misses.Load(),
 		CorruptCopies: b.corrupt.Load() + s.RAMCorruptions + s.SSDCorruptions,
 		Promotions:    s.Promotion.Completed,
+		OwnReads:      b.ownReads.Load(),
+		InPlaceSets:   b.ownSets.Load(),
 	}
 	tiers := []struct {
 		name string

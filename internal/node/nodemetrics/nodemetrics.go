@@ -71,6 +71,11 @@ type RESPStats struct {
 	// CorruptCopies counts copies that failed verification on the way to
 	// a Redis client (none of their bytes was sent).
 	CorruptCopies uint64
+	// OwnReads: GETs served from this node's copy without asking the
+	// master; InPlaceSets: SETs that overwrote this node's only copy
+	// without a placement; CoalescedSets: SETs answered by an overlapping
+	// SET of the same key.
+	OwnReads, InPlaceSets, CoalescedSets uint64
 }
 
 // TenantQuota is one tenant's resident bytes (RAM and SSD, each block
@@ -132,6 +137,7 @@ type Collector struct {
 	tenantRejections                      *prometheus.Desc
 	respConns, respCommands, respErrors   *prometheus.Desc
 	respProtocol, respReads, respCorrupt  *prometheus.Desc
+	respShortcuts                         *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -198,6 +204,7 @@ func newCollector(snapshot func() Snapshot) *Collector {
 		respProtocol:        desc("resp_protocol_errors_total", "Redis front connections closed for malformed input."),
 		respReads:           desc("resp_reads_total", "Values the Redis front read, by where they came from (local_ram, local_ssd, remote) or miss.", "source"),
 		respCorrupt:         desc("resp_corrupt_copies_total", "Copies that failed verification on the way to a Redis client (none of their bytes was sent)."),
+		respShortcuts:       desc("resp_shortcuts_total", "Redis front commands that took a shortcut: read_without_master (a GET of this node's copy the master listed less than 1 s ago), set_in_place (a SET over this node's only copy), set_coalesced (a SET answered by an overlapping SET of the key).", "kind"),
 	}
 }
 
@@ -208,7 +215,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- m.desc
 	}
 	for _, d := range []*prometheus.Desc{c.demotions, c.demotionFailures, c.promotionsCompleted, c.promotionsFailed, c.pacerWait, c.requests, c.tenantBytes, c.tenantLimit, c.tenantRejections,
-		c.respConns, c.respCommands, c.respErrors, c.respProtocol, c.respReads, c.respCorrupt} {
+		c.respConns, c.respCommands, c.respErrors, c.respProtocol, c.respReads, c.respCorrupt, c.respShortcuts} {
 		ch <- d
 	}
 }
@@ -273,6 +280,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			send(c.respReads, prometheus.CounterValue, float64(x.n), x.source)
 		}
 		send(c.respCorrupt, prometheus.CounterValue, float64(r.CorruptCopies))
+		for _, x := range []struct {
+			kind string
+			n    uint64
+		}{{"read_without_master", r.OwnReads}, {"set_in_place", r.InPlaceSets}, {"set_coalesced", r.CoalescedSets}} {
+			send(c.respShortcuts, prometheus.CounterValue, float64(x.n), x.kind)
+		}
 	}
 }
 

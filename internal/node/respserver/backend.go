@@ -73,6 +73,10 @@ type Info struct {
 	// CorruptCopies counts copies that failed verification on the way to
 	// a client (none of their bytes was sent).
 	CorruptCopies uint64
+	// OwnReads counts GETs served from this node's copy without asking
+	// the master; InPlaceSets the SETs that overwrote this node's only
+	// copy without a placement.
+	OwnReads, InPlaceSets uint64
 	// Promotions completed by this node (SSD → RAM).
 	Promotions uint64
 	// Nodes is the number of live nodes of the pool.

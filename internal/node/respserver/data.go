@@ -221,10 +221,20 @@ func cmdSet(c *conn, ctx context.Context, args [][]byte) {
 }
 
 // set stores one value and answers +OK.
+// Plain SETs of one key that overlap are stored once for all (setGroups).
 func (c *conn) set(ctx context.Context, name string, value []byte, o SetOptions) {
-	unlock := c.s.keys.lock(c.tenant, name)
-	err := c.s.opts.Backend.Set(ctx, c.tenant, name, value, o)
-	unlock()
+	tenant := c.tenant
+	store := func(ctx context.Context, value []byte) error {
+		unlock := c.s.keys.lock(tenant, name)
+		defer unlock()
+		return c.s.opts.Backend.Set(ctx, tenant, name, value, o)
+	}
+	var err error
+	if o == (SetOptions{}) {
+		err = c.s.sets.set(ctx, tenant, name, value, store)
+	} else {
+		err = store(ctx, value)
+	}
 	if err != nil {
 		c.backendError(err)
 		return

@@ -299,6 +299,9 @@ func cmdInfo(c *conn, ctx context.Context, args [][]byte) {
 		line("kvpool_hit_ratio_local_ssd", ratio(inf.HitsLocalSSD, gets))
 		line("kvpool_hit_ratio_remote", ratio(inf.HitsRemote, gets))
 		line("kvpool_corrupt_copies", inf.CorruptCopies)
+		line("kvpool_reads_without_master", inf.OwnReads)
+		line("kvpool_sets_in_place", inf.InPlaceSets)
+		line("kvpool_sets_coalesced", st.CoalescedSets)
 		line("kvpool_promotions", inf.Promotions)
 		for _, t := range inf.Tiers {
 			fmt.Fprintf(&b, "kvpool_tier_%s:objects=%d,bytes=%d,capacity=%d,hits=%d,misses=%d,evictions=%d,corruptions=%d\r\n",

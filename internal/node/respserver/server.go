@@ -29,6 +29,7 @@ type Server struct {
 	args  *budget
 	ctr   counters
 	keys  keyLocks
+	sets  setGroups
 	// cmds is the command table by lower-case name, sorted the same
 	// commands by name (COMMAND lists them in that order).
 	cmds   map[string]*command
@@ -93,6 +94,9 @@ type Stats struct {
 	Commands, Errors, ProtocolErrors uint64
 	// Timeouts counts connections closed for stalling mid-command.
 	Timeouts uint64
+	// CoalescedSets counts plain SETs answered by an overlapping SET of
+	// the same key that stored a later value for both (setGroups).
+	CoalescedSets uint64
 }
 
 type counters struct {
@@ -102,7 +106,7 @@ type counters struct {
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats {
 	return Stats{Stats: s.srv.Stats(), Commands: s.ctr.commands.Load(), Errors: s.ctr.errors.Load(),
-		ProtocolErrors: s.ctr.protocol.Load(), Timeouts: s.ctr.timeouts.Load()}
+		ProtocolErrors: s.ctr.protocol.Load(), Timeouts: s.ctr.timeouts.Load(), CoalescedSets: s.sets.coalesced.Load()}
 }
 
 // handler plugs RESP into the server skeleton.
