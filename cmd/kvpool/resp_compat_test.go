@@ -229,6 +229,46 @@ func TestRESPRedisCLI(t *testing.T) {
 			t.Errorf("redis-cli %q = %q, want %q", x.cmd, got, x.want)
 		}
 	}
+	// The rest of the commands, whose replies vary (ids, TTLs counting
+	// down, command tables) or that need one connection (a session on
+	// stdin, one command per line).
+	for _, x := range []struct {
+		addr  string
+		stdin string
+		cmd   []string
+		ok    func(string) bool
+		want  string
+	}{
+		{n0, "", []string{"ECHO", "hi there"}, eq("hi there"), "hi there"},
+		{n0, "", []string{"SELECT", "0"}, eq("OK"), "OK"},
+		{n0, "", []string{"HELLO", "2"}, has("proto\n2\n"), "server, version, proto 2, …"},
+		{n0, "", []string{"AUTH", "default", "anything"}, eq("OK"), "OK (an open node, as Redis without a password)"},
+		{n0, "CLIENT SETINFO LIB-NAME redis-py\nCLIENT SETNAME me\nCLIENT GETNAME\nCLIENT ID\n", nil, func(s string) bool {
+			id, ok := strings.CutPrefix(s, "OK\nOK\nme\n")
+			_, err := strconv.Atoi(id)
+			return ok && err == nil
+		}, "OK, OK, me, <id>"},
+		{n0, "", []string{"QUIT"}, eq("OK"), "OK"},
+		{n0, "", []string{"COMMAND", "COUNT"}, func(s string) bool { n, err := strconv.Atoi(s); return err == nil && n >= 25 }, ">= 25 commands"},
+		{n0, "", []string{"COMMAND", "INFO", "get"}, has("get\n2\n"), "get's arity 2"},
+		{n0, "", []string{"COMMAND", "DOCS", "set"}, has("summary"), "set's docs"},
+		{n0, "", []string{"SET", "t", "v", "EX", "100"}, eq("OK"), "OK"},
+		{n1, "", []string{"PTTL", "t"}, between(90_000, 100_000), "a PTTL near 100000"},
+		{n1, "", []string{"PEXPIRE", "t", "50000"}, eq("1"), "1"},
+		{n0, "", []string{"SET", "t", "w", "KEEPTTL"}, eq("OK"), "OK"},
+		{n1, "", []string{"TTL", "t"}, between(40, 50), "a TTL near 50 (kept)"},
+		{n0, "", []string{"SET", "u", "x", "PX", "100000"}, eq("OK"), "OK"},
+		{n1, "", []string{"UNLINK", "u", "nope"}, eq("1"), "1"},
+		{n1, "", []string{"SCAN", "0", "MATCH", "t*", "COUNT", "100"}, eq("0\nt"), "cursor 0, key t"},
+	} {
+		var in []byte
+		if x.stdin != "" {
+			in = []byte(x.stdin)
+		}
+		if got := run(x.addr, in, x.cmd...); !x.ok(got) {
+			t.Errorf("redis-cli %q (stdin %q) = %q, want %s", x.cmd, x.stdin, got, x.want)
+		}
+	}
 	if got := run(n0, nil, "INFO"); !strings.Contains(got, "# kvpool") || !strings.Contains(got, "redis_version:") {
 		t.Errorf("INFO lacks its sections:\n%s", got)
 	}
@@ -246,6 +286,21 @@ func TestRESPRedisCLI(t *testing.T) {
 	if got := dialRESP(t, n1).do(args("GET", "big")...); !bytes.Equal(got, append([]byte("$4194304\r\n"), append(big, '\r', '\n')...)) {
 		t.Fatalf("GET big: %d bytes, not the value redis-cli stored", len(got))
 	}
+	// And back out through redis-cli, raw on a pipe (its last byte is
+	// not a newline, which run trims).
+	if got := run(n1, nil, "GET", "big"); got != string(big) {
+		t.Fatalf("redis-cli GET big through the other node: %d bytes, not the %d stored", len(got), len(big))
+	}
+}
+
+func eq(want string) func(string) bool { return func(s string) bool { return s == want } }
+
+func has(part string) func(string) bool {
+	return func(s string) bool { return strings.Contains(s, part) }
+}
+
+func between(lo, hi int) func(string) bool {
+	return func(s string) bool { n, err := strconv.Atoi(s); return err == nil && lo <= n && n <= hi }
 }
 
 // TestRESPRedisBenchmark runs redis-benchmark against a node's Redis port:
