@@ -197,6 +197,11 @@ func (b *respBackend) getLocal(ctx context.Context, k block.Key, fn func([][]byt
 		return errLocalCorrupt
 	}
 	if err != nil {
+		if errors.Is(err, kvpool.ErrCorrupt) {
+			// The SSD copy failed the store's verification (dropped
+			// there, reported as a miss): a corrupt copy this front met.
+			b.corrupt.Add(1)
+		}
 		return err
 	}
 	if from == store.InSSD {
@@ -433,7 +438,7 @@ func (b *respBackend) Info(ctx context.Context, tenant string) (respserver.Info,
 		HitsLocalSSD:  b.hitsSSD.Load(),
 		HitsRemote:    b.hitsRemote.Load(),
 		Misses:        b.misses.Load(),
-		CorruptCopies: b.corrupt.Load() + s.RAMCorruptions + s.SSDCorruptions,
+		CorruptCopies: b.corrupt.Load(), // the front's own, as /metrics shows it; the tiers' are in Tiers
 		Promotions:    s.Promotion.Completed,
 	}
 	tiers := []struct {
