@@ -218,8 +218,12 @@ func (n *Node) Run(ctx context.Context) error {
 // open store until ctx ends or a server fails.
 func (n *Node) serve(ctx context.Context, cfg config.Node, st *store.Store, pacers *pacer.Set, ag *agent) error {
 	ao := cfg.AuthOptions()
+	var nb nodeserver.Backend = backend{s: st, ag: ag}
+	if n.opts.WrapBackend != nil {
+		nb = n.opts.WrapBackend(nb)
+	}
 	srv, err := nodeserver.New(nodeserver.Options{
-		Backend:      backend{s: st, ag: ag},
+		Backend:      nb,
 		Limits:       wire.LimitsFor(int(cfg.EffectiveMaxObject())),
 		Egress:       pacerOrNil(pacers, pacer.NetEgress, float64(cfg.Pacers.NetEgress)),
 		Ingress:      pacerOrNil(pacers, pacer.NetIngress, float64(cfg.Pacers.NetIngress)),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/meta"
+	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/tier/ssd"
 	"github.com/kvpool/kvpool/internal/vfs"
 )
@@ -47,6 +48,11 @@ type Options struct {
 	// its pacers): fault injection for tests (package errorfs), nil in
 	// production. It is called once, when Run opens the store.
 	WrapSSDFS func(vfs.FS) vfs.FS
+	// WrapBackend, when set, wraps what the node protocol serves: fault
+	// injection for tests (a copy corrupted on its way to another node),
+	// nil in production. The wrapper must keep the optional interfaces of
+	// the backend it wraps (nodeserver.AccessBackend, nodeserver.Syncer).
+	WrapBackend func(nodeserver.Backend) nodeserver.Backend
 	// Version is the kvpool version the Redis front's INFO and HELLO
 	// report ("dev" when empty).
 	Version string

@@ -283,6 +283,11 @@ func (b *respBackend) getLocal(ctx context.Context, k block.Key, want int64, fn 
 		return 0, errLocalCorrupt
 	}
 	if err != nil {
+		if errors.Is(err, kvpool.ErrCorrupt) {
+			// The SSD copy failed the store's verification (dropped
+			// there, reported as a miss): a corrupt copy this front met.
+			b.corrupt.Add(1)
+		}
 		return 0, err
 	}
 	if from == store.InSSD {
@@ -590,7 +595,7 @@ func (b *respBackend) Info(ctx context.Context, tenant string) (respserver.Info,
 		HitsLocalSSD:  b.hitsSSD.Load(),
 		HitsRemote:    b.hitsRemote.Load(),
 		Misses:        b.misses.Load(),
-		CorruptCopies: b.corrupt.Load() + s.RAMCorruptions + s.SSDCorruptions,
+		CorruptCopies: b.corrupt.Load(), // the front's own, as /metrics shows it; the tiers' are in Tiers
 		Promotions:    s.Promotion.Completed,
 		OwnReads:      b.ownReads.Load(),
 		InPlaceSets:   b.ownSets.Load(),
