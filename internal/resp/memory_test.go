@@ -192,3 +192,48 @@ func TestShrinkIdle(t *testing.T) {
 		t.Fatalf("after Shrink: %q, %v", args, err)
 	}
 }
+
+// TestShrinkWaitsSmall: a shrunk Reader waits for the next command
+// without a read buffer, and reads every form of command after, in any
+// chunking.
+func TestShrinkWaitsSmall(t *testing.T) {
+	in := multibulk("SET", "k", strings.Repeat("v", 3000)) + "GET k\r\n" + multibulk("PING")
+	for _, c := range chunkings {
+		t.Run(c.name, func(t *testing.T) {
+			var rd *Reader
+			check := readerFunc(func(p []byte) (int, error) {
+				if rd.st == stIdle && rd.buf != nil {
+					t.Errorf("waiting for a command with a %d-byte read buffer after Shrink", len(rd.buf))
+				}
+				return 0, nil
+			})
+			src := c.wrap(&probeReader{data: []byte(in)})
+			rd = NewReader(nil, Limits{})
+			rd.src = readerFunc(func(p []byte) (int, error) {
+				check.Read(p)
+				return src.Read(p)
+			})
+			rd.Shrink()
+			var got [][]string
+			for {
+				args, err := rd.ReadCommand()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, toStrings(args))
+				rd.Shrink()
+			}
+			want := cmds(cmd("SET", "k", strings.Repeat("v", 3000)), cmd("GET", "k"), cmd("PING"))
+			if !equalCmds(got, want) {
+				t.Fatalf("got %q", trim(got))
+			}
+		})
+	}
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }

@@ -26,6 +26,10 @@ const (
 	// doubling, a peer that declares a large bulk and then stalls makes
 	// the Reader hold about twice what it sent plus growChunk.
 	growChunk = 64 << 10
+	// wakeSize is the buffer a shrunk Reader waits for input in: 512
+	// bytes, room for a small command, so that most wake-ups take one
+	// read before the read buffer is allocated.
+	wakeSize = 512
 	// maxEmptyReads is how many (0, nil) reads in a row the Reader takes
 	// before it fails with io.ErrNoProgress, as bufio does.
 	maxEmptyReads = 100
@@ -119,6 +123,7 @@ type Reader struct {
 	ends  []int    // ends[i] is where argument i ends in arena
 	args  [][]byte // as long as ends: command never grows it
 
+	wake     []byte // what a shrunk Reader waits in (wakeUp)
 	mem      Memory // nil: nothing is told
 	reserved int    // bytes reserved from mem
 }
@@ -310,9 +315,6 @@ func (r *Reader) begin() {
 	r.arena = r.arena[:0]
 	r.args, r.ends = r.args[:0], r.ends[:0]
 	r.settle()
-	if r.buf == nil { // Shrink dropped it
-		r.buf = make([]byte, readBufferSize)
-	}
 	if len(r.buf) > readBufferSize && r.w-r.r <= readBufferSize {
 		buf := make([]byte, readBufferSize)
 		r.w = copy(buf, r.buf[r.r:r.w])
@@ -337,6 +339,9 @@ func (r *Reader) fill() error {
 		r.rerr = nil
 		return err
 	}
+	if r.buf == nil {
+		return r.wakeUp()
+	}
 	if r.r > 0 {
 		r.w = copy(r.buf, r.buf[r.r:r.w])
 		r.r = 0
@@ -359,6 +364,31 @@ func (r *Reader) fill() error {
 		}
 		r.w += n
 		if n > 0 {
+			r.rerr = err
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return io.ErrNoProgress
+}
+
+// wakeUp waits for input after Shrink in a small buffer, and takes a
+// whole read buffer once some arrives: an idle connection does not hold
+// one while it waits.
+func (r *Reader) wakeUp() error {
+	if r.wake == nil {
+		r.wake = make([]byte, wakeSize)
+	}
+	for range maxEmptyReads {
+		n, err := r.src.Read(r.wake)
+		if n < 0 || n > len(r.wake) {
+			return errBadRead
+		}
+		if n > 0 {
+			r.buf = make([]byte, readBufferSize)
+			r.r, r.w = 0, copy(r.buf, r.wake[:n])
 			r.rerr = err
 			return nil
 		}

@@ -8,11 +8,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,7 +49,9 @@ func expectClose(nc net.Conn) error {
 // buffer empty between commands, is served for many ReadTimeouts:
 // ReadTimeout bounds one command's arrival, not the connection's life.
 func TestPipelineOutlivesReadTimeout(t *testing.T) {
-	const readTimeout = 100 * time.Millisecond
+	// The stream lasts 8 ReadTimeouts; one command's two halves come in
+	// writes one after the other, far within one, even on a busy machine.
+	const readTimeout = 300 * time.Millisecond
 	f := startFront(t, respserver.Options{ReadTimeout: readTimeout})
 	c := f.dial(t)
 	ping := encode("PING")
@@ -60,7 +62,7 @@ func TestPipelineOutlivesReadTimeout(t *testing.T) {
 		// head of the next.
 		split := len(ping) / 2
 		first := true
-		for start := time.Now(); time.Since(start) < 10*readTimeout; {
+		for start := time.Now(); time.Since(start) < 8*readTimeout; {
 			var b bytes.Buffer
 			if !first {
 				b.Write(ping[split:])
@@ -148,7 +150,7 @@ func TestIdleTimeout(t *testing.T) {
 // its first command (client pools open connections ahead of use).
 func TestHandshakeTimeout(t *testing.T) {
 	const token = "cluster-token-0123456789"
-	f := startFront(t, respserver.Options{Token: []byte(token), HandshakeTimeout: 200 * time.Millisecond})
+	f := startFront(t, respserver.Options{Token: []byte(token), HandshakeTimeout: time.Second})
 	authed := f.dial(t)
 	if got := authed.do("AUTH", token); got != "+OK\r\n" {
 		t.Fatalf("AUTH: %q", got)
@@ -202,8 +204,7 @@ func TestManyTricklers(t *testing.T) {
 		wg.Go(func() {
 			for j := range frame {
 				if _, err := nc.Write(frame[j : j+1]); err != nil {
-					errs <- fmt.Errorf("trickler %d, byte %d: %v", i, j, err)
-					return
+					break // closed already: a trickler slower than ReadTimeout
 				}
 			}
 			if err := expectClose(nc); err != nil {
@@ -262,11 +263,8 @@ func TestBinaryGarbage(t *testing.T) {
 		for {
 			var b strings.Builder
 			err := readReply(c.r, &b)
-			if err == io.EOF {
-				break
-			}
-			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) && strings.Contains(err.Error(), "reset") {
-				break
+			if err == io.EOF || errors.Is(err, syscall.ECONNRESET) {
+				break // closed
 			}
 			if err != nil {
 				t.Fatalf("garbage %d: %v after %q", i, err, b.String())
@@ -413,16 +411,16 @@ func TestMemoryBounded(t *testing.T) {
 	if got := c.do("PING"); got != "+PONG\r\n" {
 		t.Fatalf("PING with the budget full: %q", got)
 	}
-	// The senior holds at most about twice what it was sent plus a
-	// growth step.
-	if st := f.srv.Stats(); st.PeakArgBytes > limit+2*sent+256<<10 {
-		t.Fatalf("held %d bytes at most, want at most %d + one command", st.PeakArgBytes, limit)
-	}
 	for _, nc := range conns {
 		nc.Close()
 	}
 	wg.Wait()
 	waitFor(t, "the memory released", func() bool { return f.srv.Stats().ArgBytes == 0 })
+	// The senior holds at most about twice what it was sent plus a
+	// growth step.
+	if st := f.srv.Stats(); st.PeakArgBytes > limit+2*sent+256<<10 {
+		t.Fatalf("held %d bytes at most, want at most %d + one command", st.PeakArgBytes, limit)
+	}
 }
 
 // TestManyEmptyArgsCharged: a command of 2^20 empty arguments is charged
