@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,7 +56,7 @@ func TestPipelineOutlivesReadTimeout(t *testing.T) {
 	f := startFront(t, respserver.Options{ReadTimeout: readTimeout})
 	c := f.dial(t)
 	ping := encode("PING")
-	var sent atomic.Int64
+	var sent, answered atomic.Int64
 	werr := make(chan error, 1)
 	go func() {
 		// Each write holds the tail of one PING, 20 whole ones and the
@@ -72,6 +73,11 @@ func TestPipelineOutlivesReadTimeout(t *testing.T) {
 				b.Write(ping)
 			}
 			b.Write(ping[:split])
+			// Flow control: a few batches ahead of the replies, so the
+			// replies left at the end are few.
+			for sent.Load()-answered.Load() > 2000 {
+				runtime.Gosched()
+			}
 			sent.Add(21)
 			if _, err := c.nc.Write(b.Bytes()); err != nil {
 				werr <- err
@@ -81,22 +87,24 @@ func TestPipelineOutlivesReadTimeout(t *testing.T) {
 		_, err := c.nc.Write(ping[split:])
 		werr <- err
 	}()
+	c.nc.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	pong := func(i int) {
+		if line, err := c.r.ReadString('\n'); err != nil || line != "+PONG\r\n" {
+			t.Fatalf("reply %d: %q, %v (the server cut the stream off)", i, line, err)
+		}
+	}
 	got := 0
 	for {
-		if r := c.reply(); r != "+PONG\r\n" {
-			t.Fatalf("reply %d: %q", got, r)
-		}
+		pong(got)
 		got++
+		answered.Store(int64(got))
 		select {
 		case err := <-werr:
 			if err != nil {
 				t.Fatalf("the server stopped taking commands after %d replies: %v", got, err)
 			}
-			for int64(got) < sent.Load() {
-				if r := c.reply(); r != "+PONG\r\n" {
-					t.Fatalf("reply %d: %q", got, r)
-				}
-				got++
+			for ; int64(got) < sent.Load(); got++ {
+				pong(got)
 			}
 			if r := c.do("PING"); r != "+PONG\r\n" {
 				t.Fatalf("after the stream: %q", r)
@@ -480,5 +488,25 @@ func TestBudgetNoDeadlock(t *testing.T) {
 	}
 	if n := f.srv.Stats().Timeouts; n != 0 {
 		t.Errorf("Timeouts = %d, want 0", n)
+	}
+}
+
+// TestReplyBeforeWaiting: the replies to the commands received go out
+// before the server waits for the rest of a partial one: a client that
+// sent a command and the start of the next gets the first reply.
+func TestReplyBeforeWaiting(t *testing.T) {
+	f := startFront(t, respserver.Options{})
+	c := f.dial(t)
+	if _, err := c.nc.Write([]byte("PING\r\n*1\r\n$4\r\nPI")); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.reply(); got != "+PONG\r\n" {
+		t.Fatalf("first reply: %q", got)
+	}
+	if _, err := c.nc.Write([]byte("NG\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.reply(); got != "+PONG\r\n" {
+		t.Fatalf("second reply: %q", got)
 	}
 }

@@ -82,6 +82,15 @@ type connReader struct {
 }
 
 func (r *connReader) Read(p []byte) (int, error) {
+	// Replies go out before the connection waits for input: a client
+	// that sends a command and the start of the next, then waits for the
+	// first reply, gets it (the Reader holding a partial command is not
+	// "no more input buffered").
+	if r.c.w.Buffered() > 0 {
+		if err := r.c.w.Flush(); err != nil {
+			return 0, err
+		}
+	}
 	if r.stale {
 		r.stale = false
 		if err := r.c.armCommand(time.Now()); err != nil {
