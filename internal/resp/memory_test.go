@@ -41,8 +41,8 @@ func (m *countingMemory) Release(n int) {
 // reserved.
 func (m *countingMemory) check(when string) {
 	m.t.Helper()
-	if held := m.rd.Held(); held > FreeHeld+m.reserved {
-		m.t.Fatalf("%s: holding %d bytes with %d reserved (free %d)", when, held, m.reserved, FreeHeld)
+	if held := m.rd.Held(); held > m.rd.free+m.reserved {
+		m.t.Fatalf("%s: holding %d bytes with %d reserved (free %d)", when, held, m.reserved, m.rd.free)
 	}
 }
 

@@ -126,12 +126,13 @@ type Reader struct {
 	wake     []byte // what a shrunk Reader waits in (wakeUp)
 	mem      Memory // nil: nothing is told
 	reserved int    // bytes reserved from mem
+	free     int    // FreeHeld; tests lower it
 }
 
 // NewReader returns a Reader of rd bounded by lim. Zero fields of lim
 // take their defaults; so do negative ones (Limits.Validate reports them).
 func NewReader(rd io.Reader, lim Limits) *Reader {
-	return &Reader{src: rd, lim: lim.resolveOrDefault(), buf: make([]byte, readBufferSize)}
+	return &Reader{src: rd, lim: lim.resolveOrDefault(), buf: make([]byte, readBufferSize), free: FreeHeld}
 }
 
 // SetMemory makes r tell m of the memory it holds for commands (see
@@ -162,7 +163,7 @@ func (r *Reader) Shrink() {
 
 // reserve tells Memory of the buffers growing to hold held bytes.
 func (r *Reader) reserve(held int) error {
-	need := max(0, held-FreeHeld)
+	need := max(0, held-r.free)
 	if need <= r.reserved {
 		return nil
 	}
@@ -177,7 +178,7 @@ func (r *Reader) reserve(held int) error {
 
 // settle gives back what is reserved beyond what the buffers hold now.
 func (r *Reader) settle() {
-	need := max(0, r.Held()-FreeHeld)
+	need := max(0, r.Held()-r.free)
 	if need < r.reserved {
 		if r.mem != nil {
 			r.mem.Release(r.reserved - need)
