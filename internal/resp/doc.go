@@ -55,7 +55,16 @@
 // 128 KiB (the read buffer and one growth step). Buffers over 1 MiB are
 // dropped before the Reader waits for the next command, so an idle
 // connection does not pin one (they are kept while pipelined commands are
-// already buffered).
+// already buffered); Shrink drops every buffer of an idle Reader, which a
+// server calls on connections idle for a while.
+//
+// A Reader counts what it holds for commands: the arena of argument bytes
+// and ArgOverhead (32 bytes) per argument slot, so a command of 2^20 empty
+// arguments counts its 32 MiB of slice headers. Given a Memory
+// (SetMemory), it reserves what it holds beyond FreeHeld (64 KiB) before
+// allocating it and releases it when it drops buffers: a server bounds
+// all its connections together with it, before their buffers grow rather
+// than after a command is whole.
 //
 // Limits adds MaxCommand, the most argument bytes of one command together
 // (Redis has no such bound: its only cap is client-query-buffer-limit, 1

@@ -40,6 +40,12 @@ func FuzzReadCommand(f *testing.F) {
 		if !equalCmds(whole, bytewise) || !sameError(err, err1) {
 			t.Fatalf("whole: %q, %v; one byte at a time: %q, %v", trim(whole), err, trim(bytewise), err1)
 		}
+		// With a Memory refusing every other reservation (each retried)
+		// and the Reader shrunk between commands, as a server does.
+		hard, err2 := fuzzReadHard(t, iotest.HalfReader(bytes.NewReader(data)), len(data))
+		if !equalCmds(whole, hard) || !sameError(err, err2) {
+			t.Fatalf("whole: %q, %v; refused and shrunk: %q, %v", trim(whole), err, trim(hard), err2)
+		}
 		for _, c := range whole {
 			var enc bytes.Buffer
 			w := NewWriter(&enc)
@@ -97,6 +103,55 @@ func fuzzRead(t *testing.T, rd io.Reader, sent int) ([][]string, error) {
 			t.Fatalf("a command of %d bytes", total)
 		}
 		out = append(out, c)
+	}
+}
+
+// flakyMemory refuses every other reservation.
+type flakyMemory struct {
+	countingMemory
+	n int
+}
+
+var errRefused = errors.New("refused")
+
+func (m *flakyMemory) Reserve(n int) error {
+	m.n++
+	if m.n%2 == 1 {
+		return errRefused
+	}
+	return m.countingMemory.Reserve(n)
+}
+
+// fuzzReadHard is fuzzRead with a flakyMemory, retrying each refusal, and
+// Shrink after every command; it checks that what the Reader holds beyond
+// FreeHeld is reserved, and that it all goes back.
+func fuzzReadHard(t *testing.T, rd io.Reader, sent int) ([][]string, error) {
+	r := NewReader(rd, fuzzLimits)
+	r.free = 0 // every byte reserved: fuzzLimits are far below FreeHeld
+	m := &flakyMemory{countingMemory: countingMemory{t: t, rd: r}}
+	r.SetMemory(m)
+	var out [][]string
+	for {
+		args, err := r.ReadCommand()
+		if err == errRefused {
+			continue
+		}
+		m.check("fuzz")
+		if err != nil {
+			if r.st == stIdle {
+				r.Shrink()
+				if m.reserved != 0 {
+					t.Fatalf("%d bytes reserved after Shrink", m.reserved)
+				}
+			}
+			return out, err
+		}
+		c := make([]string, len(args))
+		for i, a := range args {
+			c[i] = string(a)
+		}
+		out = append(out, c)
+		r.Shrink()
 	}
 }
 

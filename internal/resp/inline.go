@@ -73,6 +73,9 @@ func (r *Reader) split(line []byte) error {
 				p++
 			}
 		}
+		if err := r.growEnds(1); err != nil {
+			return err
+		}
 		r.ends = append(r.ends, len(r.arena))
 	}
 }

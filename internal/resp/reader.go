@@ -19,17 +19,46 @@ const (
 	// sending one 4 MiB value after another without pipelining pays for
 	// growing a buffer per value (Redis allocates one per value too).
 	keepMax = 1 << 20
-	// keepArgs is how many argument slices are kept, 1 MiB of them.
-	keepArgs = keepMax / 24
+	// keepArgs is how many argument slots are kept, 1 MiB of them.
+	keepArgs = keepMax / ArgOverhead
 	// growChunk is the most a big argument's buffer grows beyond the
 	// bytes received, when it fills up before the data does. With
 	// doubling, a peer that declares a large bulk and then stalls makes
 	// the Reader hold about twice what it sent plus growChunk.
 	growChunk = 64 << 10
+	// wakeSize is the buffer a shrunk Reader waits for input in: 512
+	// bytes, room for a small command, so that most wake-ups take one
+	// read before the read buffer is allocated.
+	wakeSize = 512
 	// maxEmptyReads is how many (0, nil) reads in a row the Reader takes
 	// before it fails with io.ErrNoProgress, as bufio does.
 	maxEmptyReads = 100
 )
+
+// ArgOverhead is what one argument costs beyond its bytes: its slice
+// header (24 bytes on a 64-bit machine) and where it ends in the arena (8
+// bytes). A command of 2^20 empty arguments holds 32 MiB of them, so
+// Memory is told of them as of argument bytes.
+const ArgOverhead = 32
+
+// FreeHeld is how much a Reader holds for commands (arena and argument
+// slots) before it asks its Memory: 64 KiB, the read buffer's size, so a
+// small command never touches a budget shared by every connection (that
+// memory is bounded per connection, like the read buffer).
+const FreeHeld = 64 << 10
+
+// Memory is told by a Reader before it holds more memory for commands and
+// after it lets memory go; a server uses it to bound what all its
+// connections hold together. Only what a Reader holds beyond FreeHeld is
+// reserved. Reserve is called from ReadCommand, before the buffers grow
+// by n bytes: an error stops the growth and ReadCommand returns the error
+// as is, without losing its place (it is not sticky, as a stream error is
+// not). Release gives back n bytes reserved earlier; it is called from
+// ReadCommand and Shrink.
+type Memory interface {
+	Reserve(n int) error
+	Release(n int)
+}
 
 // The error texts of Redis 7.0 (networking.c), sent as "-ERR <text>".
 const (
@@ -91,14 +120,103 @@ type Reader struct {
 	skip  int  // bytes after the current bulk string's data still to skip
 	total int  // argument bytes the command declared so far
 	arena []byte
-	ends  []int // ends[i] is where argument i ends in arena
-	args  [][]byte
+	ends  []int    // ends[i] is where argument i ends in arena
+	args  [][]byte // as long as ends: command never grows it
+
+	wake     []byte // what a shrunk Reader waits in (wakeUp)
+	mem      Memory // nil: nothing is told
+	reserved int    // bytes reserved from mem
+	free     int    // FreeHeld; tests lower it
 }
 
 // NewReader returns a Reader of rd bounded by lim. Zero fields of lim
 // take their defaults; so do negative ones (Limits.Validate reports them).
 func NewReader(rd io.Reader, lim Limits) *Reader {
-	return &Reader{src: rd, lim: lim.resolveOrDefault(), buf: make([]byte, readBufferSize)}
+	return &Reader{src: rd, lim: lim.resolveOrDefault(), buf: make([]byte, readBufferSize), free: FreeHeld}
+}
+
+// SetMemory makes r tell m of the memory it holds for commands (see
+// Memory). Call it before the first ReadCommand.
+func (r *Reader) SetMemory(m Memory) { r.mem = m }
+
+// Held reports the bytes r holds for commands: the arena of arguments and
+// ArgOverhead per argument slot (the read buffer is not counted: it is
+// bounded by MaxInline).
+func (r *Reader) Held() int { return cap(r.arena) + ArgOverhead*cap(r.ends) }
+
+// Shrink lets go of every buffer r can drop without losing input: the
+// arguments of the last command, which must no longer be used, and the
+// read buffer when it holds nothing unread. A server calls it on a
+// connection idle between commands, so that idle connections hold almost
+// nothing; the next command allocates again. Between commands only: in
+// the middle of one, it does nothing.
+func (r *Reader) Shrink() {
+	if r.st != stIdle {
+		return
+	}
+	r.arena, r.ends, r.args = nil, nil, nil
+	if r.r == r.w {
+		r.buf, r.r, r.w = nil, 0, 0
+	}
+	r.settle()
+}
+
+// reserve tells Memory of the buffers growing to hold held bytes.
+func (r *Reader) reserve(held int) error {
+	need := max(0, held-r.free)
+	if need <= r.reserved {
+		return nil
+	}
+	if r.mem != nil {
+		if err := r.mem.Reserve(need - r.reserved); err != nil {
+			return err
+		}
+	}
+	r.reserved = need
+	return nil
+}
+
+// settle gives back what is reserved beyond what the buffers hold now.
+func (r *Reader) settle() {
+	need := max(0, r.Held()-r.free)
+	if need < r.reserved {
+		if r.mem != nil {
+			r.mem.Release(r.reserved - need)
+		}
+		r.reserved = need
+	}
+}
+
+// growArena makes room for n more bytes in the arena, to at least want
+// bytes in all (want bounds the doubling).
+func (r *Reader) growArena(n, want int) error {
+	if cap(r.arena)-len(r.arena) >= n {
+		return nil
+	}
+	size := max(want, len(r.arena)+n)
+	if err := r.reserve(size + ArgOverhead*cap(r.ends)); err != nil {
+		return err
+	}
+	arena := make([]byte, len(r.arena), size)
+	copy(arena, r.arena)
+	r.arena = arena
+	return nil
+}
+
+// growEnds makes room for n more arguments.
+func (r *Reader) growEnds(n int) error {
+	if cap(r.ends)-len(r.ends) >= n {
+		return nil
+	}
+	size := max(2*cap(r.ends), len(r.ends)+n, 8)
+	size = max(min(size, r.lim.MaxArgs), len(r.ends)+n)
+	if err := r.reserve(cap(r.arena) + ArgOverhead*size); err != nil {
+		return err
+	}
+	ends := make([]int, len(r.ends), size)
+	copy(ends, r.ends)
+	r.ends, r.args = ends, make([][]byte, 0, size)
+	return nil
 }
 
 // Buffered reports how many bytes of later input the Reader has already
@@ -151,7 +269,7 @@ func (r *Reader) ReadCommand() ([][]byte, error) {
 		case stData:
 			more, err = r.readData()
 		case stSkip:
-			more = r.skipTrailer()
+			more, err = r.skipTrailer()
 		}
 		if err != nil {
 			var pe *ProtocolError
@@ -191,12 +309,13 @@ func (r *Reader) begin() {
 		if cap(r.arena) > keepMax {
 			r.arena = nil
 		}
-		if cap(r.args) > keepArgs || cap(r.ends) > keepArgs {
+		if cap(r.ends) > keepArgs {
 			r.args, r.ends = nil, nil
 		}
 	}
 	r.arena = r.arena[:0]
 	r.args, r.ends = r.args[:0], r.ends[:0]
+	r.settle()
 	if len(r.buf) > readBufferSize && r.w-r.r <= readBufferSize {
 		buf := make([]byte, readBufferSize)
 		r.w = copy(buf, r.buf[r.r:r.w])
@@ -221,6 +340,9 @@ func (r *Reader) fill() error {
 		r.rerr = nil
 		return err
 	}
+	if r.buf == nil {
+		return r.wakeUp()
+	}
 	if r.r > 0 {
 		r.w = copy(r.buf, r.buf[r.r:r.w])
 		r.r = 0
@@ -243,6 +365,31 @@ func (r *Reader) fill() error {
 		}
 		r.w += n
 		if n > 0 {
+			r.rerr = err
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return io.ErrNoProgress
+}
+
+// wakeUp waits for input after Shrink in a small buffer, and takes a
+// whole read buffer once some arrives: an idle connection does not hold
+// one while it waits.
+func (r *Reader) wakeUp() error {
+	if r.wake == nil {
+		r.wake = make([]byte, wakeSize)
+	}
+	for range maxEmptyReads {
+		n, err := r.src.Read(r.wake)
+		if n < 0 || n > len(r.wake) {
+			return errBadRead
+		}
+		if n > 0 {
+			r.buf = make([]byte, readBufferSize)
+			r.r, r.w = 0, copy(r.buf, r.wake[:n])
 			r.rerr = err
 			return nil
 		}
@@ -306,13 +453,23 @@ func (r *Reader) readInline() (more bool, err error) {
 		return !ok && err == nil, err
 	}
 	line := r.buf[r.r : r.r+i]
-	r.consumeLine(i + 1)
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
 	}
-	if err := r.split(line); err != nil {
+	// The words take at most the line's bytes, so the arena is sized
+	// before; their slots grow as they are found. The line is consumed
+	// only once split, so that a Memory error leaves it to be read again.
+	if err := r.growArena(len(line), 0); err != nil {
 		return false, err
 	}
+	if err := r.split(line); err != nil {
+		var pe *ProtocolError
+		if !errors.As(err, &pe) {
+			r.arena, r.ends = r.arena[:0], r.ends[:0]
+		}
+		return false, err
+	}
+	r.consumeLine(i + 1)
 	// kvpool bounds (see the package comment): unreachable at the
 	// defaults, since a 64 KiB line cannot exceed them.
 	if len(r.ends) > r.lim.MaxArgs || len(r.arena) > r.lim.MaxCommand {
@@ -380,6 +537,9 @@ func (r *Reader) readData() (more bool, err error) {
 	for r.bulk > 0 {
 		if r.r < r.w {
 			n := min(r.bulk, r.w-r.r)
+			if err := r.growArena(n, 2*cap(r.arena)); err != nil {
+				return false, err
+			}
 			r.arena = append(r.arena, r.buf[r.r:r.r+n]...)
 			r.r += n
 			r.bulk -= n
@@ -405,12 +565,8 @@ func (r *Reader) readDirect() error {
 		return err
 	}
 	want := min(r.bulk, growChunk)
-	if cap(r.arena)-len(r.arena) < want {
-		n := max(2*cap(r.arena), len(r.arena)+want)
-		n = min(n, len(r.arena)+r.bulk)
-		arena := make([]byte, len(r.arena), n)
-		copy(arena, r.arena)
-		r.arena = arena
+	if err := r.growArena(want, min(2*cap(r.arena), len(r.arena)+r.bulk)); err != nil {
+		return err
 	}
 	p := r.arena[len(r.arena):cap(r.arena)]
 	p = p[:min(len(p), r.bulk)]
@@ -434,12 +590,15 @@ func (r *Reader) readDirect() error {
 
 // skipTrailer skips the two bytes after a bulk string's data. Redis does
 // not look at them (they should be CRLF), and neither does Reader.
-func (r *Reader) skipTrailer() (more bool) {
+func (r *Reader) skipTrailer() (more bool, err error) {
 	n := min(r.skip, r.w-r.r)
 	r.r += n
 	r.skip -= n
 	if r.skip > 0 {
-		return true
+		return true, nil
+	}
+	if err := r.growEnds(1); err != nil {
+		return false, err
 	}
 	r.ends = append(r.ends, len(r.arena))
 	r.left--
@@ -448,7 +607,7 @@ func (r *Reader) skipTrailer() (more bool) {
 	} else {
 		r.st = stHeader
 	}
-	return false
+	return false, nil
 }
 
 // parseInt parses b as Redis's string2ll does: 1 to 20 bytes, "0" or an

@@ -15,9 +15,22 @@ import (
 	"github.com/kvpool/kvpool/internal/server"
 )
 
-// noDeadline stands for "no idle timeout": the skeleton's deadlines are
-// relative, and a connection left a day idle is as good as kept.
-const noDeadline = 24 * time.Hour
+// Idle connections: see conn.next.
+const (
+	// idleRelease is how long a connection waits idle between commands
+	// before it lets go of its buffers (resp.Reader.Shrink) and of what
+	// they hold of the budget: 200 ms, thousands of times the gap between
+	// one command and the next of a client sending value after value
+	// (redis-benchmark, an engine offloading blocks: microseconds on a
+	// LAN), so those keep their buffers, and short beside ReadTimeout, so
+	// memory idle connections hold is back well before a reservation
+	// waiting for it gives up.
+	idleRelease = 200 * time.Millisecond
+	// idleRecheck is how long an idle wait lasts before it is re-armed when
+	// no IdleTimeout applies: an hour, any long period works (an expiry
+	// while idle only re-arms it); it keeps the deadline a real one.
+	idleRecheck = time.Hour
+)
 
 // conn is one client connection; its fields are owned by its goroutine.
 type conn struct {
@@ -28,6 +41,7 @@ type conn struct {
 	r      *resp.Reader
 	w      *resp.Writer
 	cr     connReader
+	stop   <-chan struct{} // the serving context's Done
 
 	// The connection's identity: authed is false until AUTH succeeded on
 	// a server that requires it; tenant is the namespace its commands act
@@ -39,45 +53,97 @@ type conn struct {
 	libName string // CLIENT SETINFO
 	libVer  string
 	quit    bool
-	held    int64 // argument bytes charged to the server's budget
+
+	// Deadlines (see next): handshakeEnd bounds an unauthenticated
+	// connection's life on a server with tokens; cmdDeadline is the read
+	// deadline of the command being read; idleSince is when the current
+	// idle wait began; shrunk that the buffers were let go since.
+	handshakeEnd time.Time
+	cmdDeadline  time.Time
+	idleSince    time.Time
+	shrunk       bool
+
+	hold holder // this connection's share of the server's budget
 
 	lower []byte   // the command name, lower-cased
 	names []string // reused key lists
 }
 
-// connReader counts nothing but arms the command deadline: once the first
-// byte of a command arrives, the rest must come within ReadTimeout.
+// connReader arms the command deadline: a command must arrive whole
+// within ReadTimeout of its first byte. idle is set while the connection
+// waits for the first byte of a command under the idle deadline; stale
+// when a command began in the Reader's buffer, so that its deadline is
+// set before the first read it needs (a command wholly buffered needs
+// none, and pipelined small commands cost no deadline change).
 type connReader struct {
 	c     *conn
-	armed bool
+	idle  bool
+	stale bool
 }
 
 func (r *connReader) Read(p []byte) (int, error) {
+	// Replies go out before the connection waits for input: a client
+	// that sends a command and the start of the next, then waits for the
+	// first reply, gets it (the Reader holding a partial command is not
+	// "no more input buffered").
+	if r.c.w.Buffered() > 0 {
+		if err := r.c.w.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	if r.stale {
+		r.stale = false
+		if err := r.c.armCommand(time.Now()); err != nil {
+			return 0, err
+		}
+	}
 	n, err := r.c.sc.Read(p)
-	if n > 0 && r.armed {
-		r.armed = false
-		if derr := r.c.sc.SetReadTimeout(r.c.s.opts.ReadTimeout); derr != nil && err == nil {
+	if n > 0 && r.idle {
+		r.idle = false
+		if derr := r.c.armCommand(time.Now()); derr != nil && err == nil {
 			err = derr
 		}
 	}
 	return n, err
 }
 
-func newConn(s *Server, sc *server.Conn) *conn {
-	c := &conn{s: s, sc: sc, remote: sc.RemoteAddr().String(), id: s.ids.Add(1)}
+// armCommand sets the read deadline of a command that began at now:
+// ReadTimeout, or the end of the handshake for a connection not yet
+// authenticated.
+func (c *conn) armCommand(now time.Time) error {
+	c.cmdDeadline = now.Add(c.s.opts.ReadTimeout)
+	if !c.authed && c.handshakeEnd.Before(c.cmdDeadline) {
+		c.cmdDeadline = c.handshakeEnd
+	}
+	return c.sc.SetReadTimeout(c.cmdDeadline.Sub(now))
+}
+
+func newConn(s *Server, sc *server.Conn, stop <-chan struct{}) *conn {
+	c := &conn{s: s, sc: sc, remote: sc.RemoteAddr().String(), id: s.ids.Add(1), stop: stop}
 	c.cr.c = c
 	c.r = resp.NewReader(&c.cr, s.opts.Limits)
+	c.r.SetMemory(c)
 	c.w = resp.NewWriter(writerFunc(c.write))
 	// An open server (no token; package listen keeps it on loopback)
 	// serves every connection as the default tenant's without AUTH; a
-	// server with tokens requires AUTH first, as the node protocol
-	// requires a token in its hello.
+	// server with tokens requires AUTH first, within HandshakeTimeout of
+	// connecting, as the node protocol requires a token in its hello.
 	if tab := s.srv.Auth(); tab.Open() {
 		c.grant, _ = tab.Authenticate(nil)
 		c.authed = true
 	}
+	c.handshakeEnd = time.Now().Add(s.opts.HandshakeTimeout)
 	return c
 }
+
+// Reserve and Release are the connection's resp.Memory: its Reader's
+// buffers are charged to the server's budget before they grow (see
+// budget). A reservation waits at most until the command's read deadline.
+func (c *conn) Reserve(n int) error {
+	return c.s.args.acquire(c.stop, &c.hold, int64(n), c.cmdDeadline)
+}
+
+func (c *conn) Release(n int) { c.s.args.release(&c.hold, int64(n)) }
 
 // writerFunc adapts the connection's write method to io.Writer.
 type writerFunc func([]byte) (int, error)
@@ -95,7 +161,7 @@ func (c *conn) write(p []byte) (int, error) {
 // serve runs the connection until it ends.
 func (c *conn) serve(ctx context.Context) {
 	defer func() {
-		c.release()
+		c.s.args.releaseAll(&c.hold)
 		if v := recover(); v != nil {
 			c.s.log.Error("respserver: panic serving a connection (a bug); connection closed",
 				"remote", c.remote, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
@@ -113,59 +179,96 @@ func (c *conn) serve(ctx context.Context) {
 
 // next reads one command, runs it, and flushes the replies when no more
 // input is buffered (a pipeline gets one write).
+//
+// Deadlines: waiting for a command's first byte, the connection is idle;
+// from that byte the command must arrive whole within ReadTimeout
+// (connReader), however long the connection has been sending. Idle, it
+// waits idleRelease, then lets go of its buffers and waits on: until
+// IdleTimeout from the start of the wait when one is set, for ever
+// otherwise (the deadline is re-armed every idleRecheck). A connection
+// not authenticated on a server with tokens is closed HandshakeTimeout
+// after it connected, idle or not.
 func (c *conn) next(ctx context.Context) error {
 	if c.r.Buffered() == 0 {
 		if err := c.w.Flush(); err != nil {
 			return err
 		}
-		idle := c.s.opts.IdleTimeout
-		if idle == 0 {
-			idle = noDeadline
-		}
-		if err := c.sc.SetReadTimeout(idle); err != nil {
+		c.idleSince, c.shrunk = time.Now(), false
+		if err := c.armIdle(c.idleSince); err != nil {
 			return err
 		}
-		c.cr.armed = true
+	} else {
+		// The command began in the buffer: its deadline counts from now,
+		// set by the first read it needs.
+		c.cr.idle, c.cr.stale = false, true
+		c.cmdDeadline = time.Now().Add(c.s.opts.ReadTimeout)
 	}
-	args, err := c.r.ReadCommand()
+	args, err := c.read()
+	c.cr.stale = false
 	if err != nil {
 		var pe *resp.ProtocolError
-		if errors.As(err, &pe) {
+		switch {
+		case errors.As(err, &pe):
 			c.s.ctr.protocol.Add(1)
 			c.w.Error("ERR " + pe.Msg)
 			c.w.Flush()
-			return err
+		case errors.Is(err, errBudgetTimeout):
+			c.s.ctr.timeouts.Add(1)
+			c.fail(fmt.Sprintf("OOM command not allowed: the memory of this node for commands being received (%d bytes) stayed full until the read timeout", c.s.opts.MaxArgBytes))
+			c.w.Flush()
 		}
-		return err
-	}
-	if err := c.charge(ctx, args); err != nil {
 		return err
 	}
 	c.s.ctr.commands.Add(1)
 	c.exec(ctx, args)
-	c.release()
 	return c.w.Err()
 }
 
-// charge charges the command's argument bytes to the server's budget.
-func (c *conn) charge(ctx context.Context, args [][]byte) error {
-	var n int64
-	for _, a := range args {
-		n += int64(len(a))
+// read reads a command, handling the expiries of the idle wait.
+func (c *conn) read() ([][]byte, error) {
+	for {
+		args, err := c.r.ReadCommand()
+		if err == nil || !c.cr.idle || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return args, err
+		}
+		// The idle deadline passed with no byte of a command.
+		now := time.Now()
+		if t := c.s.opts.IdleTimeout; t > 0 && !now.Before(c.idleSince.Add(t)) {
+			return nil, err
+		}
+		if !c.authed && !now.Before(c.handshakeEnd) {
+			return nil, err
+		}
+		if !c.shrunk {
+			c.r.Shrink()
+			c.shrunk = true
+		} else {
+			c.s.ctr.rearms.Add(1)
+		}
+		if err := c.armIdle(now); err != nil {
+			return nil, err
+		}
 	}
-	if n < 64<<10 { // small commands are bounded by the read buffer
-		return nil
-	}
-	if err := c.s.args.acquire(ctx, n); err != nil {
-		return err
-	}
-	c.held = n
-	return nil
 }
 
-func (c *conn) release() {
-	c.s.args.release(c.held)
-	c.held = 0
+// armIdle sets the deadline of the idle wait from now (see next).
+func (c *conn) armIdle(now time.Time) error {
+	c.cr.idle = true
+	d := c.s.idleRecheck
+	if !c.shrunk {
+		d = idleRelease
+	}
+	if t := c.s.opts.IdleTimeout; t > 0 {
+		d = min(d, c.idleSince.Add(t).Sub(now))
+	}
+	if !c.authed {
+		d = min(d, c.handshakeEnd.Sub(now))
+	}
+	// A deadline for the command's first byte, in case Reserve runs
+	// before connReader sees it (it cannot: a buffer grows for bytes
+	// read).
+	c.cmdDeadline = now.Add(d)
+	return c.sc.SetReadTimeout(d)
 }
 
 // ended logs why the connection ended.
@@ -180,6 +283,8 @@ func (c *conn) ended(err error) {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		reason = "timeout"
 		c.s.ctr.timeouts.Add(1)
+	case errors.Is(err, errBudgetTimeout):
+		reason = "memory"
 	default:
 		reason = "error"
 	}

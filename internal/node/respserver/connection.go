@@ -66,9 +66,15 @@ func cmdAuth(c *conn, _ context.Context, args [][]byte) {
 func (c *conn) auth(user, password []byte) bool {
 	tab := c.s.srv.Auth()
 	if tab.Open() {
-		if user == nil {
+		// As Redis 7 without a password: the user "default" (exactly:
+		// the name is case-sensitive) takes any password; a password
+		// alone is an error; any other user is a wrong pair.
+		switch {
+		case user == nil:
 			c.fail("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
-		} else {
+		case string(user) == "default":
+			return true
+		default:
 			c.wrongPass()
 		}
 		return false

@@ -6,8 +6,12 @@
 // The package knows the protocol and Redis's command semantics; the pool
 // behind it is a Backend (package node provides the real one: the node's
 // store, its peers over the node protocol and the master's index). Every
-// connection is bound to one tenant: the default tenant when the node is
-// open or the client is on loopback, else the tenant its AUTH names. Keys
+// connection is bound to one tenant. An open node (no tokens configured)
+// serves every connection as the default tenant without AUTH, wherever it
+// comes from, and answers AUTH as Redis does without a password (AUTH
+// default <anything> is OK); a node with tokens requires AUTH (or HELLO
+// AUTH) within HandshakeTimeout of connecting, and the connection acts
+// for the tenant its token and user name name. Keys
 // are kvpool named objects of that tenant (block.Named), so a value SET
 // here is the object `kvpool ctl get --key` reads, and the other way
 // round.

@@ -16,6 +16,10 @@ const (
 	// byte has arrived: 30 s, time enough for a 512 MiB value at 150 Mbit/s,
 	// and a client that stops mid-command is cut off after it.
 	DefaultReadTimeout = 30 * time.Second
+	// DefaultHandshakeTimeout bounds how long a connection to a server
+	// with tokens may stay unauthenticated: 10 s, the server skeleton's
+	// handshake bound (a client AUTHs as its first command).
+	DefaultHandshakeTimeout = server.DefaultHandshakeTimeout
 	// DefaultWriteTimeout bounds writing one batch of replies: 30 s, as
 	// ReadTimeout.
 	DefaultWriteTimeout = 30 * time.Second
@@ -26,9 +30,10 @@ const (
 	// server skeleton's default (Redis's maxclients is 10000; each kvpool
 	// connection holds a goroutine and a 64 KiB read buffer).
 	DefaultMaxConns = server.DefaultMaxConns
-	// DefaultMaxArgBytes bounds the argument bytes all connections hold
-	// at once: 1 GiB, so 1,000 clients each sending a 64 MiB SET cannot
-	// make the node hold 64 GiB; a command that would pass it waits.
+	// DefaultMaxArgBytes bounds the memory all connections hold for
+	// commands at once: 1 GiB, so 1,000 clients each sending (or
+	// declaring and trickling) a 64 MiB SET cannot make the node hold 64
+	// GiB; a command whose buffers would pass it waits (budget.go).
 	DefaultMaxArgBytes = 1 << 30
 )
 
@@ -53,13 +58,24 @@ type Options struct {
 	// commands. Zero keeps idle connections open, as Redis's default
 	// timeout 0 does: engines keep pooled connections idle for long.
 	IdleTimeout time.Duration
-	// ReadTimeout bounds the rest of a command once it has started
+	// HandshakeTimeout bounds, on a server with tokens, the time from
+	// connecting to a successful AUTH (or HELLO AUTH): a connection not
+	// authenticated by then is closed (DefaultHandshakeTimeout). RESP has
+	// no handshake of its own, so an open server has none: its
+	// connections may wait as long as IdleTimeout allows before their
+	// first command, as Redis's do (client pools open connections ahead
+	// of use).
+	HandshakeTimeout time.Duration
+	// ReadTimeout bounds one command's arrival, from its first byte to
+	// its last, however long the connection has been busy
 	// (DefaultReadTimeout); WriteTimeout bounds writing replies
 	// (DefaultWriteTimeout); RequestTimeout bounds one command's pool calls
 	// (DefaultRequestTimeout).
 	ReadTimeout, WriteTimeout, RequestTimeout time.Duration
-	// MaxArgBytes bounds the argument bytes held by all connections at
-	// once (DefaultMaxArgBytes).
+	// MaxArgBytes bounds the memory all connections hold for commands
+	// being received and run, argument slots included, reserved before
+	// it is allocated (DefaultMaxArgBytes); budget.go gives the rule and
+	// the slack (one command beyond it, so that none deadlocks).
 	MaxArgBytes int64
 	// Version is the kvpool version INFO and HELLO report.
 	Version string
@@ -87,6 +103,7 @@ func (o Options) resolve() (Options, error) {
 		return o, fmt.Errorf("respserver: Options.IdleTimeout is %v; want >= 0 (0 keeps idle connections)", o.IdleTimeout)
 	}
 	if err := server.Durations("respserver",
+		server.Duration{Name: "HandshakeTimeout", V: &o.HandshakeTimeout, Default: DefaultHandshakeTimeout},
 		server.Duration{Name: "ReadTimeout", V: &o.ReadTimeout, Default: DefaultReadTimeout},
 		server.Duration{Name: "WriteTimeout", V: &o.WriteTimeout, Default: DefaultWriteTimeout},
 		server.Duration{Name: "RequestTimeout", V: &o.RequestTimeout, Default: DefaultRequestTimeout},
@@ -116,9 +133,11 @@ func (o Options) skeleton() server.Options {
 	return server.Options{
 		Name:     "respserver",
 		MaxConns: o.MaxConns,
-		// The handshake of RESP is the first command: the skeleton's
-		// deadline bounds the wait for it as for a kvpool hello.
-		Auth:   auth.Options{ClusterToken: o.Token, TenantTokens: o.TenantTokens, Shared: o.Shared},
-		Logger: o.Logger,
+		// The skeleton's deadline bounds the connection until the
+		// handler sets its own; conn.go bounds the wait for AUTH by the
+		// same HandshakeTimeout (see Options.HandshakeTimeout).
+		HandshakeTimeout: o.HandshakeTimeout,
+		Auth:             auth.Options{ClusterToken: o.Token, TenantTokens: o.TenantTokens, Shared: o.Shared},
+		Logger:           o.Logger,
 	}
 }

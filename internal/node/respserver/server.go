@@ -37,6 +37,9 @@ type Server struct {
 
 	ids atomic.Int64 // CLIENT ID
 
+	// idleRecheck is idleRecheck (conn.go); tests shorten it.
+	idleRecheck time.Duration
+
 	mu     sync.Mutex
 	served bool
 	port   int
@@ -49,7 +52,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: o, log: o.Logger, start: o.Now(), args: newBudget(o.MaxArgBytes)}
+	s := &Server{opts: o, log: o.Logger, start: o.Now(), args: newBudget(o.MaxArgBytes), idleRecheck: idleRecheck}
 	s.cmds, s.sorted = newCommands()
 	s.srv, err = server.New(handler{s}, o.skeleton())
 	if err != nil {
@@ -92,27 +95,38 @@ type Stats struct {
 	// Commands counts commands executed; Errors those answered with an
 	// error reply; ProtocolErrors connections closed for malformed input.
 	Commands, Errors, ProtocolErrors uint64
-	// Timeouts counts connections closed for stalling mid-command.
+	// Timeouts counts connections closed by a deadline: stalling
+	// mid-command, IdleTimeout, HandshakeTimeout, or a command whose
+	// memory stayed unavailable until its read deadline.
 	Timeouts uint64
 	// CoalescedSets counts plain SETs answered by an overlapping SET of
 	// the same key that stored a later value for both (setGroups).
 	CoalescedSets uint64
+	// ArgBytes is the memory connections hold for commands now, beyond
+	// resp.FreeHeld each (what MaxArgBytes bounds); PeakArgBytes the most
+	// they ever held at once.
+	ArgBytes, PeakArgBytes int64
 }
 
 type counters struct {
 	commands, errors, protocol, timeouts atomic.Uint64
+	rearms                               atomic.Uint64 // idle deadlines re-armed (tests)
 }
 
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats {
+	used, peak := s.args.stats()
 	return Stats{Stats: s.srv.Stats(), Commands: s.ctr.commands.Load(), Errors: s.ctr.errors.Load(),
-		ProtocolErrors: s.ctr.protocol.Load(), Timeouts: s.ctr.timeouts.Load(), CoalescedSets: s.sets.coalesced.Load()}
+		ProtocolErrors: s.ctr.protocol.Load(), Timeouts: s.ctr.timeouts.Load(), ArgBytes: used, PeakArgBytes: peak,
+		CoalescedSets: s.sets.coalesced.Load()}
 }
 
 // handler plugs RESP into the server skeleton.
 type handler struct{ s *Server }
 
-func (h handler) ServeConn(ctx context.Context, sc *server.Conn) { newConn(h.s, sc).serve(ctx) }
+func (h handler) ServeConn(ctx context.Context, sc *server.Conn) {
+	newConn(h.s, sc, ctx.Done()).serve(ctx)
+}
 
 // Refuse answers a connection over MaxConns as Redis answers one over
 // maxclients.

@@ -27,7 +27,8 @@ type front struct {
 	srv  *respserver.Server
 }
 
-func startFront(t *testing.T, o respserver.Options) *front {
+// startFront serves o on loopback; setup runs on the server before Serve.
+func startFront(t *testing.T, o respserver.Options, setup ...func(*respserver.Server)) *front {
 	t.Helper()
 	mem := respservertest.New()
 	if o.Backend == nil {
@@ -36,6 +37,9 @@ func startFront(t *testing.T, o respserver.Options) *front {
 	srv, err := respserver.New(o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range setup {
+		f(srv)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -207,6 +211,13 @@ var redisScript = []exchange{
 	{[]string{"select", "16"}, "-ERR DB index is out of range\r\n"},
 	{[]string{"auth", "x"}, "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n"},
 	{[]string{"auth", "u", "x"}, "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
+	{[]string{"auth", "default", "anything"}, "+OK\r\n"},
+	{[]string{"auth", "default"}, "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n"},
+	{[]string{"auth", "DEFAULT", "x"}, "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
+	{[]string{"auth", "default", "x", "y"}, "-ERR syntax error\r\n"},
+	{[]string{"auth"}, "-ERR wrong number of arguments for 'auth' command\r\n"},
+	{[]string{"hello", "2", "auth", "u", "x"}, "-WRONGPASS invalid username-password pair or user is disabled.\r\n"},
+	{[]string{"hello", "2", "auth", "default", "x", "setname", "a b"}, "-ERR Client names cannot contain spaces, newlines or special characters.\r\n"},
 	{[]string{"hello", "4"}, "-NOPROTO unsupported protocol version\r\n"},
 	{[]string{"hello", "x"}, "-ERR Protocol version is not an integer or out of range\r\n"},
 	{[]string{"ping"}, "+PONG\r\n"},
