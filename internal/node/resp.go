@@ -394,6 +394,10 @@ func (b *respBackend) Set(ctx context.Context, tenant, name string, value []byte
 		if _, err := b.idx.SetExpiry(ctx, keys, []int64{at}, true, nil); err != nil {
 			return fmt.Errorf("set %q: expiry: %w", name, err)
 		}
+		// A GET meanwhile may have learnt the old expiry of an unchanged
+		// value (same checksum): what it learnt must not stick.
+		b.own.drop(k)
+		gen = b.own.mark(k)
 	}
 	if i := slices.IndexFunc(targets, func(t masterclient.Target) bool { return t.Node == b.self }); i >= 0 && errs[i] == nil {
 		b.own.put(k, sum, at, gen)

@@ -127,12 +127,14 @@ type toucher struct {
 	keys map[string]map[block.Key]struct{} // by tenant: a lookup is of one tenant
 	n    int
 
-	stop chan struct{}
+	ctx  context.Context // ended by close, so that close never waits on the master
+	stop context.CancelFunc
 	done chan struct{}
 }
 
 func newToucher(idx KeyIndex) *toucher {
-	t := &toucher{idx: idx, keys: map[string]map[block.Key]struct{}{}, stop: make(chan struct{}), done: make(chan struct{})}
+	t := &toucher{idx: idx, keys: map[string]map[block.Key]struct{}{}, done: make(chan struct{})}
+	t.ctx, t.stop = context.WithCancel(context.Background())
 	go t.run()
 	return t
 }
@@ -164,7 +166,7 @@ func (t *toucher) run() {
 	var batch []block.Key
 	for {
 		select {
-		case <-t.stop:
+		case <-t.ctx.Done():
 			return
 		case <-tick.C:
 		}
@@ -182,7 +184,7 @@ func (t *toucher) run() {
 			}
 			// Best effort: a report the master misses only leaves its
 			// recency a little older.
-			ctx, cancel := context.WithTimeout(context.Background(), touchEvery*10)
+			ctx, cancel := context.WithTimeout(t.ctx, touchEvery*10)
 			_ = t.idx.Locate(ctx, batch, true, &res)
 			cancel()
 		}
@@ -190,6 +192,6 @@ func (t *toucher) run() {
 }
 
 func (t *toucher) close() {
-	close(t.stop)
+	t.stop()
 	<-t.done
 }

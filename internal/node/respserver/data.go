@@ -225,6 +225,10 @@ func cmdSet(c *conn, ctx context.Context, args [][]byte) {
 func (c *conn) set(ctx context.Context, name string, value []byte, o SetOptions) {
 	tenant := c.tenant
 	store := func(ctx context.Context, value []byte) error {
+		// A coalesced store answers other connections' SETs too: neither
+		// this client leaving nor the time it already waited may fail them.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.s.opts.RequestTimeout)
+		defer cancel()
 		unlock := c.s.keys.lock(tenant, name)
 		defer unlock()
 		return c.s.opts.Backend.Set(ctx, tenant, name, value, o)
