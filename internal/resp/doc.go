@@ -48,11 +48,13 @@
 //
 // Redis trusts a declared bulk length: it allocates the whole `$len` (up
 // to proto-max-bulk-len, 512 MiB) before the data arrives, so a client can
-// make it hold 512 MiB with a 20-byte message. Reader never allocates
-// ahead of the bytes received: a bulk string is read into a buffer grown
-// geometrically as its data arrives, never past the declared length, so a
-// connection holds about twice what its client sent of the command plus
-// 128 KiB (the read buffer and one growth step). Buffers over 1 MiB are
+// make it hold 512 MiB with a 20-byte message. Reader allocates at most
+// 1 MiB ahead of the bytes received: a bulk string is read into a buffer
+// first made up to 1 MiB (so a value that size is read with no copy), then
+// grown geometrically as its data arrives, never past the declared length,
+// so a connection holds about twice what its client sent of the command
+// plus 1 MiB and the 64 KiB read buffer — charged to a Memory, when set,
+// before it is allocated. Buffers over 1 MiB are
 // dropped before the Reader waits for the next command, so an idle
 // connection does not pin one (they are kept while pipelined commands are
 // already buffered); Shrink drops every buffer of an idle Reader, which a

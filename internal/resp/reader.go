@@ -21,11 +21,17 @@ const (
 	keepMax = 1 << 20
 	// keepArgs is how many argument slots are kept, 1 MiB of them.
 	keepArgs = keepMax / ArgOverhead
-	// growChunk is the most a big argument's buffer grows beyond the
-	// bytes received, when it fills up before the data does. With
-	// doubling, a peer that declares a large bulk and then stalls makes
-	// the Reader hold about twice what it sent plus growChunk.
+	// growChunk is the least a big argument's buffer grows by when it
+	// fills up before the data does. With doubling from a first buffer
+	// of up to growFirst, a peer that declares a large bulk and then
+	// stalls makes the Reader hold about twice what it sent plus
+	// growFirst.
 	growChunk = 64 << 10
+	// growFirst is the most a big argument's buffer is made ahead of the
+	// data received when it is first grown: 1 MiB (a common KV chunk is
+	// 256 KiB to 1 MiB), so a stalled peer holds at most that beyond twice
+	// what it sent, charged to Memory first.
+	growFirst = 1 << 20
 	// wakeSize is the buffer a shrunk Reader waits for input in: 512
 	// bytes, room for a small command, so that most wake-ups take one
 	// read before the read buffer is allocated.
@@ -565,7 +571,10 @@ func (r *Reader) readDirect() error {
 		return err
 	}
 	want := min(r.bulk, growChunk)
-	if err := r.growArena(want, min(2*cap(r.arena), len(r.arena)+r.bulk)); err != nil {
+	// Grow by doubling, but at least to growFirst of the data declared:
+	// a value up to that size is read into one buffer, never copied.
+	target := max(2*cap(r.arena), len(r.arena)+min(r.bulk, growFirst))
+	if err := r.growArena(want, min(target, len(r.arena)+r.bulk)); err != nil {
 		return err
 	}
 	p := r.arena[len(r.arena):cap(r.arena)]

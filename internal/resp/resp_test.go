@@ -409,12 +409,13 @@ func TestDeclaredHugeBulk(t *testing.T) {
 			if err != io.ErrUnexpectedEOF {
 				t.Fatalf("error %v, want io.ErrUnexpectedEOF", err)
 			}
-			// Held: twice what was sent plus growChunk (doubling). In all:
-			// twice what is held, plus the 64 KiB read buffer.
-			if held := cap(rd.arena); held > 2*len(in)+growChunk {
+			// Held: twice what was sent plus growFirst (doubling from a
+			// first buffer of up to growFirst). In all: twice what is
+			// held, plus the 64 KiB read buffer.
+			if held := cap(rd.arena); held > 2*len(in)+growFirst {
 				t.Fatalf("holding %d bytes for %d sent", held, len(in))
 			}
-			if got, bound := after.TotalAlloc-before.TotalAlloc, uint64(4*len(in)+4*growChunk); got > bound {
+			if got, bound := after.TotalAlloc-before.TotalAlloc, uint64(4*len(in)+2*growFirst+4*growChunk); got > bound {
 				t.Fatalf("allocated %d bytes for %d sent, want at most %d", got, len(in), bound)
 			}
 		})
