@@ -293,6 +293,9 @@ func TestNonReader(t *testing.T) {
 		t.Fatalf("SET: %q", got)
 	}
 	nr := f.dial(t)
+	// The dial returns once the kernel has the connection, maybe before
+	// the server admitted it: wait for both, or "one open" proves nothing.
+	waitFor(t, "both connections admitted", func() bool { return f.srv.Stats().Open == 2 })
 	wdone := make(chan struct{})
 	go func() {
 		defer close(wdone)

@@ -279,10 +279,12 @@ func (c *conn) ended(err error) {
 		reason = "quit"
 	case c.sc.Closing() || errors.Is(err, server.ErrShuttingDown):
 		reason = "shutdown"
-	case err == io.EOF || errors.Is(err, net.ErrClosed):
-	case errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(c.w.Err(), os.ErrDeadlineExceeded):
+		// (a reply whose write timed out while the Reader read reaches it
+		// as a read error, which it may report as a cut-off command)
 		reason = "timeout"
 		c.s.ctr.timeouts.Add(1)
+	case err == io.EOF || errors.Is(err, net.ErrClosed):
 	case errors.Is(err, errBudgetTimeout):
 		reason = "memory"
 	default:

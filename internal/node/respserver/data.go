@@ -284,13 +284,23 @@ func cmdStrlen(c *conn, ctx context.Context, args [][]byte) {
 	}
 }
 
-func cmdExists(c *conn, ctx context.Context, args [][]byte) {
-	if !c.checkKeys(args[1:]) {
-		return
+// exists answers which of keys are present; false when it answered an
+// error instead.
+func (c *conn) exists(ctx context.Context, keys [][]byte) ([]bool, bool) {
+	if !c.checkKeys(keys) {
+		return nil, false
 	}
-	present, err := c.s.opts.Backend.Exists(ctx, c.tenant, c.keyNames(args[1:]))
+	present, err := c.s.opts.Backend.Exists(ctx, c.tenant, c.keyNames(keys))
 	if err != nil {
 		c.backendError(err)
+		return nil, false
+	}
+	return present, true
+}
+
+func cmdExists(c *conn, ctx context.Context, args [][]byte) {
+	present, ok := c.exists(ctx, args[1:])
+	if !ok {
 		return
 	}
 	n := 0
@@ -304,12 +314,8 @@ func cmdExists(c *conn, ctx context.Context, args [][]byte) {
 
 // cmdPrefix is KVPOOL.PREFIX key...: the number of leading keys present.
 func cmdPrefix(c *conn, ctx context.Context, args [][]byte) {
-	if !c.checkKeys(args[1:]) {
-		return
-	}
-	present, err := c.s.opts.Backend.Exists(ctx, c.tenant, c.keyNames(args[1:]))
-	if err != nil {
-		c.backendError(err)
+	present, ok := c.exists(ctx, args[1:])
+	if !ok {
 		return
 	}
 	n := 0
