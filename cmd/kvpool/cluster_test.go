@@ -27,6 +27,9 @@ const asKvpoolEnv = "KVPOOL_TEST_AS_BINARY"
 func TestMain(m *testing.M) {
 	if os.Getenv(asKvpoolEnv) == "1" {
 		h, err := testHooks(os.Getenv(faultFSEnv), powerLoss)
+		if err == nil {
+			h.nodeBackend, err = corruptServed(os.Getenv(corruptServedEnv))
+		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "kvpool (test binary): %v\n", err)
 			os.Exit(2)

@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/kvpool/kvpool/internal/config"
+	"github.com/kvpool/kvpool/internal/node/nodeserver"
 	"github.com/kvpool/kvpool/internal/vfs"
 )
 
@@ -33,7 +34,7 @@ func commands() []command { return commandsWith(hooks{}) }
 // commandsWith returns the subcommands with h's test seams wired in.
 func commandsWith(h hooks) []command {
 	node := runNode
-	if h.nodeFS != nil {
+	if h.nodeFS != nil || h.nodeBackend != nil {
 		node = func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runNodeWith(ctx, args, stdout, stderr, h)
 		}
@@ -73,6 +74,9 @@ type hooks struct {
 	// nodeFS wraps the filesystem under a node's SSD tier (fault
 	// injection; nil: the operating system's, unwrapped).
 	nodeFS func(vfs.FS) vfs.FS
+	// nodeBackend wraps what a node's data plane serves (fault
+	// injection; nil: the store, unwrapped).
+	nodeBackend func(nodeserver.Backend) nodeserver.Backend
 }
 
 // run executes the subcommand named by args[0] and returns the exit code.

@@ -71,7 +71,7 @@ func runNodeWith(ctx context.Context, args []string, stdout, stderr io.Writer, h
 	for _, w := range loaded.Warnings {
 		log.Warn("kvpool node: " + w)
 	}
-	opts := node.Options{Logger: log, StartupLine: loaded.StartupLine(), WrapSSDFS: h.nodeFS, Version: versionString()}
+	opts := node.Options{Logger: log, StartupLine: loaded.StartupLine(), WrapSSDFS: h.nodeFS, WrapBackend: h.nodeBackend, Version: versionString()}
 	if addr := loaded.Node.Master; addr != "" {
 		mc := newMasterClient(addr, masterclient.Options{Token: []byte(loaded.Node.AuthToken.Reveal()), ClusterID: loaded.Node.ClusterID})
 		defer mc.Close()

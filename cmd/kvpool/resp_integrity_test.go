@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/internal/cluster"
+	"github.com/kvpool/kvpool/internal/node/nodeclient"
 )
 
 // TestRESPIntegrity flips bits in the SSD record of a value that lives
@@ -99,4 +100,61 @@ func infoTier(t *testing.T, c *rawRESP, name string) string {
 	}
 	t.Fatalf("INFO kvpool has no kvpool_tier_%s:\n%s", name, reply)
 	return ""
+}
+
+// TestRESPIntegrityRemoteRAM: node-1 serves its RAM copies of "bad-"
+// objects with a bit flipped under their good checksum (corruptServedEnv),
+// as a node whose memory went bad would. A GET through node-0's Redis
+// front, which holds neither, answers the other replica's bytes for a
+// value node-2 holds too and a miss for one only node-1 holds, never the
+// corrupt bytes; node-0 counts what it met in /metrics and in INFO.
+func TestRESPIntegrityRemoteRAM(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl := respCluster(ctx, t, cluster.Options{
+		Nodes:   3,
+		NodeEnv: map[int][]string{1: {corruptServedEnv + "=bad-"}},
+	})
+	// Store the values on the chosen nodes through the node protocol and
+	// wait until the master's index lists them (SYNC).
+	put := func(node int, name string, value []byte) {
+		t.Helper()
+		c, err := nodeclient.Dial(ctx, cl.Nodes[node].Addr, nodeclient.DialOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.PutNamed(ctx, name, value); err != nil {
+			t.Fatalf("put %q on node-%d: %v", name, node, err)
+		}
+		if err := c.Sync(ctx); err != nil {
+			t.Fatalf("sync node-%d: %v", node, err)
+		}
+	}
+	two, one, good := testPayload(31, 256<<10), testPayload(32, 64<<10), testPayload(33, 4096)
+	put(1, "bad-two", two)
+	put(2, "bad-two", two)
+	put(1, "bad-one", one)
+	put(1, "good", good) // not corrupted by node-1: the hook's control
+
+	a := dialRESP(t, cl.Nodes[0].RESPAddr)
+	// Every GET of bad-two meets node-1's corrupt copy or node-2's good
+	// one first, in the master's order; both orders must end in the value.
+	for i := range 4 {
+		if got := a.do(args("GET", "bad-two")...); !bytes.Equal(got, []byte(bulk(two))) {
+			t.Fatalf("GET bad-two (try %d) through node-0: %d bytes, not the value node-2 holds", i, len(got))
+		}
+	}
+	if got := a.do(args("GET", "bad-one")...); !bytes.Equal(got, []byte("$-1\r\n")) {
+		t.Fatalf("GET bad-one through node-0: %d bytes, the value: %v; want a miss, node-1's only copy being corrupt", len(got), bytes.Equal(got, []byte(bulk(one))))
+	}
+	if got := a.do(args("GET", "good")...); !bytes.Equal(got, []byte(bulk(good))) {
+		t.Fatalf("GET good through node-0: %d bytes, not the value", len(got))
+	}
+	if n := nodeMetric(ctx, t, cl.Nodes[0].AdminAddr, "kvpool_node_resp_corrupt_copies_total", ""); n < 1 {
+		t.Errorf("node-0 /metrics kvpool_node_resp_corrupt_copies_total = %v; want >= 1", n)
+	}
+	if n := infoField(t, a, "kvpool_corrupt_copies"); n < 1 {
+		t.Errorf("node-0 INFO kvpool_corrupt_copies = %d; want >= 1", n)
+	}
 }
