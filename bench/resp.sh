@@ -24,6 +24,11 @@
 #   RESP_R       repetitions of each pair [3]
 #   RESP_CONNS   connections (redis-benchmark -c) [8]
 #   RESP_RAM     the kvpool node's RAM (kvpool up --ram) [2GiB]
+#   RESP_PROCS   GOMAXPROCS of kvpool's processes [1: one core, as
+#                redis-server serves from one event-loop thread; on a
+#                2-core machine a Go runtime with both cores spins on the
+#                one redis-benchmark needs (GET 4 KiB measured 0.70x at 2
+#                against 1.0x at 1). Empty: Go's default, the CPUs]
 # Smoke test: RESP_N=2000 RESP_R=1 bench/resp.sh
 set -eu
 cd "$(dirname "$0")/.."
@@ -32,6 +37,7 @@ sizes=${RESP_SIZES:-"4096 262144 1048576"}
 reps=${RESP_R:-3}
 conns=${RESP_CONNS:-8}
 ram=${RESP_RAM:-2GiB}
+procs=${RESP_PROCS-1}
 
 # requests SIZE: the number of requests per test at SIZE.
 requests() {
@@ -99,7 +105,11 @@ go build -o "$bin" ./cmd/kvpool
 ping() { [ "$(redis-cli -h "$1" -p "$2" PING 2>/dev/null)" = PONG ]; }
 
 # The kvpool cluster on free ports; its stdout names each node's Redis port.
-"$bin" up --nodes 1 --quiet --ram "$ram" >"$tmp/up.out" 2>"$tmp/up.err" &
+if [ -n "$procs" ]; then
+	GOMAXPROCS=$procs "$bin" up --nodes 1 --quiet --ram "$ram" >"$tmp/up.out" 2>"$tmp/up.err" &
+else
+	"$bin" up --nodes 1 --quiet --ram "$ram" >"$tmp/up.out" 2>"$tmp/up.err" &
+fi
 uppid=$!
 kvaddr=""
 i=0
@@ -185,7 +195,7 @@ run() {
 
 : >"$tmp/results"
 echo "# $(date -u '+%Y-%m-%d %H:%M:%S UTC'), load average: $(cut -d' ' -f1-3 /proc/loadavg), $(git rev-parse --short HEAD 2>/dev/null || echo 'no git')"
-echo "# redis-benchmark -t set,get -c $conns -d SIZE -n N --csv, $reps pair(s) per size, medians; kvpool $kvaddr (kvpool up --nodes 1 --ram $ram), $(redis-server --version | cut -d' ' -f1-3) $rshost:$rsport"
+echo "# redis-benchmark -t set,get -c $conns -d SIZE -n N --csv, $reps pair(s) per size, medians; kvpool $kvaddr (GOMAXPROCS=${procs:-default} kvpool up --nodes 1 --ram $ram), $(redis-server --version | cut -d' ' -f1-3) $rshost:$rsport"
 for size in $sizes; do
 	n=$(requests "$size")
 	r=1

@@ -930,3 +930,42 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// buffersRecorder is a BuffersWriter that records each call.
+type buffersRecorder struct {
+	calls []string // "write" or "buffers"
+	out   bytes.Buffer
+}
+
+func (r *buffersRecorder) Write(p []byte) (int, error) {
+	r.calls = append(r.calls, "write")
+	return r.out.Write(p)
+}
+
+func (r *buffersRecorder) WriteBuffers(v *net.Buffers) (int64, error) {
+	r.calls = append(r.calls, "buffers")
+	return v.WriteTo(&r.out)
+}
+
+// TestWriterBuffersWriter: a reply with referenced segments reaches a
+// BuffersWriter in one WriteBuffers call (one writev on a connection),
+// header, segments and trailer together; small replies in one Write.
+func TestWriterBuffersWriter(t *testing.T) {
+	rec := &buffersRecorder{}
+	w := NewWriter(rec)
+	big := bytes.Repeat([]byte("x"), 64<<10)
+	w.BulkSegments([][]byte{big[:32<<10], big[32<<10:]})
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if want := "$65536\r\n" + string(big) + "\r\n"; rec.out.String() != want {
+		t.Fatalf("wrote %d bytes, not the bulk of %d", rec.out.Len(), len(want))
+	}
+	w.Simple("OK")
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rec.calls, ","); got != "buffers,write" {
+		t.Fatalf("calls %s; want buffers (the bulk), write (+OK)", got)
+	}
+}

@@ -46,6 +46,17 @@ type ref struct {
 	seg []byte
 }
 
+// BuffersWriter is an io.Writer that also writes a net.Buffers at once,
+// consuming it as net.Buffers.WriteTo does. A Writer whose destination
+// has it writes a reply with referenced segments in one call: one writev
+// on a TCP connection, where an io.Writer that hides the connection gets
+// one write per segment (and the client a packet and a wake-up for each
+// bulk's header and trailer).
+type BuffersWriter interface {
+	io.Writer
+	WriteBuffers(v *net.Buffers) (int64, error)
+}
+
 // NewWriter returns a Writer to wr.
 func NewWriter(wr io.Writer) *Writer {
 	return &Writer{dst: wr, buf: make([]byte, 0, writeBufferSize)}
@@ -215,7 +226,11 @@ func (w *Writer) flush() {
 			vec = append(vec, w.buf[off:])
 		}
 		w.vec = vec
-		_, err = w.vec.WriteTo(w.dst) // consumes w.vec; its array is reused
+		if bw, ok := w.dst.(BuffersWriter); ok {
+			_, err = bw.WriteBuffers(&w.vec)
+		} else {
+			_, err = w.vec.WriteTo(w.dst) // consumes w.vec; its array is reused
+		}
 		w.vec = vec[:0]
 		clear(vec)
 		clear(w.refs)

@@ -152,6 +152,27 @@ func TestIdleTimeout(t *testing.T) {
 	}
 }
 
+// TestBusyOutlivesIdleDeadlines: a connection sending a command every few
+// milliseconds for three IdleTimeouts is never closed. Its idle waits keep
+// the deadline an earlier one set (armIdle), which passes during a later
+// wait many times over the run (every idleRelease): each must be re-armed
+// from that wait's start, not taken for an idle connection.
+func TestBusyOutlivesIdleDeadlines(t *testing.T) {
+	const idle = time.Second // gaps here are ~10 ms; a busy machine stays far within
+	f := startFront(t, respserver.Options{IdleTimeout: idle})
+	c := f.dial(t)
+	n := 0
+	for start := time.Now(); time.Since(start) < 3*idle; n++ {
+		if got := c.do("PING"); got != "+PONG\r\n" {
+			t.Fatalf("command %d, %v into the run: %q", n, time.Since(start), got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := f.srv.Stats().Timeouts; got != 0 {
+		t.Errorf("Timeouts = %d after %d commands; want 0", got, n)
+	}
+}
+
 // TestHandshakeTimeout: on a node with tokens a connection that does not
 // AUTH within HandshakeTimeout is closed, and an authenticated one is
 // not; an open node has no handshake, and a connection may wait before

@@ -103,8 +103,8 @@ func (c *conn) exec(ctx context.Context, args [][]byte) {
 		cmd.run(c, ctx, args)
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.s.opts.RequestTimeout)
-	defer cancel()
+	rctx := newReqCtx(ctx, c.s.opts.RequestTimeout)
+	defer rctx.end()
 	cmd.run(c, rctx, args)
 }
 

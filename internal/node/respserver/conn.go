@@ -62,6 +62,13 @@ type conn struct {
 	cmdDeadline  time.Time
 	idleSince    time.Time
 	shrunk       bool
+	// idleArmed is the read deadline an idle wait last set on the
+	// connection, zero once a command's deadline replaced it; writeArmed
+	// the write deadline last set. Each is kept while it still bounds
+	// what it should (armIdle, armWrite): a deadline change costs about
+	// as much as the command a GET from memory is.
+	idleArmed  time.Time
+	writeArmed time.Time
 
 	hold holder // this connection's share of the server's budget
 
@@ -72,9 +79,11 @@ type conn struct {
 // connReader arms the command deadline: a command must arrive whole
 // within ReadTimeout of its first byte. idle is set while the connection
 // waits for the first byte of a command under the idle deadline; stale
-// when a command began in the Reader's buffer, so that its deadline is
-// set before the first read it needs (a command wholly buffered needs
-// none, and pipelined small commands cost no deadline change).
+// when a command has begun (in the Reader's buffer, or with the read that
+// ended the idle wait), so that its deadline is set on the connection
+// before the next read it needs: a command that arrived whole needs none,
+// and pipelined small commands and one-read commands cost no deadline
+// change.
 type connReader struct {
 	c     *conn
 	idle  bool
@@ -100,21 +109,26 @@ func (r *connReader) Read(p []byte) (int, error) {
 	n, err := r.c.sc.Read(p)
 	if n > 0 && r.idle {
 		r.idle = false
-		if derr := r.c.armCommand(time.Now()); derr != nil && err == nil {
-			err = derr
-		}
+		r.stale = true
+		r.c.beginCommand(time.Now())
 	}
 	return n, err
 }
 
-// armCommand sets the read deadline of a command that began at now:
+// beginCommand sets the deadline of a command that began at now:
 // ReadTimeout, or the end of the handshake for a connection not yet
-// authenticated.
-func (c *conn) armCommand(now time.Time) error {
+// authenticated. armCommand sets it on the connection.
+func (c *conn) beginCommand(now time.Time) {
 	c.cmdDeadline = now.Add(c.s.opts.ReadTimeout)
 	if !c.authed && c.handshakeEnd.Before(c.cmdDeadline) {
 		c.cmdDeadline = c.handshakeEnd
 	}
+}
+
+// armCommand sets the command's deadline (beginCommand) as the
+// connection's read deadline, before a read the command needs.
+func (c *conn) armCommand(now time.Time) error {
+	c.idleArmed = time.Time{}
 	return c.sc.SetReadTimeout(c.cmdDeadline.Sub(now))
 }
 
@@ -123,7 +137,7 @@ func newConn(s *Server, sc *server.Conn, stop <-chan struct{}) *conn {
 	c.cr.c = c
 	c.r = resp.NewReader(&c.cr, s.opts.Limits)
 	c.r.SetMemory(c)
-	c.w = resp.NewWriter(writerFunc(c.write))
+	c.w = resp.NewWriter(connWriter{c})
 	// An open server (no token; package listen keeps it on loopback)
 	// serves every connection as the default tenant's without AUTH; a
 	// server with tokens requires AUTH first, within HandshakeTimeout of
@@ -145,17 +159,41 @@ func (c *conn) Reserve(n int) error {
 
 func (c *conn) Release(n int) { c.s.args.release(&c.hold, int64(n)) }
 
-// writerFunc adapts the connection's write method to io.Writer.
-type writerFunc func([]byte) (int, error)
+// connWriter is what the connection's resp.Writer writes to: the
+// connection, within WriteTimeout of each write.
+type connWriter struct{ c *conn }
 
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+var _ resp.BuffersWriter = connWriter{}
 
-// write writes p within WriteTimeout.
-func (c *conn) write(p []byte) (int, error) {
-	if err := c.sc.SetWriteDeadline(time.Now().Add(c.s.opts.WriteTimeout)); err != nil {
+func (w connWriter) Write(p []byte) (int, error) {
+	if err := w.c.armWrite(); err != nil {
 		return 0, err
 	}
-	return c.sc.Write(p)
+	return w.c.sc.Write(p)
+}
+
+// WriteBuffers writes v with one writev (the net.Conn under server.Conn
+// is a *net.TCPConn; server.Conn itself would hide that).
+func (w connWriter) WriteBuffers(v *net.Buffers) (int64, error) {
+	if err := w.c.armWrite(); err != nil {
+		return 0, err
+	}
+	return v.WriteTo(w.c.sc.Conn)
+}
+
+// armWrite sets the write deadline WriteTimeout from now, unless the one
+// set last leaves at least 15/16 of WriteTimeout: a write may take
+// between 15/16 of WriteTimeout and WriteTimeout before it fails, and a
+// connection writing replies without pause sets its deadline 16 times per
+// WriteTimeout rather than at every reply.
+func (c *conn) armWrite() error {
+	now := time.Now()
+	t := c.s.opts.WriteTimeout
+	if c.writeArmed.Sub(now) >= t-t/16 {
+		return nil
+	}
+	c.writeArmed = now.Add(t)
+	return c.sc.SetWriteDeadline(c.writeArmed)
 }
 
 // serve runs the connection until it ends.
@@ -194,14 +232,14 @@ func (c *conn) next(ctx context.Context) error {
 			return err
 		}
 		c.idleSince, c.shrunk = time.Now(), false
-		if err := c.armIdle(c.idleSince); err != nil {
+		if err := c.armIdle(c.idleSince, true); err != nil {
 			return err
 		}
 	} else {
 		// The command began in the buffer: its deadline counts from now,
 		// set by the first read it needs.
 		c.cr.idle, c.cr.stale = false, true
-		c.cmdDeadline = time.Now().Add(c.s.opts.ReadTimeout)
+		c.beginCommand(time.Now())
 	}
 	args, err := c.read()
 	c.cr.stale = false
@@ -245,14 +283,20 @@ func (c *conn) read() ([][]byte, error) {
 		} else {
 			c.s.ctr.rearms.Add(1)
 		}
-		if err := c.armIdle(now); err != nil {
+		if err := c.armIdle(now, false); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// armIdle sets the deadline of the idle wait from now (see next).
-func (c *conn) armIdle(now time.Time) error {
+// armIdle sets the deadline of the idle wait from now (see next). With
+// keep, a deadline an earlier idle wait set is kept when it has not passed
+// and comes no later than this one's: ending the wait early only lets go
+// of the buffers early, or re-arms (read), while a GET from memory costs
+// about as much as a deadline change. A wait that ended by its deadline
+// re-arms without keep, so that a connection the server is stopping
+// learns it (SetReadTimeout fails).
+func (c *conn) armIdle(now time.Time, keep bool) error {
 	c.cr.idle = true
 	d := c.s.idleRecheck
 	if !c.shrunk {
@@ -268,6 +312,10 @@ func (c *conn) armIdle(now time.Time) error {
 	// before connReader sees it (it cannot: a buffer grows for bytes
 	// read).
 	c.cmdDeadline = now.Add(d)
+	if keep && c.idleArmed.After(now) && !c.idleArmed.After(c.cmdDeadline) {
+		return nil
+	}
+	c.idleArmed = c.cmdDeadline
 	return c.sc.SetReadTimeout(d)
 }
 
