@@ -969,3 +969,36 @@ func TestWriterBuffersWriter(t *testing.T) {
 		t.Fatalf("calls %s; want buffers (the bulk), write (+OK)", got)
 	}
 }
+
+// commandReader serves cmd again and again, never past the end of one
+// copy in a Read: the Reader finds nothing buffered after each command,
+// as with a client that waits for each reply.
+type commandReader struct {
+	cmd []byte
+	off int
+}
+
+func (c *commandReader) Read(p []byte) (int, error) {
+	n := copy(p, c.cmd[c.off:])
+	c.off = (c.off + n) % len(c.cmd)
+	return n, nil
+}
+
+// TestOneMiBValuesReuseTheBuffer: a client sending one 1 MiB value after
+// another, waiting for each reply, is served from one buffer: a new one
+// per value costs a page fault per 4 KiB as it is first written (keepMax).
+func TestOneMiBValuesReuseTheBuffer(t *testing.T) {
+	rd := NewReader(&commandReader{cmd: []byte(multibulk("SET", "key:000000000001", strings.Repeat("v", 1<<20)))}, Limits{})
+	for range 3 {
+		if _, err := rd.ReadCommand(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := testing.AllocsPerRun(20, func() {
+		if _, err := rd.ReadCommand(); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per 1 MiB SET read; want 0", n)
+	}
+}

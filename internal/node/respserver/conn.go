@@ -277,11 +277,15 @@ func (c *conn) read() ([][]byte, error) {
 		if !c.authed && !now.Before(c.handshakeEnd) {
 			return nil, err
 		}
-		if !c.shrunk {
+		switch {
+		case c.shrunk:
+			c.s.ctr.rearms.Add(1)
+		case now.Sub(c.idleSince) < idleRelease:
+			// A deadline an earlier wait set (armIdle keeps them) passed
+			// early in this one: wait out this one's idleRelease.
+		default:
 			c.r.Shrink()
 			c.shrunk = true
-		} else {
-			c.s.ctr.rearms.Add(1)
 		}
 		if err := c.armIdle(now, false); err != nil {
 			return nil, err
@@ -291,16 +295,16 @@ func (c *conn) read() ([][]byte, error) {
 
 // armIdle sets the deadline of the idle wait from now (see next). With
 // keep, a deadline an earlier idle wait set is kept when it has not passed
-// and comes no later than this one's: ending the wait early only lets go
-// of the buffers early, or re-arms (read), while a GET from memory costs
-// about as much as a deadline change. A wait that ended by its deadline
+// and comes no later than this one's: a wait it ends early is re-armed
+// for the rest of its time (read), while a GET from memory costs about as
+// much as a deadline change. A wait that ended by its deadline
 // re-arms without keep, so that a connection the server is stopping
 // learns it (SetReadTimeout fails).
 func (c *conn) armIdle(now time.Time, keep bool) error {
 	c.cr.idle = true
 	d := c.s.idleRecheck
 	if !c.shrunk {
-		d = idleRelease
+		d = c.idleSince.Add(idleRelease).Sub(now)
 	}
 	if t := c.s.opts.IdleTimeout; t > 0 {
 		d = min(d, c.idleSince.Add(t).Sub(now))

@@ -275,3 +275,56 @@ func TestLargerThanLowWatermark(t *testing.T) {
 		t.Fatal("an object within the low watermark was evicted by its own Put")
 	}
 }
+
+// TestAllocStaysInTouched: overwriting one object again and again, and
+// putting and deleting others, reuses the chunks already written rather
+// than marching through the arena (each first write of a page is a page
+// fault); the arena is reached further only when the data needs it, and
+// then all of it serves.
+func TestAllocStaysInTouched(t *testing.T) {
+	r := mustOpen(t, chunked(1024))
+	k := block.Named("t", "hot")
+	for i := range uint64(500) {
+		put(t, r, k, tiertest.Payload(i, 1, 8*512-len(k.Name)))
+		if i%3 == 0 {
+			put(t, r, key(i), tiertest.Payload(i, 2, 300))
+			if err := r.Delete(ctx, key(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r.mu.Lock()
+	touched := r.touched
+	r.mu.Unlock()
+	// The live object (8 chunks), its replacement being written (8) and a
+	// small one (1): everything fits in the first 17 chunks.
+	if touched > 17 {
+		t.Fatalf("500 overwrites of one 8-chunk object touched %d of 1024 chunks; want at most 17", touched)
+	}
+	mustGet(t, r, k, tiertest.Payload(499, 1, 8*512-len(k.Name)))
+	// The arena is reached further as the data grows: with 1000 small
+	// objects beside the hot one (1008 chunks), nothing is evicted and
+	// exactly the chunks holding them are touched; past the tier's size
+	// every chunk serves.
+	for i := range uint64(1000) {
+		put(t, r, key(1000+i), tiertest.Payload(i, 3, 300))
+	}
+	if st := r.Stats(); st.Evicted != 0 {
+		t.Fatalf("evicted %d before the tier was full", st.Evicted)
+	}
+	r.mu.Lock()
+	touched = r.touched
+	r.mu.Unlock()
+	if touched != 1008 {
+		t.Fatalf("1008 chunks of data touched %d of 1024 chunks", touched)
+	}
+	for i := range uint64(100) {
+		put(t, r, key(3000+i), tiertest.Payload(i, 4, 300))
+	}
+	r.mu.Lock()
+	touched = r.touched
+	r.mu.Unlock()
+	if touched != 1024 {
+		t.Fatalf("a full tier touched %d of 1024 chunks", touched)
+	}
+}
