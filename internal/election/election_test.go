@@ -157,14 +157,21 @@ func TestOneLeaderThenTheNext(t *testing.T) {
 	}
 }
 
-// TestAbandonedLeaseExpires: a leader that vanishes without resigning (a
-// crashed master) is replaced once its lease expires at etcd.
-func TestAbandonedLeaseExpires(t *testing.T) {
+// leaderAndStandby starts etcd, makes "a" lead cluster "c" and has "b"
+// campaign behind it.
+func leaderAndStandby(t *testing.T) (*etcdtest.Server, context.Context, *election.Term, <-chan *election.Term) {
+	t.Helper()
 	srv := etcdtest.Start(t)
 	ctx := ctxFor(t)
 	a, b := open(t, srv.Endpoint, "c"), open(t, srv.Endpoint, "c")
 	ta := waitTerm(t, campaign(ctx, t, a, "a"), "a")
-	chB := campaign(ctx, t, b, "b")
+	return srv, ctx, ta, campaign(ctx, t, b, "b")
+}
+
+// TestAbandonedLeaseExpires: a leader that vanishes without resigning (a
+// crashed master) is replaced once its lease expires at etcd.
+func TestAbandonedLeaseExpires(t *testing.T) {
+	_, ctx, ta, chB := leaderAndStandby(t)
 	ta.Abandon()
 	if ta.Valid() || ta.Err() == nil {
 		t.Fatalf("abandoned term: valid %v, err %v", ta.Valid(), ta.Err())
@@ -205,11 +212,7 @@ func TestFrozenEtcd(t *testing.T) {
 // failed meanwhile either survives (the lease outlived the restart) or
 // ends; either way, after it, exactly one candidate leads.
 func TestEtcdRestart(t *testing.T) {
-	srv := etcdtest.Start(t)
-	ctx := ctxFor(t)
-	a, b := open(t, srv.Endpoint, "c"), open(t, srv.Endpoint, "c")
-	ta := waitTerm(t, campaign(ctx, t, a, "a"), "a")
-	chB := campaign(ctx, t, b, "b")
+	srv, ctx, ta, chB := leaderAndStandby(t)
 	srv.Restart()
 	var leader *election.Term
 	select {
