@@ -129,7 +129,8 @@ func Open(opts Options) (*Election, error) {
 	if err != nil {
 		return nil, fmt.Errorf("election: etcd client for %v: %w", opts.Endpoints, err)
 	}
-	return &Election{opts: opts, cli: cli, prefix: "/kvpool/" + opts.Cluster + "/master/"}, nil
+	// concurrency.NewElection adds the "/" before each candidate's key.
+	return &Election{opts: opts, cli: cli, prefix: "/kvpool/" + opts.Cluster + "/master"}, nil
 }
 
 // Close closes the etcd client; terms still running end.
@@ -144,7 +145,7 @@ type Leader struct {
 
 // Leader returns the current leader, or ErrNoLeader.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
-	resp, err := e.cli.Get(ctx, e.prefix, clientv3.WithFirstCreate()...)
+	resp, err := e.cli.Get(ctx, e.prefix+"/", clientv3.WithFirstCreate()...)
 	if err != nil {
 		return Leader{}, fmt.Errorf("election: ask etcd %v who leads cluster %q: %w", e.opts.Endpoints, e.opts.Cluster, err)
 	}
@@ -210,7 +211,10 @@ func (e *Election) revoke(id clientv3.LeaseID) {
 // Term is one leader's term. It ends (Done) when the leader must stop
 // leading: its lease may expire at etcd before another renewal lands
 // (see the package comment), etcd lost it, its key was deleted, or it was
-// resigned or abandoned.
+// resigned or abandoned. A term that ends on its own stops keeping its
+// lease alive at once, so that another candidate can lead; its leader
+// still calls Abandon (or Resign) to let go of it. A Term is not safe for
+// concurrent Resign and Abandon calls; Valid, Done and Err are.
 type Term struct {
 	// Epoch is the term's epoch: its election key's creation revision.
 	Epoch int64
@@ -276,18 +280,36 @@ func (t *Term) renew(ctx context.Context) error {
 }
 
 // watchKey ends the term when its leader key is deleted (by an operator,
-// or etcd revoking the lease), until ctx ends. It runs apart from keep:
-// opening a watch waits for etcd, which may not answer.
+// or etcd revoking the lease), until ctx ends. It watches from the
+// revision after the key's creation, so that a deletion before the watch
+// is open is seen too (a review found terms outliving their key that
+// way), and runs apart from keep: opening a watch waits for etcd, which
+// may not answer.
 func (t *Term) watchKey(ctx context.Context) {
 	defer t.wg.Done()
+	rev := t.Epoch + 1
 	for ctx.Err() == nil {
-		for wr := range t.e.cli.Watch(ctx, t.key) {
+		for wr := range t.e.cli.Watch(ctx, t.key, clientv3.WithRev(rev)) {
+			if wr.CompactRevision != 0 {
+				// Events from rev on were compacted away: look at the key.
+				r, err := t.e.cli.Get(ctx, t.key)
+				if err != nil {
+					break // watch again from rev
+				}
+				if len(r.Kvs) == 0 || r.Kvs[0].CreateRevision != t.Epoch {
+					t.end(fmt.Errorf("election: epoch %d: the leader key %s was deleted", t.Epoch, t.key))
+					return
+				}
+				rev = r.Header.Revision + 1
+				break
+			}
 			for _, ev := range wr.Events {
 				if ev.Type == clientv3.EventTypeDelete {
 					t.end(fmt.Errorf("election: epoch %d: the leader key %s was deleted", t.Epoch, t.key))
 					return
 				}
 			}
+			rev = wr.Header.Revision + 1
 		}
 	}
 }
@@ -339,7 +361,11 @@ func (t *Term) keep(ctx context.Context) {
 	}
 }
 
-// end ends the term with err (the first reason wins).
+// end ends the term with err (the first reason wins) and stops keeping
+// its lease alive, so that etcd expires it and another candidate can lead
+// even if the leader never calls Resign or Abandon (a term that stepped
+// down while etcd was frozen would otherwise hold the election once etcd
+// answers again).
 func (t *Term) end(err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -348,6 +374,7 @@ func (t *Term) end(err error) {
 	}
 	t.err = err
 	close(t.done)
+	t.stop()
 	t.e.opts.Logger.Warn("election: term ended", "cluster", t.e.opts.Cluster, "epoch", t.Epoch, "reason", err)
 }
 

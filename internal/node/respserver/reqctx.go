@@ -40,23 +40,35 @@ func (c *reqCtx) arm() context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.armed == nil {
-		c.armed, c.cancel = context.WithDeadline(c.parent, c.deadline)
 		if c.ended {
+			// Ended unarmed before its deadline and its parent's end (end
+			// arms it otherwise): Canceled for good, values kept.
+			c.armed, c.cancel = context.WithCancel(context.WithoutCancel(c.parent))
 			c.cancel()
+		} else {
+			c.armed, c.cancel = context.WithDeadline(c.parent, c.deadline)
 		}
 	}
 	return c.armed
 }
 
-// end cancels the context (context.Canceled) and releases what arming it
-// took.
+// end cancels the context (context.Canceled, unless its deadline or its
+// parent's end came first: then that error stays, as Err must not change
+// once it is not nil) and releases what arming it took.
 func (c *reqCtx) end() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ended = true
-	if c.cancel != nil {
-		c.cancel()
+	if c.ended {
+		return
 	}
+	c.ended = true
+	if c.cancel == nil {
+		if c.parent.Err() == nil && time.Now().Before(c.deadline) {
+			return // Err says Canceled from now on, and arm makes a context that does
+		}
+		c.armed, c.cancel = context.WithDeadline(c.parent, c.deadline)
+	}
+	c.cancel()
 }
 
 func (c *reqCtx) Deadline() (time.Time, bool) { return c.deadline, true }

@@ -84,3 +84,36 @@ func TestReqCtx(t *testing.T) {
 		}
 	})
 }
+
+// TestReqCtxErrStable: Err does not change once it is not nil, whatever
+// the order of the deadline, the parent's end, end and arming (a review
+// found all three cases changing).
+func TestReqCtxErrStable(t *testing.T) {
+	// The deadline passed, unarmed, then end.
+	c := newReqCtx(context.Background(), -time.Second)
+	if e1 := c.Err(); !errors.Is(e1, context.DeadlineExceeded) {
+		t.Fatalf("Err() = %v; want DeadlineExceeded", e1)
+	}
+	c.end()
+	if e2 := c.Err(); !errors.Is(e2, context.DeadlineExceeded) {
+		t.Fatalf("after end: Err() = %v; want DeadlineExceeded still", e2)
+	}
+	// Ended before the deadline, armed after it.
+	c = newReqCtx(context.Background(), 10*time.Millisecond)
+	c.end()
+	for time.Until(c.deadline) > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	<-c.Done()
+	if e := c.Err(); !errors.Is(e, context.Canceled) {
+		t.Fatalf("ended, then armed past the deadline: Err() = %v; want Canceled still", e)
+	}
+	// The parent's deadline passed before end.
+	p, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	c = newReqCtx(p, time.Hour)
+	c.end()
+	if e := c.Err(); !errors.Is(e, context.DeadlineExceeded) {
+		t.Fatalf("parent expired, then end: Err() = %v; want the parent's DeadlineExceeded", e)
+	}
+}
