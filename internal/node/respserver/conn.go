@@ -296,10 +296,10 @@ func (c *conn) read() ([][]byte, error) {
 // armIdle sets the deadline of the idle wait from now (see next). With
 // keep, a deadline an earlier idle wait set is kept when it has not passed
 // and comes no later than this one's: a wait it ends early is re-armed
-// for the rest of its time (read), while a GET from memory costs about as
-// much as a deadline change. A wait that ended by its deadline
-// re-arms without keep, so that a connection the server is stopping
-// learns it (SetReadTimeout fails).
+// for the rest of its time (read), and a GET from memory costs about as
+// much as a deadline change. A wait that ended by its deadline re-arms
+// without keep, so that a connection the server is stopping learns it
+// (SetReadTimeout fails).
 func (c *conn) armIdle(now time.Time, keep bool) error {
 	c.cr.idle = true
 	d := c.s.idleRecheck
