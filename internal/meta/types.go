@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/frame"
 )
@@ -20,6 +21,10 @@ var (
 	ErrUnknownNode = errors.New("unknown node or session: re-register")
 	// ErrNoNodes: no live node can take a placement.
 	ErrNoNodes = errors.New("no live nodes")
+	// ErrNotLeader: the master does not lead its cluster's current term
+	// (it stands by, its term ended, or the caller has seen a newer one);
+	// the caller goes to the leader. It is a kvpool.ErrUnavailable.
+	ErrNotLeader = fmt.Errorf("not the leader: %w", kvpool.ErrUnavailable)
 	// ErrBadRequest: an argument is malformed (the message says which and
 	// where). Nothing was changed. It is the protocols' bad request
 	// (frame.ErrBadRequest), so the master's and the wire's are one.

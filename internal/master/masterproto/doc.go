@@ -50,10 +50,24 @@
 // sides; clients (no REGISTER) need not send one. A peer of an older
 // build rejects a trailer as malformed, so a mismatch is never silent.
 //
+// After it, both HELLO bodies may end with the term trailer, which starts
+// with the byte 0xFE (no cluster ID length is that large). A client that
+// follows a cluster's leader among several masters sends it: 0xFE, then
+// the highest leader epoch it has seen (u64, 0 for none). The master then
+// answers with its own: 0xFE, the epoch it leads (u64, 0 while it stands
+// by), the margin in milliseconds (u32, at most an hour: how long after a
+// client sent a request an order in the answer may still be trusted,
+// a tenth of the leader's lease), and str8 the control address of the
+// leader it knows ("" for none). A standby, a leader whose term has
+// ended, or a leader of an epoch older than the client's refuses with
+// code not leader (10); with the trailer the client goes to the leader
+// it names. Without the trailer, a HELLO keeps its earlier encoding.
+//
 //	op    name        request body                          response body
 //	0x01  HELLO       magic "KVPM", version u16,             magic, version u16, code u16, max frame u32,
 //	                  token len u16, reserved u32, token,    max batch u32, max items u32, msg len u16,
-//	                  [str8 cluster id]                      reserved u16, message, [str8 cluster id]
+//	                  [str8 cluster id], [0xFE epoch u64]    reserved u16, message, [str8 cluster id],
+//	                                                         [0xFE epoch u64, margin ms u32, str8 leader]
 //	0x02  REGISTER    str8 node, str8 addr, ram u64, ssd     session u64, heartbeat u64, node TTL u64
 //	                  u64, block size u64, usage (ram u64,
 //	                  ssd u64), tenants, inventory

@@ -63,6 +63,15 @@ type Hello struct {
 	// an optional trailer after the token, absent when empty, so a HELLO
 	// without one is the version 1 encoding unchanged.
 	ClusterID string
+	// Follows says the client follows a cluster's leader among several
+	// masters (it was given a list of masters or etcd): the HELLO carries
+	// the term trailer, with Epoch, and the master answers with its own
+	// (HelloReply's Epoch, Margin and Leader). A HELLO without it keeps
+	// its earlier encoding.
+	Follows bool
+	// Epoch is the highest leader epoch the client has seen (0: none). A
+	// master leading an older term refuses the HELLO with CodeNotLeader.
+	Epoch uint64
 }
 
 // AppendHello appends a HELLO frame.
@@ -82,6 +91,12 @@ func AppendHello(dst []byte, reqID uint64, h *Hello) ([]byte, error) {
 	dst, err := appendClusterID(dst, h.ClusterID)
 	if err != nil {
 		return encodeError(dst, start, OpHello, err)
+	}
+	if h.Follows {
+		dst = append(dst, termTag)
+		dst = le.AppendUint64(dst, h.Epoch)
+	} else if h.Epoch != 0 {
+		return encodeError(dst, start, OpHello, fmt.Errorf("epoch %d without Follows: %w", h.Epoch, meta.ErrBadRequest))
 	}
 	return finish(dst, start, OpHello)
 }
@@ -117,6 +132,11 @@ func DecodeHello(h Header, body []byte, lim Limits, dst *Hello) error {
 		d.off += n
 	}
 	dst.ClusterID = d.clusterID()
+	dst.Follows, dst.Epoch = false, 0
+	if d.term() {
+		dst.Follows = true
+		dst.Epoch = d.u64("epoch")
+	}
 	return d.end()
 }
 
@@ -137,7 +157,26 @@ type HelloReply struct {
 	// unchanged); a client that sent one refuses a reply without it or
 	// with another.
 	ClusterID string
+	// Term is set (the term trailer is sent) when the HELLO carried
+	// Follows: Epoch is the term the master leads (0 while it stands by),
+	// Margin how long after a client sent a request an order in its
+	// answer may still be trusted (see Margin), Leader the control
+	// address of the master that leads, as far as this one knows ("" when
+	// none leads), so a client that reached a standby can go there.
+	Term   bool
+	Epoch  uint64
+	Margin time.Duration
+	Leader string
 }
+
+// termTag starts the term trailer of both HELLO bodies. No cluster ID
+// trailer starts with it (an ID's length byte is at most 64), so the two
+// optional trailers decode without ambiguity.
+const termTag = 0xFE
+
+// maxMarginMs bounds HelloReply.Margin on the wire: an hour, far above any
+// lease (the margin is a tenth of the leader's lease TTL).
+const maxMarginMs = 3600 * 1000
 
 // Err returns nil for an accepted connection in this Version, a
 // *RemoteError for a refusal, and an error wrapping frame.ErrVersion when the
@@ -180,6 +219,21 @@ func AppendHelloReply(dst []byte, reqID uint64, r *HelloReply) ([]byte, error) {
 	if err != nil {
 		return encodeError(dst, start, OpHelloResponse, err)
 	}
+	if r.Term {
+		ms := r.Margin.Milliseconds()
+		switch {
+		case r.Margin < 0 || ms > maxMarginMs || r.Margin%time.Millisecond != 0:
+			return encodeError(dst, start, OpHelloResponse, fmt.Errorf("margin %v: want whole milliseconds up to 1h: %w", r.Margin, meta.ErrBadRequest))
+		case len(r.Leader) > MaxAddrLen:
+			return encodeError(dst, start, OpHelloResponse, fmt.Errorf("leader address of %d bytes, limit %d: %w", len(r.Leader), MaxAddrLen, frame.ErrTooLong))
+		}
+		dst = append(dst, termTag)
+		dst = le.AppendUint64(dst, r.Epoch)
+		dst = le.AppendUint32(dst, uint32(ms))
+		dst = appendStr8(dst, r.Leader)
+	} else if r.Epoch != 0 || r.Margin != 0 || r.Leader != "" {
+		return encodeError(dst, start, OpHelloResponse, fmt.Errorf("epoch, margin or leader without Term: %w", meta.ErrBadRequest))
+	}
 	return finish(dst, start, OpHelloResponse)
 }
 
@@ -213,7 +267,28 @@ func DecodeHelloReply(h Header, body []byte, lim Limits, dst *HelloReply) error 
 		d.off += n
 	}
 	dst.ClusterID = d.clusterID()
+	dst.Term, dst.Epoch, dst.Margin, dst.Leader = false, 0, 0, ""
+	if d.term() {
+		dst.Term = true
+		dst.Epoch = d.u64("epoch")
+		ms := d.u32("margin")
+		if d.err == nil && ms > maxMarginMs {
+			d.fail(frame.ErrMalformed, "margin of %d ms, limit %d", ms, maxMarginMs)
+		}
+		dst.Margin = time.Duration(ms) * time.Millisecond
+		dst.Leader = d.str8("leader address", MaxAddrLen)
+	}
 	return d.end()
+}
+
+// term reports whether the term trailer starts here, and consumes its
+// tag.
+func (d *dec) term() bool {
+	if d.err != nil || d.off == len(d.b) || d.b[d.off] != termTag {
+		return false
+	}
+	d.off++
+	return true
 }
 
 // appendClusterID appends the cluster ID trailer of a HELLO or HELLO
@@ -232,7 +307,7 @@ func appendClusterID(dst []byte, id string) ([]byte, error) {
 // here. A present trailer holds a non-empty valid ID (an empty one is
 // never encoded, so every HELLO keeps a single encoding).
 func (d *dec) clusterID() string {
-	if d.err != nil || d.off == len(d.b) {
+	if d.err != nil || d.off == len(d.b) || d.b[d.off] == termTag {
 		return ""
 	}
 	id := d.str8("cluster ID", meta.MaxClusterIDLen)

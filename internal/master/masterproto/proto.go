@@ -181,7 +181,7 @@ type Header = frame.Header[Op]
 // frame.ErrInternal.
 type Code uint16
 
-// Status codes, numbered 0 to 9 in this order. Values are part of the
+// Status codes, numbered 0 to 10 in this order. Values are part of the
 // protocol and never change: add a code at the end, never reorder
 // (TestCodeNumbers pins them).
 const (
@@ -212,6 +212,10 @@ const (
 	// CodeTooLarge: a frame exceeds a limit (kvpool.ErrTooLarge, which
 	// frame.ErrFrameTooLarge wraps).
 	CodeTooLarge
+	// CodeNotLeader: the master does not lead its cluster's current term
+	// (meta.ErrNotLeader); a HELLO refused so names the leader in its
+	// term trailer when the client follows leaders.
+	CodeNotLeader
 )
 
 // codes is the protocol's code table (package frame names the shared
@@ -222,6 +226,7 @@ var codes = frame.NewTable("masterproto",
 	[]frame.Entry[Code]{
 		{Code: CodeUnknownNode, Name: "unknown node", Err: meta.ErrUnknownNode},
 		{Code: CodeNoNodes, Name: "no nodes", Err: meta.ErrNoNodes},
+		{Code: CodeNotLeader, Name: "not leader", Err: meta.ErrNotLeader},
 	},
 )
 

@@ -58,7 +58,7 @@ func (r *Reader) SetLimits(lim Limits) error {
 // a full-size frame.
 func HelloLimits(lim Limits) Limits {
 	lim = lim.withDefaults()
-	lim.MaxFrame = max(HeaderLen+helloLen+lim.MaxToken+1+meta.MaxClusterIDLen, 1<<10)
+	lim.MaxFrame = max(HeaderLen+helloLen+lim.MaxToken+1+meta.MaxClusterIDLen+1+8, 1<<10)
 	return lim
 }
 

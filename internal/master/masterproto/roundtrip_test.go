@@ -229,7 +229,7 @@ func TestLimitsValidate(t *testing.T) {
 // TestCodeNumbers pins the code numbers: they are part of the protocol.
 func TestCodeNumbers(t *testing.T) {
 	want := map[Code]uint16{CodeOK: 0, CodeBadRequest: 1, CodeUnknownNode: 2, CodeNoNodes: 3, CodeUnsupportedOp: 4,
-		CodeUnauthorized: 5, CodeInternal: 6, CodeVersionMismatch: 7, CodeUnavailable: 8, CodeTooLarge: 9}
+		CodeUnauthorized: 5, CodeInternal: 6, CodeVersionMismatch: 7, CodeUnavailable: 8, CodeTooLarge: 9, CodeNotLeader: 10}
 	for c, n := range want {
 		if uint16(c) != n {
 			t.Errorf("%v is %d on the wire, want %d", c, uint16(c), n)

@@ -54,6 +54,10 @@ func samples() []sample {
 		{"hello_refused", OpHelloResponse, 1, &HelloReply{Version: Version, Code: CodeUnauthorized, Message: "bad token"}},
 		{"hello_cluster", OpHello, 3, &Hello{Version: 1, Token: []byte("secret"), ClusterID: "up-0123456789abcdef"}},
 		{"hello_reply_cluster", OpHelloResponse, 3, &HelloReply{Version: 1, MaxFrame: 1 << 20, MaxBatch: 64, MaxItems: 1024, ClusterID: "up-0123456789abcdef"}},
+		{"hello_follow", OpHello, 4, &Hello{Version: 2, Token: []byte("secret"), ClusterID: "ha", Follows: true, Epoch: 0x1234}},
+		{"hello_follow_first", OpHello, 4, &Hello{Version: 2, Follows: true}},
+		{"hello_reply_term", OpHelloResponse, 4, &HelloReply{Version: 2, MaxFrame: 1 << 20, MaxBatch: 64, MaxItems: 1024, ClusterID: "ha", Term: true, Epoch: 0x1235, Margin: 500 * time.Millisecond, Leader: "10.0.0.2:7470"}},
+		{"hello_reply_not_leader", OpHelloResponse, 4, &HelloReply{Version: 2, Code: CodeNotLeader, Message: "standby", Term: true, Epoch: 0, Leader: "10.0.0.3:7470"}},
 		{"register", OpRegister, 3, &Register{
 			Info:      meta.NodeInfo{ID: "node-1", Addr: "127.0.0.1:7480", RAMBytes: 1 << 30, SSDBytes: 1 << 34, BlockSize: 65536},
 			Usage:     meta.NodeUsage{RAMUsed: 4096, SSDUsed: 1<<40 + 0},
