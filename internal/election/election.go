@@ -409,3 +409,65 @@ func (t *Term) Abandon() {
 	t.wg.Wait()
 	t.sess.Orphan()
 }
+
+// Margin is how long before etcd may expire a term's lease its leader
+// stops acting: a tenth of the TTL. An answer a leader gave to a request
+// sent less than Margin ago was given within its term, whatever happened
+// to the leader since; a node trusts an order no older than that.
+func (e *Election) Margin() time.Duration { return e.opts.TTL / 10 }
+
+// TTL returns the session lease's time to live.
+func (e *Election) TTL() time.Duration { return e.opts.TTL }
+
+// Cluster returns the cluster the election is for.
+func (e *Election) Cluster() string { return e.opts.Cluster }
+
+// dataKey is the key of name under the cluster's data prefix kind
+// ("nodes"): /kvpool/<cluster>/<kind>/<name>.
+func (e *Election) dataKey(kind, name string) string {
+	return "/kvpool/" + e.opts.Cluster + "/" + kind + "/" + name
+}
+
+// List returns the keys under the cluster's data prefix kind, by name,
+// with their values.
+func (e *Election) List(ctx context.Context, kind string) (map[string]string, error) {
+	p := e.dataKey(kind, "")
+	resp, err := e.cli.Get(ctx, p, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("election: list %s of cluster %q on etcd %v: %w", kind, e.opts.Cluster, e.opts.Endpoints, err)
+	}
+	out := make(map[string]string, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		out[strings.TrimPrefix(string(kv.Key), p)] = string(kv.Value)
+	}
+	return out, nil
+}
+
+// ErrNotLeading is returned by Term.Write when the term's leader key is
+// gone: the write was not made.
+var ErrNotLeading = errors.New("election: the term no longer leads")
+
+// Write sets (value non-nil) and deletes (value nil) keys under the
+// cluster's data prefix kind in one transaction that applies only while
+// the term's leader key still exists with the term's epoch: a leader
+// whose term has ended at etcd cannot write over its successor's.
+func (t *Term) Write(ctx context.Context, kind string, set map[string]*string) error {
+	ops := make([]clientv3.Op, 0, len(set))
+	for name, v := range set {
+		if v == nil {
+			ops = append(ops, clientv3.OpDelete(t.e.dataKey(kind, name)))
+		} else {
+			ops = append(ops, clientv3.OpPut(t.e.dataKey(kind, name), *v))
+		}
+	}
+	resp, err := t.e.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(t.key), "=", t.Epoch)).
+		Then(ops...).Commit()
+	if err != nil {
+		return fmt.Errorf("election: epoch %d: write %s: %w", t.Epoch, kind, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("election: epoch %d: write %s: %w", t.Epoch, kind, ErrNotLeading)
+	}
+	return nil
+}

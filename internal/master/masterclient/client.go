@@ -2,7 +2,11 @@ package masterclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +81,16 @@ type Options struct {
 	// Limits bound what the client decodes (masterproto.DefaultLimits for
 	// zero fields).
 	Limits masterproto.Limits
+	// Follow makes the client follow its cluster's leader even when Dial
+	// is given one address: it carries the highest epoch it has seen in
+	// every HELLO, goes where a standby sends it, and trusts a
+	// heartbeat's orders only within the leader's margin (see
+	// Client.Heartbeat). Dial with several addresses, or a Leader, does
+	// so anyway.
+	Follow bool
+	// Leader, when set, names the leader's control address (etcd, package
+	// election): asked when no known master answers as leader.
+	Leader func(ctx context.Context) (string, error)
 }
 
 // Validate reports the first bad field.
@@ -128,10 +142,15 @@ func (o Options) resolve() (Options, error) {
 // ErrUnavailable. Close stops every connection and waits for their
 // goroutines.
 type Client struct {
-	addr  string
-	opts  Options
-	slots []slot
-	next  atomic.Uint32
+	addrs   []string // as given to Dial
+	follows bool
+	leader  atomic.Pointer[string] // the master last connected to
+	epoch   atomic.Uint64          // the highest leader epoch seen
+	margin  atomic.Int64           // the leader's order margin (ns; 0: none)
+	fenced  atomic.Uint64          // orders dropped as too old
+	opts    Options
+	slots   []slot
+	next    atomic.Uint32
 
 	mu     sync.Mutex
 	closed bool
@@ -151,12 +170,25 @@ type slot struct {
 // ErrUnavailable that says what answered (a node's data port, an HTTP or
 // Redis server; see identify.go).
 // The other connections are dialled on first use.
+//
+// addr may list several masters of one cluster, comma-separated
+// ("10.0.0.1:7470,10.0.0.2:7470"): the client then follows their leader.
+// It connects to the one it last reached, else to where a standby sends
+// it, else to the next on the list or the one Options.Leader names; a
+// connection the leader closes (its term ended) is dialled again the same
+// way on next use.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	o, err := opts.resolve()
 	if err != nil {
 		return nil, err
 	}
-	cl := &Client{addr: addr, opts: o, slots: make([]slot, o.Conns)}
+	addrs, err := ParseAddrs(addr)
+	if err != nil {
+		return nil, err
+	}
+	cl := &Client{addrs: addrs, opts: o, slots: make([]slot, o.Conns)}
+	cl.follows = o.Follow || o.Leader != nil || len(addrs) > 1
+	cl.leader.Store(&addrs[0])
 	for i := range cl.slots {
 		cl.slots[i].lock = make(chan struct{}, 1)
 	}
@@ -167,8 +199,116 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	return cl, nil
 }
 
-// Addr returns the master's address.
-func (cl *Client) Addr() string { return cl.addr }
+// ParseAddrs splits a comma-separated list of master addresses, each
+// host:port, and says which is wrong when one is.
+func ParseAddrs(list string) ([]string, error) {
+	var out []string
+	for a := range strings.SplitSeq(list, ",") {
+		a = strings.TrimSpace(a)
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			if list == a {
+				return nil, fmt.Errorf("masterclient: master address %q: want host:port", a)
+			}
+			return nil, fmt.Errorf("masterclient: master address %q in %q: want host:port, comma-separated", a, list)
+		}
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// Addr returns the address of the master the client last connected to.
+func (cl *Client) Addr() string { return *cl.leader.Load() }
+
+// Epoch returns the highest leader epoch the client has seen (0 for a
+// master without an election, or before the first connection).
+func (cl *Client) Epoch() uint64 { return cl.epoch.Load() }
+
+// Fenced returns how many orders (heartbeat tasks) the client dropped
+// because their answer came later than the leader's margin.
+func (cl *Client) Fenced() uint64 { return cl.fenced.Load() }
+
+// sawEpoch records the epoch and margin of a master that accepted a
+// HELLO; an epoch older than one seen before is refused.
+func (cl *Client) sawEpoch(epoch uint64, margin time.Duration) error {
+	for {
+		cur := cl.epoch.Load()
+		if epoch < cur {
+			return fmt.Errorf("the master leads epoch %d, older than epoch %d this client has seen: %w", epoch, cur, meta.ErrNotLeader)
+		}
+		if cl.epoch.CompareAndSwap(cur, epoch) {
+			cl.margin.Store(int64(margin))
+			return nil
+		}
+	}
+}
+
+// maxHops bounds the masters one dial tries.
+const maxHops = 8
+
+// dial connects to the master (following: to the leader), bounded by ctx
+// and Options.Timeout.
+func (cl *Client) dial(ctx context.Context) (*conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, cl.opts.Timeout)
+	defer cancel()
+	if !cl.follows {
+		c, _, err := cl.dialAt(ctx, cl.addrs[0])
+		return c, err
+	}
+	// One master that accepts TCP but never answers (a frozen process)
+	// must not use up the whole timeout: each try gets a share.
+	per := max(cl.opts.Timeout/4, 250*time.Millisecond)
+	tried := map[string]bool{}
+	asked := false
+	var errs []error
+	next := cl.Addr()
+	for hop := 0; hop < maxHops && ctx.Err() == nil; hop++ {
+		if next == "" {
+			next = cl.candidate(ctx, tried, &asked)
+			if next == "" {
+				break
+			}
+		}
+		tried[next] = true
+		actx, acancel := context.WithTimeout(ctx, per)
+		c, redirect, err := cl.dialAt(actx, next)
+		acancel()
+		if err == nil {
+			cl.leader.Store(&next)
+			return c, nil
+		}
+		errs = append(errs, err)
+		next = ""
+		if redirect != "" && !tried[redirect] {
+			next = redirect
+		}
+	}
+	if len(errs) == 0 {
+		errs = append(errs, ctx.Err())
+	}
+	return nil, fmt.Errorf("masterclient: no leader among masters %s: %w: %w", strings.Join(cl.addrs, ","), ErrUnavailable, errors.Join(errs...))
+}
+
+// candidate returns the next master to try: the one Options.Leader names
+// (asked once per dial), else the first untried address, else "".
+func (cl *Client) candidate(ctx context.Context, tried map[string]bool, asked *bool) string {
+	if cl.opts.Leader != nil && !*asked {
+		*asked = true
+		lctx, cancel := context.WithTimeout(ctx, max(cl.opts.Timeout/4, 250*time.Millisecond))
+		a, err := cl.opts.Leader(lctx)
+		cancel()
+		if err == nil && a != "" && !tried[a] {
+			return a
+		}
+	}
+	for _, a := range cl.addrs {
+		if !tried[a] {
+			return a
+		}
+	}
+	return ""
+}
 
 // Close closes every connection, failing calls in flight with ErrClosed,
 // and waits for the connections' goroutines. Later calls return ErrClosed.
@@ -194,7 +334,7 @@ func (cl *Client) conn(ctx context.Context, s *slot) (*conn, error) {
 	select {
 	case s.lock <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("masterclient: connect to %s: %w: %w", cl.addr, ErrUnavailable, ctx.Err())
+		return nil, fmt.Errorf("masterclient: connect to %s: %w: %w", cl.Addr(), ErrUnavailable, ctx.Err())
 	}
 	defer func() { <-s.lock }()
 	if c := s.c; c != nil && !c.broken() {
@@ -223,6 +363,20 @@ func (cl *Client) do(ctx context.Context, what string, cll *call) error {
 		ctx, cancel = context.WithTimeout(ctx, cl.opts.Timeout)
 		defer cancel()
 	}
+	for try := 0; ; try++ {
+		err := cl.try(ctx, what, cll)
+		// A leader refuses a request once its term has ended, without
+		// serving it, and closes the connection: the request goes once
+		// more, to whoever leads now.
+		if err == nil || try > 0 || !cl.follows || !errors.Is(err, meta.ErrNotLeader) || ctx.Err() != nil {
+			return err
+		}
+		cll.err = nil
+	}
+}
+
+// try sends cll once (see do).
+func (cl *Client) try(ctx context.Context, what string, cll *call) error {
 	s := &cl.slots[int(cl.next.Add(1))%len(cl.slots)]
 	c, err := cl.conn(ctx, s)
 	if err != nil {
@@ -246,6 +400,9 @@ func (cl *Client) do(ctx context.Context, what string, cll *call) error {
 		}
 	}
 	if cll.err != nil {
+		if errors.Is(cll.err, meta.ErrNotLeader) {
+			c.fail(fmt.Errorf("%w: %s no longer leads", ErrUnavailable, c.addr))
+		}
 		return fmt.Errorf("masterclient: %s: %w", what, cll.err)
 	}
 	return nil
@@ -290,6 +447,15 @@ func (cl *Client) Heartbeat(ctx context.Context, id meta.NodeID, session meta.Se
 		return masterproto.AppendHeartbeat(dst, reqID, &masterproto.Heartbeat{Node: id, Session: session, Usage: usage, Delta: delta, SSDHits: ssdHits, Done: done})
 	}
 	err := cl.do(ctx, fmt.Sprintf("heartbeat of node %q", id), c)
+	// An order is trusted only if its answer came within the leader's
+	// margin of the request: the leader checked its term while serving
+	// it, and no other leader can have been elected within the margin
+	// of that (package election). A later answer may come from a leader
+	// frozen since; its orders are dropped, and expire at the master.
+	if m := time.Duration(cl.margin.Load()); err == nil && m > 0 && len(reply.Tasks) > 0 && time.Since(c.sent) > m {
+		cl.fenced.Add(uint64(len(reply.Tasks)))
+		reply.Tasks = nil
+	}
 	return reply, err
 }
 

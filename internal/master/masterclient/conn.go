@@ -28,6 +28,7 @@ type call struct {
 	// lookupReq without a closure (the hot path allocates nothing).
 	encode    func(dst []byte, reqID uint64) ([]byte, error)
 	lookupReq masterproto.Lookup
+	sent      time.Time // when a HEARTBEAT was written
 
 	lookup *LookupResult
 	bools  []bool
@@ -46,6 +47,7 @@ type call struct {
 // client's wait group) pops the oldest pending call for each response.
 type conn struct {
 	cl       *Client
+	addr     string // the master's
 	nc       net.Conn
 	r        *masterproto.Reader
 	lim      masterproto.Limits // decode limits
@@ -63,79 +65,96 @@ type conn struct {
 
 func (c *conn) broken() bool { return c.gone.Load() }
 
-// dial connects and runs the handshake, bounded by ctx and Options.Timeout.
-func (cl *Client) dial(ctx context.Context) (*conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, cl.opts.Timeout)
-	defer cancel()
+// dialAt connects to the master at addr and runs the handshake, bounded
+// by ctx. A master that refuses because it does not lead names the leader
+// it knows in redirect (when the client follows leaders).
+func (cl *Client) dialAt(ctx context.Context, addr string) (c *conn, redirect string, err error) {
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", cl.addr)
+	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("masterclient: connect to %s: %w: %w", cl.addr, ErrUnavailable, err)
+		return nil, "", fmt.Errorf("masterclient: connect to %s: %w: %w", addr, ErrUnavailable, err)
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) }) // unblock on cancel
-	c, err := cl.handshake(ctx, nc)
+	c, redirect, err = cl.handshake(ctx, nc, addr)
 	stop()
 	if err != nil {
 		nc.Close()
-		return nil, err
+		return nil, redirect, err
 	}
 	nc.SetDeadline(time.Time{})
 	cl.wg.Add(1)
 	go c.readLoop()
-	return c, nil
+	return c, "", nil
 }
 
-func (cl *Client) handshake(ctx context.Context, nc net.Conn) (*conn, error) {
-	b, err := masterproto.AppendHello(nil, 0, &masterproto.Hello{Token: cl.opts.Token, ClusterID: cl.opts.ClusterID})
+func (cl *Client) handshake(ctx context.Context, nc net.Conn, addr string) (*conn, string, error) {
+	a := attempt{addr: addr}
+	hello := masterproto.Hello{Token: cl.opts.Token, ClusterID: cl.opts.ClusterID}
+	if cl.follows {
+		hello.Follows, hello.Epoch = true, cl.epoch.Load()
+	}
+	b, err := masterproto.AppendHello(nil, 0, &hello)
 	if err != nil {
-		return nil, fmt.Errorf("masterclient: hello to %s: %w", cl.addr, err)
+		return nil, "", fmt.Errorf("masterclient: hello to %s: %w", addr, err)
 	}
 	if _, err := nc.Write(b); err != nil {
-		return nil, fmt.Errorf("masterclient: hello to %s: %w: %w", cl.addr, ErrUnavailable, err)
+		return nil, "", fmt.Errorf("masterclient: hello to %s: %w: %w", addr, ErrUnavailable, err)
 	}
-	first, err := cl.readFirst(ctx, nc, make([]byte, masterproto.HeaderLen))
+	first, err := a.readFirst(ctx, nc, make([]byte, masterproto.HeaderLen))
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) {
-			return nil, err
+			return nil, "", err
 		}
-		return nil, fmt.Errorf("masterclient: hello to %s: %w: %w", cl.addr, ErrUnavailable, err)
+		return nil, "", fmt.Errorf("masterclient: hello to %s: %w: %w", addr, ErrUnavailable, err)
 	}
-	if err := cl.identify(first); err != nil {
-		return nil, err
+	if err := a.identify(first); err != nil {
+		return nil, "", err
 	}
 	r, err := masterproto.NewReader(io.MultiReader(bytes.NewReader(first), nc), cl.opts.Limits)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	h, body, err := r.ReadFrame()
 	if err != nil {
-		return nil, fmt.Errorf("masterclient: hello to %s: %w: %w", cl.addr, ErrUnavailable, err)
+		return nil, "", fmt.Errorf("masterclient: hello to %s: %w: %w", addr, ErrUnavailable, err)
 	}
 	var reply masterproto.HelloReply
 	if err := masterproto.DecodeHelloReply(h, body, cl.opts.Limits, &reply); err != nil {
-		return nil, fmt.Errorf("masterclient: hello to %s: %w", cl.addr, err)
+		return nil, "", fmt.Errorf("masterclient: hello to %s: %w", addr, err)
 	}
 	if err := reply.Err(); err != nil {
-		return nil, fmt.Errorf("masterclient: hello to %s: %w", cl.addr, err)
+		redirect := ""
+		if errors.Is(err, meta.ErrNotLeader) && reply.Term && reply.Leader != addr {
+			redirect = reply.Leader
+		}
+		return nil, redirect, fmt.Errorf("masterclient: hello to %s: %w", addr, err)
 	}
 	if want := cl.opts.ClusterID; want != "" && reply.ClusterID != want {
 		got := "has no cluster ID"
 		if reply.ClusterID != "" {
 			got = "is cluster " + reply.ClusterID
 		}
-		return nil, fmt.Errorf("masterclient: hello to %s: this peer is for cluster %s, the master there %s: %w", cl.addr, want, got, ErrUnauthorized)
+		return nil, "", fmt.Errorf("masterclient: hello to %s: this peer is for cluster %s, the master there %s: %w", addr, want, got, ErrUnauthorized)
+	}
+	if cl.follows {
+		if !reply.Term {
+			return nil, "", fmt.Errorf("masterclient: hello to %s: the master answered without its term (an older build?): %w", addr, ErrUnavailable)
+		}
+		if err := cl.sawEpoch(reply.Epoch, reply.Margin); err != nil {
+			return nil, "", fmt.Errorf("masterclient: hello to %s: %w", addr, err)
+		}
 	}
 	maxBatch := cl.opts.Limits.MaxBatch
 	if reply.MaxBatch > 0 && int(reply.MaxBatch) < maxBatch {
 		maxBatch = int(reply.MaxBatch)
 	}
-	return &conn{cl: cl, nc: nc, r: r, lim: cl.opts.Limits, maxBatch: maxBatch, nextID: 1}, nil
+	return &conn{cl: cl, addr: addr, nc: nc, r: r, lim: cl.opts.Limits, maxBatch: maxBatch, nextID: 1}, "", nil
 }
 
 // send writes cll's request. On success cll is pending and will be
@@ -167,6 +186,9 @@ func (c *conn) send(ctx context.Context, cll *call) error {
 		return err
 	}
 	cll.id = id
+	if cll.hb != nil {
+		cll.sent = time.Now() // orders in the answer are trusted for the margin from here
+	}
 	c.pending = append(c.pending, cll)
 	if dl, ok := ctx.Deadline(); ok {
 		c.nc.SetWriteDeadline(dl)
@@ -177,7 +199,7 @@ func (c *conn) send(ctx context.Context, cll *call) error {
 	}
 	c.mu.Unlock()
 	if werr != nil {
-		c.fail(fmt.Errorf("%w: write to %s: %w", ErrUnavailable, c.cl.addr, werr))
+		c.fail(fmt.Errorf("%w: write to %s: %w", ErrUnavailable, c.addr, werr))
 	}
 	return nil
 }
@@ -224,14 +246,14 @@ func (c *conn) readLoop() {
 	for {
 		h, body, err := c.r.ReadFrame()
 		if err != nil {
-			c.fail(fmt.Errorf("%w: connection to %s: %w", ErrUnavailable, c.cl.addr, err))
+			c.fail(fmt.Errorf("%w: connection to %s: %w", ErrUnavailable, c.addr, err))
 			return
 		}
 		cll := c.pop()
 		if cll == nil || cll.id != h.ReqID {
-			err := fmt.Errorf("%w: %s answered request %d with %v, expected %v: %w", ErrUnavailable, c.cl.addr, h.ReqID, h.Op, cll, frame.ErrMalformed)
+			err := fmt.Errorf("%w: %s answered request %d with %v, expected %v: %w", ErrUnavailable, c.addr, h.ReqID, h.Op, cll, frame.ErrMalformed)
 			if cll != nil {
-				err = fmt.Errorf("%w: %s answered request %d with %v, expected request %d: %w", ErrUnavailable, c.cl.addr, h.ReqID, h.Op, cll.id, frame.ErrMalformed)
+				err = fmt.Errorf("%w: %s answered request %d with %v, expected request %d: %w", ErrUnavailable, c.addr, h.ReqID, h.Op, cll.id, frame.ErrMalformed)
 				cll.err = err
 				cll.done <- struct{}{}
 			}
@@ -253,7 +275,7 @@ func (c *conn) decode(cll *call, h masterproto.Header, body []byte) error {
 		return re
 	}
 	if h.Op != cll.want {
-		return fmt.Errorf("%s answered request %d with %v, expected %v: %w", c.cl.addr, h.ReqID, h.Op, cll.want, frame.ErrMalformed)
+		return fmt.Errorf("%s answered request %d with %v, expected %v: %w", c.addr, h.ReqID, h.Op, cll.want, frame.ErrMalformed)
 	}
 	var err error
 	switch cll.want {

@@ -34,26 +34,29 @@ const (
 	nodeMagic = "KVPL"
 )
 
+// attempt is one connection attempt, to the master at addr.
+type attempt struct{ addr string }
+
 // readFirst reads the first bytes of the HELLO answer into buf (16, a
 // frame header) and returns them; err is the read's error when nothing
 // usable arrived. A peer silent for probeSilence is probed for an HTTP
 // server, which is reported as an error.
-func (cl *Client) readFirst(ctx context.Context, nc net.Conn, buf []byte) ([]byte, error) {
+func (a attempt) readFirst(ctx context.Context, nc net.Conn, buf []byte) ([]byte, error) {
 	dl, hasDL := ctx.Deadline()
 	if !hasDL || time.Until(dl) > probeSilence {
 		nc.SetReadDeadline(time.Now().Add(probeSilence))
 		n, err := io.ReadAtLeast(nc, buf, 1)
 		var ne net.Error
 		if n > 0 || !errors.As(err, &ne) || !ne.Timeout() {
-			return cl.readMore(nc, buf, n, err, dl)
+			return a.readMore(nc, buf, n, err, dl)
 		}
-		switch b := cl.probeHTTP(ctx); {
+		switch b := a.probeHTTP(ctx); {
 		case string(b) == "HTTP/":
-			return nil, cl.notMaster("it looks like an HTTP server (an admin port?)")
+			return nil, a.notMaster("it looks like an HTTP server (an admin port?)")
 		case isRESP(b):
 			// A Redis server waits for the end of an inline command as
 			// an HTTP server waits for a request line.
-			return nil, cl.notMaster("it looks like a Redis server (it answered in RESP)")
+			return nil, a.notMaster("it looks like a Redis server (it answered in RESP)")
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err // cancelled meanwhile: do not lift dial's cancellation deadline
@@ -65,12 +68,12 @@ func (cl *Client) readFirst(ctx context.Context, nc net.Conn, buf []byte) ([]byt
 		nc.SetReadDeadline(time.Time{})
 	}
 	n, err := io.ReadAtLeast(nc, buf, 1)
-	return cl.readMore(nc, buf, n, err, dl)
+	return a.readMore(nc, buf, n, err, dl)
 }
 
 // readMore completes a frame header's first 8 bytes when a binary answer
 // arrived in pieces; a textual one is judged as it is.
-func (cl *Client) readMore(nc net.Conn, buf []byte, n int, err error, dl time.Time) ([]byte, error) {
+func (a attempt) readMore(nc net.Conn, buf []byte, n int, err error, dl time.Time) ([]byte, error) {
 	if n == 0 {
 		return nil, err
 	}
@@ -85,7 +88,7 @@ func (cl *Client) readMore(nc net.Conn, buf []byte, n int, err error, dl time.Ti
 // identify returns nil when first starts a master's answer (a HELLO
 // response or ERROR frame header), and otherwise an error naming what the
 // peer looks like.
-func (cl *Client) identify(first []byte) error {
+func (a attempt) identify(first []byte) error {
 	if len(first) >= 8 {
 		h := masterproto.ParseHeader(append(first[:len(first):len(first)], make([]byte, max(0, masterproto.HeaderLen-len(first)))...))
 		if (h.Op == masterproto.OpHelloResponse || h.Op == masterproto.OpError) && h.Flags == 0 && h.Reserved == 0 {
@@ -94,18 +97,18 @@ func (cl *Client) identify(first []byte) error {
 	}
 	switch {
 	case bytes.HasPrefix(first, []byte(nodeMagic)):
-		return cl.notMaster("it looks like a kvpool node's data port")
+		return a.notMaster("it looks like a kvpool node's data port")
 	case bytes.HasPrefix(first, []byte("HTTP/")):
-		return cl.notMaster("it looks like an HTTP server (an admin port?)")
+		return a.notMaster("it looks like an HTTP server (an admin port?)")
 	case isRESP(first):
-		return cl.notMaster("it looks like a Redis server (it answered in RESP)")
+		return a.notMaster("it looks like a Redis server (it answered in RESP)")
 	}
-	return cl.notMaster(fmt.Sprintf("first bytes of its answer: %q", first))
+	return a.notMaster(fmt.Sprintf("first bytes of its answer: %q", first))
 }
 
 // notMaster is the error of a peer that is not a kvpool master.
-func (cl *Client) notMaster(what string) error {
-	return fmt.Errorf("masterclient: %s is not a kvpool master: %s (give the master's control-plane address): %w", cl.addr, what, ErrUnavailable)
+func (a attempt) notMaster(what string) error {
+	return fmt.Errorf("masterclient: %s is not a kvpool master: %s (give the master's control-plane address): %w", a.addr, what, ErrUnavailable)
 }
 
 // textual reports whether b is printable ASCII text (with tabs and line
@@ -128,18 +131,18 @@ func isRESP(b []byte) bool {
 // probeHTTP sends a HEAD request on a second connection to the client's
 // address and returns the first 5 bytes of the answer ("HTTP/" from an
 // HTTP server), or nil when none came.
-func (cl *Client) probeHTTP(ctx context.Context) []byte {
+func (a attempt) probeHTTP(ctx context.Context) []byte {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", cl.addr)
+	nc, err := d.DialContext(ctx, "tcp", a.addr)
 	if err != nil {
 		return nil
 	}
 	defer nc.Close()
 	dl, _ := ctx.Deadline()
 	nc.SetDeadline(dl)
-	if _, err := io.WriteString(nc, "HEAD / HTTP/1.0\r\nHost: "+cl.addr+"\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(nc, "HEAD / HTTP/1.0\r\nHost: "+a.addr+"\r\n\r\n"); err != nil {
 		return nil
 	}
 	b := make([]byte, 5)

@@ -24,7 +24,7 @@ func TestIdentify(t *testing.T) {
 	if plus[0] != '+' {
 		t.Fatalf("sample's first byte %q, want '+'", plus[0])
 	}
-	cl := &Client{addr: "127.0.0.1:1"}
+	cl := attempt{addr: "127.0.0.1:1"}
 	for _, tc := range []struct {
 		name  string
 		first []byte

@@ -144,7 +144,10 @@ type NodeJSON struct {
 }
 
 func (s *Server) handleNodes(w http.ResponseWriter, _ *http.Request) {
-	nodes := s.m.Nodes()
+	var nodes []meta.NodeStatus
+	if m := s.currentMaster(); m != nil {
+		nodes = m.Nodes()
+	}
 	out := make([]NodeJSON, 0, len(nodes))
 	for _, n := range nodes {
 		out = append(out, NodeJSON{
@@ -213,7 +216,12 @@ func (s *Server) handleQueryKey(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errorJSON{"query_key: " + err.Error()})
 		return
 	}
-	reps := s.m.Query(block.Key{Tenant: tenant, ID: id})
+	m := s.currentMaster()
+	if m == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": s.notLeader().Error()})
+		return
+	}
+	reps := m.Query(block.Key{Tenant: tenant, ID: id})
 	out := QueryJSON{Tenant: tenant, Key: id, KeyHex: fmt.Sprintf("0x%016x", id), Replicas: make([]ReplicaJSON, 0, len(reps))}
 	for _, rp := range reps {
 		rj := ReplicaJSON{

@@ -57,7 +57,7 @@ func TestLookupZeroAllocs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := &conn{s: s, grant: g, out: make([]byte, 0, 1<<16)}
+			c := &conn{s: s, grant: g, out: make([]byte, 0, 1<<16), reign: s.current()}
 			h := masterproto.ParseHeader(req)
 			body := req[masterproto.HeaderLen:]
 			run := func() {

@@ -14,7 +14,7 @@ import (
 // A scrape takes one Stats snapshot (which scans the index to count active
 // leases). Collector is safe for concurrent use.
 type Collector struct {
-	m     *master.Master
+	m     func() *master.Master
 	descs []metricDesc
 }
 
@@ -28,6 +28,12 @@ type metricDesc struct {
 
 // NewCollector returns a collector of m's metrics.
 func NewCollector(m *master.Master) *Collector {
+	return newCollectorOf(func() *master.Master { return m })
+}
+
+// newCollectorOf returns a collector of the master m returns when
+// scraped; it sends nothing while m returns nil (a standby).
+func newCollectorOf(m func() *master.Master) *Collector {
 	c := &Collector{m: m}
 	add := func(name, help string, kind prometheus.ValueType, value func(*master.Stats) float64) {
 		c.descs = append(c.descs, metricDesc{prometheus.NewDesc(name, help, nil, nil), kind, value})
@@ -112,7 +118,11 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect sends the current value of every metric.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	st := c.m.Stats()
+	m := c.m()
+	if m == nil {
+		return
+	}
+	st := m.Stats()
 	for _, d := range c.descs {
 		ch <- prometheus.MustNewConstMetric(d.desc, d.kind, d.value(&st))
 	}

@@ -29,6 +29,11 @@ type conn struct {
 	cluster string
 	// remote is the peer's address, for logs ("" when unknown).
 	remote string
+	// r is the reign the connection was accepted in; a request in any
+	// other, or once it has ended, is refused and closes the connection
+	// (quit).
+	reign *reign
+	quit  bool
 
 	lookup   masterproto.Lookup
 	mres     meta.LookupResult
@@ -108,9 +113,30 @@ func (c *conn) handshake() error {
 		}
 		c.cluster = hello.ClusterID
 	}
+	if err == nil {
+		c.reign = s.current()
+		switch {
+		case c.reign == nil || !c.reign.valid():
+			err = s.notLeader()
+		case hello.Epoch > c.reign.epoch:
+			err = fmt.Errorf("masterserver: this master leads epoch %d, the peer has seen epoch %d: %w", c.reign.epoch, hello.Epoch, meta.ErrNotLeader)
+		}
+		if err != nil {
+			s.metrics.notLeader.Inc()
+		}
+	}
 	reply := masterproto.HelloReplyFor(err, s.opts.Limits)
 	if err == nil && hello.ClusterID != "" {
 		reply.ClusterID = s.opts.ClusterID
+	}
+	if hello.Follows {
+		reply.Term = true
+		switch l := s.leaderSeen(); {
+		case err == nil && c.reign.term != nil:
+			reply.Epoch, reply.Margin, reply.Leader = c.reign.epoch, s.opts.Election.Margin(), s.opts.Advertise
+		case errors.Is(err, meta.ErrNotLeader) && l.Value != s.opts.Advertise:
+			reply.Epoch, reply.Leader = uint64(l.Epoch), l.Value
+		}
 	}
 	c.out, _ = masterproto.AppendHelloReply(c.out[:0], h.ReqID, &reply)
 	if werr := c.flush(); werr != nil {
@@ -147,6 +173,10 @@ func (c *conn) loop() error {
 			return err
 		}
 		c.handle(h, body)
+		if c.quit {
+			c.flush()
+			return nil
+		}
 		if len(c.out) >= flushThreshold {
 			if err := c.flush(); err != nil {
 				return err
@@ -171,6 +201,20 @@ func (c *conn) handle(h masterproto.Header, body []byte) {
 	s := c.s
 	start := len(c.out)
 	var err error
+	if r := c.reign; r.term != nil && (s.current() != r || !r.valid()) {
+		err = s.notLeader()
+		s.metrics.notLeader.Inc()
+		c.quit = true
+		s.metrics.request(h.Op, err)
+		c.out = masterproto.AppendError(c.out[:start], h.ReqID, masterproto.CodeOf(err), err.Error())
+		return
+	}
+	if !c.reign.complete.Load() && readsIndex(h.Op) {
+		err = c.reign.errRebuilding()
+		s.metrics.request(h.Op, err)
+		c.out = masterproto.AppendError(c.out[:start], h.ReqID, masterproto.CodeOf(err), err.Error())
+		return
+	}
 	switch h.Op {
 	case masterproto.OpLookup:
 		err = c.handleLookup(h, body)
@@ -180,10 +224,10 @@ func (c *conn) handle(h masterproto.Header, body []byte) {
 		}
 		if err == nil {
 			if c.exists.Names == nil {
-				c.bools, err = s.m.Exists(c.exists.Tenant, c.exists.IDs, c.bools)
+				c.bools, err = c.reign.m.Exists(c.exists.Tenant, c.exists.IDs, c.bools)
 			} else {
 				c.keys = c.exists.Keys(c.keys)
-				c.bools, err = s.m.ExistsKeys(c.keys, c.bools)
+				c.bools, err = c.reign.m.ExistsKeys(c.keys, c.bools)
 			}
 			if err == nil {
 				c.out, err = masterproto.AppendExistsResult(c.out, h.ReqID, c.bools)
@@ -207,7 +251,7 @@ func (c *conn) handle(h masterproto.Header, body []byte) {
 		err = c.handlePlace(h, body)
 	case masterproto.OpNodes:
 		if err = masterproto.DecodeNodes(h, body); err == nil {
-			c.out, err = masterproto.AppendNodesResult(c.out, h.ReqID, s.m.Nodes())
+			c.out, err = masterproto.AppendNodesResult(c.out, h.ReqID, c.reign.m.Nodes())
 		}
 	case masterproto.OpQuery:
 		var k block.Key
@@ -215,7 +259,7 @@ func (c *conn) handle(h masterproto.Header, body []byte) {
 			err = c.check(h.Op, k.Tenant, false)
 		}
 		if err == nil {
-			reps := s.m.Query(k)
+			reps := c.reign.m.Query(k)
 			out := make([]masterproto.ReplicaStatus, len(reps))
 			for i := range reps {
 				out[i] = masterproto.ReplicaStatus{ReplicaStatus: reps[i], Addr: c.addr(reps[i].Node)}
@@ -231,6 +275,17 @@ func (c *conn) handle(h masterproto.Header, body []byte) {
 	if err != nil {
 		c.out = masterproto.AppendError(c.out[:start], h.ReqID, masterproto.CodeOf(err), err.Error())
 	}
+}
+
+// readsIndex reports whether op reads the index (or, EXPIRE, changes
+// what it holds): refused while a new leader's index is being rebuilt.
+func readsIndex(op masterproto.Op) bool {
+	switch op {
+	case masterproto.OpLookup, masterproto.OpLocate, masterproto.OpExists, masterproto.OpQuery,
+		masterproto.OpKeyInfo, masterproto.OpScan, masterproto.OpCount, masterproto.OpExpire:
+		return true
+	}
+	return false
 }
 
 // check returns nil when the connection's grant may read (write false) or
@@ -284,7 +339,7 @@ func (c *conn) handleLookup(h masterproto.Header, body []byte) error {
 	if err := c.check(h.Op, c.lookup.Tenant, false); err != nil {
 		return err
 	}
-	if err := c.s.m.Lookup(c.lookup.Tenant, c.lookup.IDs, c.lookup.Lease, &c.mres); err != nil {
+	if err := c.reign.m.Lookup(c.lookup.Tenant, c.lookup.IDs, c.lookup.Lease, &c.mres); err != nil {
 		return err
 	}
 	var err error
@@ -312,7 +367,7 @@ func (c *conn) handleLocate(h masterproto.Header, body []byte) error {
 		return err
 	}
 	c.keys = c.locate.Keys(c.keys)
-	if err := c.s.m.Locate(c.keys, c.locate.Lease, &c.mres); err != nil {
+	if err := c.reign.m.Locate(c.keys, c.locate.Lease, &c.mres); err != nil {
 		return err
 	}
 	var err error
@@ -330,7 +385,7 @@ func (c *conn) handleKeyInfo(h masterproto.Header, body []byte) error {
 	}
 	c.keys = c.keyInfo.Keys(c.keys)
 	var err error
-	if c.infos, err = c.s.m.KeyInfo(c.keys, c.infos); err != nil {
+	if c.infos, err = c.reign.m.KeyInfo(c.keys, c.infos); err != nil {
 		return err
 	}
 	c.out, err = masterproto.AppendKeyInfoResult(c.out, h.ReqID, c.infos)
@@ -349,7 +404,7 @@ func (c *conn) handleExpire(h masterproto.Header, body []byte) error {
 	}
 	c.keys = e.Keys(c.keys)
 	var err error
-	if c.bools, err = c.s.m.SetExpiry(c.keys, e.At, e.Force, c.bools); err != nil {
+	if c.bools, err = c.reign.m.SetExpiry(c.keys, e.At, e.Force, c.bools); err != nil {
 		return err
 	}
 	c.out, err = masterproto.AppendExpireResult(c.out, h.ReqID, c.bools)
@@ -365,7 +420,7 @@ func (c *conn) handleScan(h masterproto.Header, body []byte) error {
 	if err := c.check(h.Op, sc.Tenant, false); err != nil {
 		return err
 	}
-	next, names, err := c.s.m.Scan(sc.Tenant, sc.Cursor, sc.Count, c.names)
+	next, names, err := c.reign.m.Scan(sc.Tenant, sc.Cursor, sc.Count, c.names)
 	if err != nil {
 		return err
 	}
@@ -384,7 +439,7 @@ func (c *conn) handleCount(h masterproto.Header, body []byte) error {
 	if err := c.check(h.Op, tenant, false); err != nil {
 		return err
 	}
-	keys, expiring := c.s.m.KeyCounts(tenant)
+	keys, expiring := c.reign.m.KeyCounts(tenant)
 	c.out, err = masterproto.AppendCountResult(c.out, h.ReqID, &masterproto.CountResult{Keys: keys, Expiring: expiring})
 	return err
 }
@@ -401,11 +456,12 @@ func (c *conn) handleRegister(h masterproto.Header, body []byte) error {
 	if err := c.checkCluster(h.Op, rg.Info.ID); err != nil {
 		return err
 	}
-	reply, err := c.s.m.Register(rg.Info, rg.Inventory, rg.Usage)
+	reply, err := c.reign.m.Register(rg.Info, rg.Inventory, rg.Usage)
 	if err != nil {
 		return err
 	}
 	c.s.setAddr(rg.Info.ID, rg.Info.Addr)
+	c.s.registered(c.reign, rg.Info.ID)
 	c.s.log.Info("masterserver: node registered", "node", rg.Info.ID, "addr", rg.Info.Addr, "blocks", len(rg.Inventory), "remote", c.nc.RemoteAddr())
 	c.out, err = masterproto.AppendRegisterReply(c.out, h.ReqID, &reply)
 	return err
@@ -423,7 +479,7 @@ func (c *conn) handleHeartbeat(h masterproto.Header, body []byte) error {
 		*hb = masterproto.Heartbeat{}
 		return err
 	}
-	reply, err := c.s.m.Heartbeat(hb.Node, hb.Session, hb.Delta, hb.Usage, hb.SSDHits, hb.Done)
+	reply, err := c.reign.m.Heartbeat(hb.Node, hb.Session, hb.Delta, hb.Usage, hb.SSDHits, hb.Done)
 	*hb = masterproto.Heartbeat{}
 	if err != nil {
 		return err
@@ -441,7 +497,7 @@ func (c *conn) handlePlace(h masterproto.Header, body []byte) error {
 		return err
 	}
 	c.objs = pl.Objects(c.objs)
-	if err := c.s.m.PlaceObjects(c.objs, pl.Replicas, pl.Hint, pl.Strategy, &c.mplace); err != nil {
+	if err := c.reign.m.PlaceObjects(c.objs, pl.Replicas, pl.Hint, pl.Strategy, &c.mplace); err != nil {
 		return err
 	}
 	p := &c.pplace

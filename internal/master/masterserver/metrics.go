@@ -18,6 +18,10 @@ type serverMetrics struct {
 	conns             prometheus.GaugeFunc
 	refused           prometheus.CounterFunc
 	handshakeFailures prometheus.Counter
+
+	// Leadership (an election; leader.go).
+	leading, epoch, rebuild, failover prometheus.Gauge
+	terms, lostNodes, notLeader       prometheus.Counter
 }
 
 var _ prometheus.Collector = (*serverMetrics)(nil)
@@ -44,6 +48,27 @@ func newServerMetrics(srv *server.Server) serverMetrics {
 		}, func() float64 { return float64(srv.Stats().Refused) }),
 		handshakeFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvpool_masterserver_handshake_failures_total", Help: "HELLOs refused (bad token, version, malformed).",
+		}),
+		leading: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kvpool_master_leader", Help: "1 while this master leads its cluster (always, without an election), 0 while it stands by.",
+		}),
+		epoch: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kvpool_master_term_epoch", Help: "Epoch of the last term this master led (its etcd election key's creation revision; 0 without an election).",
+		}),
+		rebuild: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kvpool_master_index_rebuild_seconds", Help: "Time from the start of this master's last term to its index being complete (every node of the previous leader registered, or the rebuild deadline).",
+		}),
+		failover: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kvpool_master_failover_seconds", Help: "Time from when this master, standing by, last saw another leader to its index being complete in the term it then won.",
+		}),
+		terms: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvpool_master_terms_total", Help: "Terms this master has won (leadership changes to it).",
+		}),
+		lostNodes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvpool_master_failover_lost_nodes_total", Help: "Nodes the previous leader listed that did not register within the rebuild deadline of a term of this master.",
+		}),
+		notLeader: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvpool_master_not_leader_total", Help: "HELLOs and requests refused because this master did not lead the current term.",
 		}),
 	}
 	for op := range 256 {
@@ -79,6 +104,14 @@ func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.conns.Describe(ch)
 	m.refused.Describe(ch)
 	m.handshakeFailures.Describe(ch)
+	for _, c := range m.leadership() {
+		c.Describe(ch)
+	}
+}
+
+// leadership returns the leadership metrics.
+func (m *serverMetrics) leadership() []prometheus.Collector {
+	return []prometheus.Collector{m.leading, m.epoch, m.rebuild, m.failover, m.terms, m.lostNodes, m.notLeader}
 }
 
 // Collect implements prometheus.Collector.
@@ -89,4 +122,7 @@ func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.conns.Collect(ch)
 	m.refused.Collect(ch)
 	m.handshakeFailures.Collect(ch)
+	for _, c := range m.leadership() {
+		c.Collect(ch)
+	}
 }

@@ -2,11 +2,13 @@ package masterserver
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/kvpool/kvpool/internal/auth"
+	"github.com/kvpool/kvpool/internal/election"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
 	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/option"
@@ -85,6 +87,15 @@ type Options struct {
 	MaxConns int
 	// Logger receives connection and error events; nil discards them.
 	Logger *slog.Logger
+	// Election, when set, makes the master one of its cluster's
+	// candidates (leader.go): it serves only while it leads, and stands
+	// by otherwise. Nil: it serves alone, for good. ClusterID must name
+	// the election's cluster.
+	Election *election.Election
+	// Advertise is the control-plane address other hosts reach this
+	// master at, campaigned with and told to clients as the leader's
+	// (required with Election).
+	Advertise string
 }
 
 // Validate reports the first bad field.
@@ -98,6 +109,16 @@ func (o Options) Validate() error {
 // the master).
 func (o Options) resolve() (Options, error) {
 	var err error
+	if o.Election != nil {
+		switch {
+		case o.Election.Cluster() != o.ClusterID:
+			return o, fmt.Errorf("masterserver: the election is for cluster %q, the master for %q (--cluster-id)", o.Election.Cluster(), o.ClusterID)
+		case o.Advertise == "":
+			return o, errors.New("masterserver: a master in an election needs the address it is reached at (--advertise)")
+		case len(o.Advertise) > masterproto.MaxAddrLen:
+			return o, fmt.Errorf("masterserver: advertised address of %d bytes, limit %d (--advertise)", len(o.Advertise), masterproto.MaxAddrLen)
+		}
+	}
 	if err := meta.CheckClusterID(o.ClusterID); err != nil {
 		return o, fmt.Errorf("masterserver: %w", option.Errorf("ClusterID", "%w", err))
 	}

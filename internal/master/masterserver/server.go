@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/kvpool/kvpool/internal/election"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/master/masterproto"
 	"github.com/kvpool/kvpool/internal/meta"
@@ -56,6 +57,17 @@ type Server struct {
 	reg     *prometheus.Registry
 	metrics serverMetrics
 	started time.Time
+
+	// cur is the reign requests are served in: with no election the one
+	// master for good, else the term this server leads (nil while it
+	// stands by). See leader.go.
+	cur atomic.Pointer[reign]
+	// seen is the leader a standby last saw (etcd), seenAt when, as time
+	// since started; failoverFrom is how long before this server's term
+	// began it last saw another leader.
+	seen         atomic.Pointer[election.Leader]
+	seenAt       atomic.Int64
+	failoverFrom atomic.Int64
 }
 
 // New returns a server over m. It starts nothing: call Serve (and
@@ -87,7 +99,13 @@ func New(m *master.Master, opts Options) (*Server, error) {
 	s.tenantTokens = len(o.TenantTokens)
 	s.opts.TenantTokens = nil // the table holds their digests; drop the secrets
 	s.metrics = newServerMetrics(s.srv)
-	s.reg.MustRegister(NewCollector(m), collectors.NewGoCollector(), &s.metrics)
+	s.reg.MustRegister(newCollectorOf(s.currentMaster), collectors.NewGoCollector(), &s.metrics)
+	if o.Election == nil {
+		r := &reign{m: m}
+		r.complete.Store(true)
+		s.cur.Store(r)
+		s.metrics.leading.Set(1)
+	}
 	return s, nil
 }
 
@@ -96,8 +114,17 @@ func New(m *master.Master, opts Options) (*Server, error) {
 // server's request counters.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
-// Master returns the master the server fronts.
-func (s *Server) Master() *master.Master { return s.m }
+// Master returns the master the server fronts: with an election, the one
+// of the current term, or nil while it stands by.
+func (s *Server) Master() *master.Master { return s.currentMaster() }
+
+// currentMaster returns the current reign's master, nil while standing by.
+func (s *Server) currentMaster() *master.Master {
+	if r := s.current(); r != nil {
+		return r.m
+	}
+	return nil
+}
 
 // MaintenanceInterval returns how often Serve calls Expire and Evict.
 func (s *Server) MaintenanceInterval() time.Duration { return s.interval }
@@ -127,6 +154,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		defer wg.Done()
 		s.maintain(ctx, stop)
 	}()
+	if s.opts.Election != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.lead(ctx, stop)
+		}()
+	}
 	err := s.srv.Serve(ctx, ln)
 	close(stop)
 	wg.Wait()
@@ -163,10 +197,14 @@ func (s *Server) maintain(ctx context.Context, stop <-chan struct{}) {
 	for {
 		select {
 		case <-t.C:
-			if n := s.m.Expire(); n > 0 {
+			r := s.current()
+			if r == nil || !r.valid() {
+				continue // a standby, or a term that ended: give no orders
+			}
+			if n := r.m.Expire(); n > 0 {
 				s.log.Info("masterserver: dropped silent nodes", "count", n)
 			}
-			s.m.Evict()
+			r.m.Evict()
 		case <-ctx.Done():
 			return
 		case <-stop:
@@ -234,7 +272,11 @@ func (s *Server) addrOf(id meta.NodeID) string {
 	if ok {
 		return a
 	}
-	for _, ns := range s.m.Nodes() {
+	m := s.currentMaster()
+	if m == nil {
+		return ""
+	}
+	for _, ns := range m.Nodes() {
 		if ns.Info.ID == id {
 			s.setAddr(id, ns.Info.Addr)
 			return ns.Info.Addr
