@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/kvpool/kvpool/internal/config"
+	"github.com/kvpool/kvpool/internal/election"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/master/masterserver"
 	"github.com/kvpool/kvpool/internal/meta"
@@ -40,6 +41,7 @@ func masterDefaults() config.Master {
 		Listen: masterserver.DefaultListen, AdminListen: masterserver.DefaultAdminListen,
 		NodeTTL: d.NodeTTL, HeartbeatInterval: d.HeartbeatInterval, LeaseTTL: d.LeaseTTL,
 		Eviction: d.Eviction, Placement: d.Placement.String(), MaxPerHeartbeat: d.Promotion.MaxPerHeartbeat,
+		ElectionTTL: election.DefaultTTL,
 	}
 }
 
@@ -48,7 +50,7 @@ func masterDefaults() config.Master {
 func parseMaster(args []string, env func(string) (string, bool), stderr io.Writer) (masterserver.Config, error) {
 	fs := newFlagSet("master", stderr)
 	registerMasterFlags(fs, masterDefaults())
-	if err := parseFlags(fs, args, "node-ttl", "heartbeat", "lease-ttl", "max-per-heartbeat"); err != nil {
+	if err := parseFlags(fs, args, "node-ttl", "heartbeat", "lease-ttl", "max-per-heartbeat", "election-ttl"); err != nil {
 		return masterserver.Config{}, err
 	}
 	if fs.NArg() > 0 {
@@ -78,6 +80,9 @@ func parseMaster(args []string, env func(string) (string, bool), stderr io.Write
 		},
 		Server: masterserver.Options{Token: []byte(m.AuthToken.Reveal()), TenantTokens: ao.TenantTokens, Shared: ao.Shared,
 			ClusterID: m.ClusterID},
+		Etcd:        m.Etcd,
+		ElectionTTL: m.ElectionTTL,
+		Advertise:   m.Advertise,
 	}
 	if err := cfg.Validate(); err != nil {
 		return masterserver.Config{}, flagError(fs, err, nil)
@@ -99,6 +104,9 @@ func registerMasterFlags(fs *flag.FlagSet, d config.Master) {
 	fs.String("auth-token", "", "cluster token: nodes, operators and trusted clients present it, and may act for any tenant (prefer $"+envAuthToken+": flags are visible in the process list)")
 	fs.String("cluster-id", "", "cluster ID: accept only nodes started with the same --cluster-id (also $"+config.EnvClusterID+"; empty: only nodes without one)")
 	fs.String("tenant-tokens-file", "", "file of \"tenant token\" lines, mode 600: a connection with a tenant's token acts for that tenant only (also $"+config.EnvTenantTokensFile+")")
+	fs.String("etcd", "", "etcd client URLs, comma-separated (http://127.0.0.1:2379): campaign to lead the cluster named by --cluster-id, standing by while another master leads (empty: serve alone)")
+	fs.Duration("election-ttl", election.DefaultTTL, "etcd session lease with --etcd, whole seconds: a dead leader is replaced about this long after it stopped")
+	fs.String("advertise", "", "control-plane address clients and nodes reach this master at, with --etcd (default: the --listen address)")
 	fs.String("shared-namespaces", "", "namespaces every tenant may read, ';'-separated, each with optional writers: \"public:alice,bob; docs\" (also $"+config.EnvSharedNamespaces+")")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: kvpool master [flags]\n\nRuns the kvpool master: the global block index, node membership,\nplacement, leases, eviction and promotion control, served over TCP,\nwith admin HTTP endpoints. Runs until SIGINT or SIGTERM.\n\nEvery flag can also be set by the environment: "+config.MasterEnvPrefix+"<FLAG> with\ndashes as underscores (KVPOOL_MASTER_NODE_TTL=5s); the token by\n"+envAuthToken+", the tenant tokens file and shared namespaces also by\n"+config.EnvTenantTokensFile+" and "+config.EnvSharedNamespaces+". A flag on the command line wins.\n\nflags:")

@@ -72,8 +72,17 @@ func runNodeWith(ctx context.Context, args []string, stdout, stderr io.Writer, h
 		log.Warn("kvpool node: " + w)
 	}
 	opts := node.Options{Logger: log, StartupLine: loaded.StartupLine(), WrapSSDFS: h.nodeFS, WrapBackend: h.nodeBackend, Version: versionString()}
-	if addr := loaded.Node.Master; addr != "" {
-		mc := newMasterClient(addr, masterclient.Options{Token: []byte(loaded.Node.AuthToken.Reveal()), ClusterID: loaded.Node.ClusterID})
+	if addr := loaded.Node.Master; addr != "" || loaded.Node.Etcd != "" {
+		mo := masterclient.Options{Token: []byte(loaded.Node.AuthToken.Reveal()), ClusterID: loaded.Node.ClusterID}
+		if loaded.Node.Etcd != "" {
+			el, err := openElection(loaded.Node.Etcd, loaded.Node.ClusterID, 0, log)
+			if err != nil {
+				return err
+			}
+			defer el.Close()
+			mo.Leader = leaderAddr(el)
+		}
+		mc := newMasterClient(addr, mo)
 		defer mc.Close()
 		opts.Master = mc
 	}

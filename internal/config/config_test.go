@@ -708,7 +708,7 @@ func TestEveryFieldFromEveryLayer(t *testing.T) {
 	// A non-default valid value for every key, as text.
 	values := map[string]string{
 		"listen": "127.0.0.1:1", "admin_listen": "127.0.0.1:2", "resp_listen": "127.0.0.1:4", "resp_replicas": "2", "node_name": "n-1", "master": "m:3", "cluster_id": "c-1",
-		"heartbeat_interval": "2s", "block_size": "64KiB", "auth_token": token,
+		"etcd": "http://e:2379", "heartbeat_interval": "2s", "block_size": "64KiB", "auth_token": token,
 		"max_object_bytes": "32MiB", "ram.chunk_bytes": "8KiB",
 		"ram.bytes": "2GiB", "ram.policy": "s3fifo+second-hit", "ram.high_watermark": "0.9", "ram.low_watermark": "0.8",
 		"ssd.enabled": "true", "ssd.path": "/d", "ssd.bytes": "2GiB", "ssd.sync": "none",

@@ -69,6 +69,19 @@ type Master struct {
 	// SharedNamespaces are the namespaces every tenant may read (flag
 	// shared-namespaces, see ParseSharedNamespaces).
 	SharedNamespaces []auth.Namespace
+	// Etcd lists etcd's client URLs (flag etcd, comma-separated): the
+	// master campaigns to lead its cluster (ClusterID names the
+	// election) and stands by while another leads. Empty: it serves
+	// alone.
+	Etcd []string
+	// ElectionTTL is the lease of the master's etcd session (flag
+	// election-ttl, whole seconds): a dead leader is replaced about this
+	// long after it stopped renewing.
+	ElectionTTL time.Duration
+	// Advertise is the control-plane address other hosts reach this
+	// master at (flag advertise; default: the listen address, which must
+	// then name a host).
+	Advertise string
 }
 
 // AuthOptions returns the auth table options of the configuration.
@@ -149,6 +162,23 @@ func masterFields() []masterField {
 				return meta.CheckClusterID(v)
 			},
 			empty: func(m *Master) bool { return m.ClusterID == "" }},
+		{flag: "etcd", set: func(m *Master, v string) error {
+			urls, err := SplitURLs(v)
+			m.Etcd = urls
+			return err
+		}},
+		{flag: "election-ttl", set: func(m *Master, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return err
+			}
+			if d < 2*time.Second || d%time.Second != 0 {
+				return errors.New("want whole seconds, at least 2s")
+			}
+			m.ElectionTTL = d
+			return nil
+		}},
+		str("advertise", "", func(m *Master) *string { return &m.Advertise }),
 		{flag: "shared-namespaces", fallback: EnvSharedNamespaces,
 			set: func(m *Master, v string) error {
 				ns, err := ParseSharedNamespaces(v)
@@ -211,6 +241,15 @@ func LoadMaster(src MasterSources) (Master, error) {
 				Reason: strings.TrimPrefix(err.Error(), "config: ")})
 		}
 		m.TenantTokens = toks
+	}
+	if len(m.Etcd) > 0 && m.ClusterID == "" {
+		errs = append(errs, &FieldError{Key: "etcd", Value: strings.Join(m.Etcd, ","), Origin: origins["etcd"],
+			Reason: "set --cluster-id too: the masters of a cluster campaign under its ID"})
+	}
+	if m.Advertise != "" {
+		if err := checkAddr(m.Advertise, false); err != nil {
+			errs = append(errs, &FieldError{Key: "advertise", Value: m.Advertise, Origin: origins["advertise"], Reason: err.Error()})
+		}
 	}
 	if len(errs) > 0 {
 		return Master{}, fmt.Errorf("config: %w", errors.Join(errs...))

@@ -138,9 +138,13 @@ type Node struct {
 	// NodeName names the node to the master and in metrics; empty means
 	// the node derives one from its listen address (key node_name).
 	NodeName string
-	// Master is the master's address; empty runs the node standalone
-	// (key master).
+	// Master is the master's address, or a comma-separated list of a
+	// cluster's masters; empty runs the node standalone (key master).
 	Master string
+	// Etcd lists etcd's client URLs, comma-separated, through which the
+	// node finds its cluster's leading master (key etcd; needs
+	// ClusterID, the election's name).
+	Etcd string
 	// ClusterID names the cluster the node is for (key cluster_id): when
 	// set, the node joins only a master of that cluster ID, and such a
 	// master only nodes carrying it (see package masterproto). Empty
@@ -440,8 +444,8 @@ func (n Node) validateServing(bad func(key string, value any, format string, a .
 			bad("resp_listen", n.RESPListen, "%v", err)
 		case !strings.HasSuffix(n.RESPListen, ":0") && (n.RESPListen == n.Listen || n.RESPListen == n.AdminListen):
 			bad("resp_listen", n.RESPListen, "the same address as listen or admin_listen")
-		case n.Master == "":
-			bad("resp_listen", n.RESPListen, "the Redis front serves the pool and needs a master (set master)")
+		case n.Master == "" && n.Etcd == "":
+			bad("resp_listen", n.RESPListen, "the Redis front serves the pool and needs a master (set master or etcd)")
 		}
 	}
 	if n.RESPReplicas < 1 || n.RESPReplicas > 8 {
@@ -453,8 +457,23 @@ func (n Node) validateServing(bad func(key string, value any, format string, a .
 		}
 	}
 	if n.Master != "" {
-		if err := checkAddr(n.Master, false); err != nil {
-			bad("master", n.Master, "%v", err)
+		for a := range strings.SplitSeq(n.Master, ",") {
+			if err := checkAddr(strings.TrimSpace(a), false); err != nil {
+				if a == n.Master {
+					bad("master", n.Master, "%v", err)
+				} else {
+					bad("master", n.Master, "%q: %v (a list is comma-separated)", a, err)
+				}
+				break
+			}
+		}
+	}
+	if n.Etcd != "" {
+		switch _, err := SplitURLs(n.Etcd); {
+		case err != nil:
+			bad("etcd", n.Etcd, "%v", err)
+		case n.ClusterID == "":
+			bad("etcd", n.Etcd, "set cluster_id: the masters campaign under their cluster ID")
 		}
 	}
 	if err := meta.CheckClusterID(n.ClusterID); err != nil {
@@ -656,4 +675,25 @@ func checkNodeName(s string) error {
 		}
 	}
 	return nil
+}
+
+// SplitURLs splits a comma-separated list of etcd client URLs
+// (http://host:port or https://host:port) and says which one is wrong.
+func SplitURLs(list string) ([]string, error) {
+	var out []string
+	for u := range strings.SplitSeq(list, ",") {
+		u = strings.TrimSpace(u)
+		rest, ok := strings.CutPrefix(u, "http://")
+		if !ok {
+			rest, ok = strings.CutPrefix(u, "https://")
+		}
+		if !ok {
+			return nil, fmt.Errorf("%q: want a URL such as http://127.0.0.1:2379", u)
+		}
+		if err := checkAddr(strings.TrimSuffix(rest, "/"), false); err != nil {
+			return nil, fmt.Errorf("%q: %v", u, err)
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }

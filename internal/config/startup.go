@@ -67,6 +67,9 @@ func (l *Loaded) StartupLine() string {
 	if n.RESPListen != "" {
 		fmt.Fprintf(&b, "; Redis front %s (%s), %d copies per SET", n.RESPListen, l.origins("resp_listen"), n.RESPReplicas)
 	}
+	if n.Etcd != "" {
+		fmt.Fprintf(&b, "; leader from etcd %s", n.Etcd)
+	}
 	if n.Master != "" {
 		fmt.Fprintf(&b, "; master %s", n.Master)
 		if n.ClusterID != "" {

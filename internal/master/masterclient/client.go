@@ -173,6 +173,7 @@ type slot struct {
 //
 // addr may list several masters of one cluster, comma-separated
 // ("10.0.0.1:7470,10.0.0.2:7470"): the client then follows their leader.
+// It may be empty when Options.Leader is set.
 // It connects to the one it last reached, else to where a standby sends
 // it, else to the next on the list or the one Options.Leader names; a
 // connection the leader closes (its term ended) is dialled again the same
@@ -182,13 +183,19 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	addrs, err := ParseAddrs(addr)
-	if err != nil {
-		return nil, err
+	var addrs []string
+	if addr != "" || o.Leader == nil {
+		if addrs, err = ParseAddrs(addr); err != nil {
+			return nil, err
+		}
 	}
 	cl := &Client{addrs: addrs, opts: o, slots: make([]slot, o.Conns)}
 	cl.follows = o.Follow || o.Leader != nil || len(addrs) > 1
-	cl.leader.Store(&addrs[0])
+	first := ""
+	if len(addrs) > 0 {
+		first = addrs[0]
+	}
+	cl.leader.Store(&first)
 	for i := range cl.slots {
 		cl.slots[i].lock = make(chan struct{}, 1)
 	}

@@ -111,6 +111,14 @@ type healthJSON struct {
 	Status        string  `json:"status"`
 	UptimeSeconds float64 `json:"uptime_seconds"`
 	ClusterID     string  `json:"cluster_id,omitempty"`
+	// Role is "leader" (also a master without an election) or "standby";
+	// with an election, Epoch is the term led or last seen and Leader
+	// the leading master's control address ("" when none leads), and
+	// IndexComplete whether the leader's index has been rebuilt.
+	Role          string `json:"role,omitempty"`
+	Epoch         uint64 `json:"epoch,omitempty"`
+	Leader        string `json:"leader,omitempty"`
+	IndexComplete bool   `json:"index_complete,omitempty"`
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
@@ -118,7 +126,15 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, healthJSON{Status: "closing", ClusterID: s.opts.ClusterID})
 		return
 	}
-	writeJSON(w, http.StatusOK, healthJSON{Status: "ok", UptimeSeconds: time.Since(s.started).Seconds(), ClusterID: s.opts.ClusterID})
+	h := healthJSON{Status: "ok", UptimeSeconds: time.Since(s.started).Seconds(), ClusterID: s.opts.ClusterID, Role: "standby"}
+	if r := s.current(); r != nil && r.valid() {
+		h.Role, h.IndexComplete = "leader", r.complete.Load()
+	}
+	if s.opts.Election != nil {
+		l := s.leaderSeen()
+		h.Epoch, h.Leader = uint64(l.Epoch), l.Value
+	}
+	writeJSON(w, http.StatusOK, h)
 }
 
 // NodeJSON is a node as /nodes shows it.

@@ -134,8 +134,13 @@ func (c *conn) handshake() error {
 		switch l := s.leaderSeen(); {
 		case err == nil && c.reign.term != nil:
 			reply.Epoch, reply.Margin, reply.Leader = c.reign.epoch, s.opts.Election.Margin(), s.opts.Advertise
-		case errors.Is(err, meta.ErrNotLeader) && l.Value != s.opts.Advertise:
+		case !errors.Is(err, meta.ErrNotLeader):
+		case l.Value != s.opts.Advertise:
 			reply.Epoch, reply.Leader = uint64(l.Epoch), l.Value
+		default:
+			// The peer has seen a later term than this master's: it
+			// knows no better leader than the peer does.
+			reply.Epoch = uint64(l.Epoch)
 		}
 	}
 	c.out, _ = masterproto.AppendHelloReply(c.out[:0], h.ReqID, &reply)

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"time"
 
+	"github.com/kvpool/kvpool/internal/election"
 	"github.com/kvpool/kvpool/internal/listen"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/option"
@@ -39,6 +41,15 @@ type Config struct {
 	Master master.Options
 	// Server configures the front end.
 	Server Options
+	// Etcd, when not empty, lists etcd's client URLs: the master
+	// campaigns to lead its cluster (Server.ClusterID names the
+	// election) and stands by while another leads (leader.go).
+	Etcd []string
+	// ElectionTTL is the etcd session's lease (election.DefaultTTL).
+	ElectionTTL time.Duration
+	// Advertise is the control address campaigned with (default: the
+	// address Listen bound, when it names a host).
+	Advertise string
 }
 
 // withDefaults fills the listen addresses.
@@ -70,6 +81,21 @@ func (c Config) Validate() error {
 	}
 	if err := c.Server.Validate(); err != nil {
 		return fmt.Errorf("masterserver: %w", err)
+	}
+	if len(c.Etcd) > 0 {
+		if c.Server.ClusterID == "" {
+			return errors.New("masterserver: a master campaigning on etcd needs its cluster's ID (--cluster-id), the election's name")
+		}
+		if err := (election.Options{Endpoints: c.Etcd, Cluster: c.Server.ClusterID, TTL: c.ElectionTTL}).Validate(); err != nil {
+			return fmt.Errorf("masterserver: %w", err)
+		}
+		if c.Advertise == "" {
+			if host, _, err := net.SplitHostPort(c.Listen); err == nil {
+				if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+					return fmt.Errorf("masterserver: --listen %s names no host other masters' clients can reach: set --advertise", c.Listen)
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -128,11 +154,6 @@ func Run(ctx context.Context, cfg Config, logw io.Writer) error {
 	if cfg.Server.Logger == nil {
 		cfg.Server.Logger = slog.New(slog.NewTextHandler(logw, nil))
 	}
-	s, err := New(m, cfg.Server)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
@@ -145,11 +166,39 @@ func Run(ctx context.Context, cfg Config, logw io.Writer) error {
 			return fmt.Errorf("masterserver: admin listen on %s: %w", cfg.AdminListen, err)
 		}
 	}
+	closeAll := func() {
+		ln.Close()
+		if aln != nil {
+			aln.Close()
+		}
+	}
 	var adminAddr net.Addr
 	if aln != nil {
 		adminAddr = aln.Addr()
 	}
-	fmt.Fprintln(logw, StartupLine(ln.Addr(), adminAddr, m.Options(), s))
+	if len(cfg.Etcd) > 0 {
+		if cfg.Advertise == "" {
+			cfg.Advertise = ln.Addr().String()
+		}
+		el, err := election.Open(election.Options{Endpoints: cfg.Etcd, Cluster: cfg.Server.ClusterID, TTL: cfg.ElectionTTL, Logger: cfg.Server.Logger})
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("masterserver: %w", err)
+		}
+		defer el.Close()
+		cfg.Server.Election, cfg.Server.Advertise = el, cfg.Advertise
+	}
+	s, err := New(m, cfg.Server)
+	if err != nil {
+		closeAll()
+		return err
+	}
+	defer s.Close()
+	line := StartupLine(ln.Addr(), adminAddr, m.Options(), s)
+	if el := s.opts.Election; el != nil {
+		line += fmt.Sprintf("; standing for leader of cluster %s on etcd %s (lease %v), advertising %s", el.Cluster(), strings.Join(cfg.Etcd, ","), el.TTL(), cfg.Advertise)
+	}
+	fmt.Fprintln(logw, line)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

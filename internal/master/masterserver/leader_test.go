@@ -1,0 +1,205 @@
+package masterserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvpool/kvpool/internal/election"
+	"github.com/kvpool/kvpool/internal/etcdtest"
+	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/master/masterclient"
+	"github.com/kvpool/kvpool/internal/master/masterproto"
+	"github.com/kvpool/kvpool/internal/meta"
+)
+
+// haTTL is the election lease of these tests: etcd's shortest, so that
+// failovers take seconds.
+const haTTL = election.MinTTL
+
+// candidate is a master server in an election, on its own listener.
+type candidate struct {
+	*testServer
+	el *election.Election
+}
+
+// startCandidate starts a master server campaigning in cluster on etcd.
+func startCandidate(t *testing.T, endpoint, cluster string, mo master.Options) *candidate {
+	t.Helper()
+	el, err := election.Open(election.Options{Endpoints: []string{endpoint}, Cluster: cluster, TTL: haTTL,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := start(t, newMaster(t, mo), Options{ClusterID: cluster, Election: el, Advertise: ln.Addr().String()}, ln)
+	t.Cleanup(func() { ts.stop(); el.Close() }) // runs before start's own cleanup: stop first, then the client
+	return &candidate{testServer: ts, el: el}
+}
+
+// leaderOf waits for one of cs to lead and returns it.
+func leaderOf(t *testing.T, cs ...*candidate) *candidate {
+	t.Helper()
+	var lead *candidate
+	waitFor(t, "a leader", time.Minute, func() bool {
+		n := 0
+		for _, c := range cs {
+			if c.current() != nil {
+				lead, n = c, n+1
+			}
+		}
+		if n > 1 {
+			t.Fatalf("%d masters lead at once", n)
+		}
+		return n == 1
+	})
+	return lead
+}
+
+// TestFailoverRebuildsTheIndex: two masters campaign; a client that
+// follows them reaches the leader through either address; when the
+// leader stops, the other leads at a higher epoch, refuses reads until
+// the node the previous leader listed has registered again, and then
+// finds every block the node holds.
+func TestFailoverRebuildsTheIndex(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	mo := master.Options{NodeTTL: 3 * time.Second, HeartbeatInterval: 500 * time.Millisecond}
+	a := startCandidate(t, etcd.Endpoint, "ha-1", mo)
+	b := startCandidate(t, etcd.Endpoint, "ha-1", mo)
+	lead := leaderOf(t, a, b)
+	standby := a
+	if lead == a {
+		standby = b
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	waitFor(t, "the standby to see the leader", time.Minute, func() bool { return standby.leaderSeen().Value == lead.addr })
+	// A client that does not follow leaders is told who leads.
+	_, err := masterclient.Dial(ctx, standby.addr, masterclient.Options{ClusterID: "ha-1"})
+	if !errors.Is(err, meta.ErrNotLeader) || !strings.Contains(err.Error(), "the leader is "+lead.addr) {
+		t.Fatalf("dial the standby: %v; want not leader, naming %s", err, lead.addr)
+	}
+	// One that follows goes there from the standby's address.
+	cl, err := masterclient.Dial(ctx, standby.addr+","+lead.addr, masterclient.Options{ClusterID: "ha-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if cl.Addr() != lead.addr || cl.Epoch() == 0 {
+		t.Fatalf("client on %s at epoch %d; want the leader %s and its epoch", cl.Addr(), cl.Epoch(), lead.addr)
+	}
+	first := cl.Epoch()
+
+	info := meta.NodeInfo{ID: "node-1", Addr: "127.0.0.1:1", RAMBytes: 1 << 30}
+	inv := items("t", meta.TierRAM, 100, 1, 2, 3)
+	if _, err := cl.Register(ctx, info, inv, meta.NodeUsage{}); err != nil {
+		t.Fatal(err)
+	}
+	var res masterclient.LookupResult
+	if err := cl.Lookup(ctx, "t", []uint64{1, 2, 3}, false, &res); err != nil || res.Hit != 3 {
+		t.Fatalf("lookup on the first leader: hit %d, %v", res.Hit, err)
+	}
+	// The leader records its nodes for its successor.
+	waitFor(t, "the node listed in etcd", time.Minute, func() bool {
+		l, err := a.el.List(ctx, "nodes")
+		return err == nil && l["node-1"] == info.Addr
+	})
+
+	lead.stop() // resigns: the standby leads at once
+	if leaderOf(t, standby) != standby {
+		t.Fatal("unreachable")
+	}
+	// The next call finds the new leader; reads wait for the index.
+	err = cl.Lookup(ctx, "t", []uint64{1}, false, &res)
+	if !errors.Is(err, masterclient.ErrUnavailable) || !strings.Contains(err.Error(), "index is being rebuilt") {
+		t.Fatalf("lookup before the node registered again: %v; want unavailable, index being rebuilt", err)
+	}
+	if cl.Addr() != standby.addr || cl.Epoch() <= first {
+		t.Fatalf("client on %s at epoch %d; want %s above epoch %d", cl.Addr(), cl.Epoch(), standby.addr, first)
+	}
+	// The node's heartbeat is from a session the new leader never gave.
+	if _, err := cl.Heartbeat(ctx, info.ID, 1, meta.Delta{}, meta.NodeUsage{}, nil, nil); !errors.Is(err, meta.ErrUnknownNode) {
+		t.Fatalf("heartbeat to the new leader: %v; want unknown node (re-register)", err)
+	}
+	if _, err := cl.Register(ctx, info, inv, meta.NodeUsage{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Lookup(ctx, "t", []uint64{1, 2, 3}, false, &res); err != nil || res.Hit != 3 {
+		t.Fatalf("lookup on the new leader: hit %d, %v", res.Hit, err)
+	}
+	_, body := httpGet(t, standby.admin+"/metrics")
+	for _, want := range []string{"kvpool_master_leader 1", fmt.Sprintf("kvpool_master_term_epoch %d", cl.Epoch()), "kvpool_master_terms_total 1"} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("/metrics of the new leader lacks %q", want)
+		}
+	}
+}
+
+// TestNoEpochGoesBack: a master refuses a HELLO from a peer that has
+// seen a later epoch than the one it leads (its term is over, whatever it
+// believes), and answers one that has seen its own with its term.
+func TestNoEpochGoesBack(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	mo := master.Options{NodeTTL: 3 * time.Second, HeartbeatInterval: 500 * time.Millisecond}
+	a := startCandidate(t, etcd.Endpoint, "ha-2", mo)
+	leaderOf(t, a)
+	epoch := a.current().epoch
+	for _, tc := range []struct {
+		seen uint64
+		want masterproto.Code
+	}{{0, masterproto.CodeOK}, {epoch, masterproto.CodeOK}, {epoch + 1, masterproto.CodeNotLeader}} {
+		reply := rawHello(t, a.addr, &masterproto.Hello{ClusterID: "ha-2", Follows: true, Epoch: tc.seen})
+		wantLeader, wantMargin := a.addr, haTTL/10
+		if tc.want != masterproto.CodeOK {
+			wantLeader, wantMargin = "", 0 // it knows of no newer leader
+		}
+		if reply.Code != tc.want || !reply.Term || reply.Epoch != epoch || reply.Leader != wantLeader || reply.Margin != wantMargin {
+			t.Errorf("hello having seen epoch %d: %+v; want code %v, epoch %d, leader %q, margin %v", tc.seen, reply, tc.want, epoch, wantLeader, wantMargin)
+		}
+	}
+	// A HELLO that does not follow gets no term trailer.
+	if reply := rawHello(t, a.addr, &masterproto.Hello{ClusterID: "ha-2"}); reply.Code != masterproto.CodeOK || reply.Term {
+		t.Errorf("hello without follows: %+v; want OK without a term", reply)
+	}
+}
+
+// rawHello sends h to addr and returns the decoded answer.
+func rawHello(t *testing.T, addr string, h *masterproto.Hello) masterproto.HelloReply {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(30 * time.Second))
+	b, err := masterproto.AppendHello(nil, 1, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	r, err := masterproto.NewReader(nc, masterproto.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr, body, err := r.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reply masterproto.HelloReply
+	if err := masterproto.DecodeHelloReply(hdr, body, masterproto.Limits{}, &reply); err != nil {
+		t.Fatal(err)
+	}
+	return reply
+}
