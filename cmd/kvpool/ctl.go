@@ -17,6 +17,7 @@ import (
 	"github.com/kvpool/kvpool/client"
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/listen"
+	"github.com/kvpool/kvpool/internal/master/masterclient"
 )
 
 // ctlTimeout bounds one `kvpool ctl` command: 10 s, ample for one admin
@@ -41,6 +42,7 @@ type ctlCommand struct {
 func ctlCommands() map[string]ctlCommand {
 	return map[string]ctlCommand{
 		"nodes":  {},
+		"leader": {},
 		"stat":   {json: true},
 		"get":    {ids: 1, named: true},
 		"put":    {ids: 1, named: true, file: true},
@@ -50,7 +52,7 @@ func ctlCommands() map[string]ctlCommand {
 	}
 }
 
-const ctlCommandList = "nodes, stat, get, put, query, exists, del"
+const ctlCommandList = "nodes, leader, stat, get, put, query, exists, del"
 
 // ctlOptions are the parsed flags and arguments of `kvpool ctl`.
 type ctlOptions struct {
@@ -99,6 +101,9 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
+	if o.cmd == "leader" {
+		return ctlLeader(ctx, o, stdout)
+	}
 	c, err := client.New(ctx, o.client)
 	if err != nil {
 		return err
@@ -131,7 +136,7 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func parseCtl(args []string, stderr io.Writer) (ctlOptions, error) {
 	fs := newFlagSet("ctl", stderr)
 	var o ctlOptions
-	fs.StringVar(&o.client.Master, "master", "", "master address host:port (required)")
+	fs.StringVar(&o.client.Master, "master", "", "master address host:port, or a cluster's masters comma-separated (required)")
 	fs.StringVar(&o.client.Tenant, "tenant", "", "tenant namespace of the blocks and objects")
 	fs.StringVar(&o.client.Token, "token", os.Getenv(envAuthToken), "auth token (default: $KVPOOL_AUTH_TOKEN)")
 	fs.DurationVar(&o.timeout, "timeout", ctlTimeout, "bound on the whole command")
@@ -139,6 +144,7 @@ func parseCtl(args []string, stderr io.Writer) (ctlOptions, error) {
 		fmt.Fprintln(stderr, "usage: kvpool ctl --master ADDR [--tenant T] COMMAND\n\n"+
 			"commands:\n"+
 			"  nodes                          list the nodes\n"+
+			"  leader                         say which of the --master list leads, at which epoch\n"+
 			"  stat [--json]                  every node's per-tier counters (objects, payload and held bytes)\n"+
 			"  get ID | get --key NAME        write a block or named object to stdout, bytes exact\n"+
 			"  put ID FILE|- | put --key NAME FILE|-\n"+
@@ -158,8 +164,10 @@ func parseCtl(args []string, stderr io.Writer) (ctlOptions, error) {
 	if o.client.Master == "" {
 		return o, usageErrorf("--master is required")
 	}
-	if host, port, err := listen.SplitAddr(o.client.Master); err != nil || host == "" || port == 0 {
-		return o, usageErrorf("--master %q: want the master's host:port, such as 127.0.0.1:7470", o.client.Master)
+	for a := range strings.SplitSeq(o.client.Master, ",") {
+		if host, port, err := listen.SplitAddr(strings.TrimSpace(a)); err != nil || host == "" || port == 0 {
+			return o, usageErrorf("--master %q: want the master's host:port, such as 127.0.0.1:7470, or several comma-separated", o.client.Master)
+		}
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
@@ -213,6 +221,44 @@ func parseCtl(args []string, stderr io.Writer) (ctlOptions, error) {
 		o.ids = append(o.ids, v)
 	}
 	return o, nil
+}
+
+// ctlLeader says, for each master of the --master list, whether it leads
+// (and at which epoch) or which leader it sends clients to; it fails when
+// none leads.
+func ctlLeader(ctx context.Context, o ctlOptions, stdout io.Writer) error {
+	addrs, err := masterclient.ParseAddrs(o.client.Master)
+	if err != nil {
+		return usageErrorf("--master: %v", err)
+	}
+	leader := ""
+	var epoch uint64
+	for _, a := range addrs {
+		mc, err := masterclient.Dial(ctx, a, masterclient.Options{Token: []byte(o.client.Token), Follow: true, Conns: 1})
+		switch {
+		case err != nil:
+			fmt.Fprintf(stdout, "%-22s  %v\n", a, err)
+		case mc.Addr() == a && mc.Epoch() == 0:
+			fmt.Fprintf(stdout, "%-22s  leads (a master without an election)\n", a)
+			leader = a
+		case mc.Addr() == a:
+			fmt.Fprintf(stdout, "%-22s  leads epoch %d\n", a, mc.Epoch())
+			leader, epoch = a, max(epoch, mc.Epoch())
+		default:
+			fmt.Fprintf(stdout, "%-22s  stands by; the leader is %s (epoch %d)\n", a, mc.Addr(), mc.Epoch())
+			if leader == "" {
+				leader, epoch = mc.Addr(), mc.Epoch()
+			}
+		}
+		if mc != nil {
+			mc.Close()
+		}
+	}
+	if leader == "" {
+		return fmt.Errorf("ctl leader: no master of %s leads", o.client.Master)
+	}
+	fmt.Fprintf(stdout, "leader %s epoch %d\n", leader, epoch)
+	return nil
 }
 
 // what names the command's object in messages: block 12 or object "name".

@@ -129,6 +129,9 @@ type faultReplay struct {
 	// once a third of its live time has passed: for a fault the cluster
 	// injects by itself, which inject waits for.
 	atStart bool
+	// masters starts that many masters electing their leader on etcd
+	// (default 1, no etcd), with the shortest election lease (2 s).
+	masters int
 }
 
 // replayUnderFault runs a replay of reqs against a 3-node cluster with SSD
@@ -152,6 +155,9 @@ func replayUnderFaultWith(t *testing.T, reqs []trace.Request, fr faultReplay, in
 	co := replay.ClusterOptions(3, o)
 	co.Heartbeat = 0 // itHeartbeat and itTTL (startFaultCluster), so a dead node leaves within seconds
 	co.NodeArgs, co.NodeEnv = fr.nodeArgs, fr.nodeEnv
+	if fr.masters > 1 {
+		co.Masters, co.ElectionTTL = fr.masters, 2*time.Second
+	}
 	cl, logs := startCluster(ctx, t, co)
 	o.Master = cl.Master.Addr
 	if fr.before != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvpool/kvpool/internal/cluster"
 	"github.com/kvpool/kvpool/internal/config"
+	"github.com/kvpool/kvpool/internal/election"
 	"github.com/kvpool/kvpool/internal/master"
 )
 
@@ -30,20 +31,22 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	basePort := fs.Int("base-port", 0, "first port (master data, master admin, two per node, then each node's Redis port); 0 picks free ports")
 	respOn := fs.Bool("resp", true, "serve Redis clients (RESP2) on every node; --resp=false turns it off")
 	quiet := fs.Bool("quiet", false, "do not show the processes' logs")
+	masters := fs.Int("masters", 1, "number of masters; more than 1 also starts etcd (the etcd binary on PATH), on which they elect their leader")
+	electionTTL := fs.Duration("election-ttl", 0, fmt.Sprintf("with --masters > 1: the masters' etcd lease, whole seconds (0 = the master's default, %v)", election.DefaultTTL))
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: kvpool up [flags]\n\nStarts a local cluster: one master and --nodes node processes of this binary,\n"+
+		fmt.Fprintln(stderr, "usage: kvpool up [flags]\n\nStarts a local cluster: one master (or --masters, electing their leader on an\netcd it starts too) and --nodes node processes of this binary,\n"+
 			"on loopback ports, and prints their addresses. Runs until SIGINT or SIGTERM,\n"+
 			"then stops them.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args, "nodes"); err != nil {
+	if err := parseFlags(fs, args, "nodes", "masters"); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected arguments %q", fs.Args())
 	}
 	opts := cluster.Options{Nodes: *nodes, DataDir: *dataDir, Heartbeat: *heartbeat, NodeTTL: *nodeTTL, BasePort: *basePort,
-		RESP: *respOn, Stdout: stderr, Stderr: stderr}
+		RESP: *respOn, Stdout: stderr, Stderr: stderr, Masters: *masters, ElectionTTL: *electionTTL}
 	if *quiet {
 		opts.Stdout, opts.Stderr = nil, nil
 	}
@@ -72,7 +75,23 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "cluster  %s (its nodes join only its master)\n", c.ID)
-	fmt.Fprintf(stdout, "master   data %s  admin http://%s\n", c.Master.Addr, c.Master.AdminAddr)
+	if len(c.Masters) == 1 {
+		fmt.Fprintf(stdout, "master   data %s  admin http://%s\n", c.Master.Addr, c.Master.AdminAddr)
+	} else {
+		lead, h, err := c.WaitLeader(ctx)
+		if err != nil {
+			c.Stop()
+			return err
+		}
+		fmt.Fprintf(stdout, "etcd     %s\n", c.Etcd)
+		for j, m := range c.Masters {
+			role := "standby"
+			if j == lead {
+				role = fmt.Sprintf("leader, epoch %d", h.Epoch)
+			}
+			fmt.Fprintf(stdout, "%-8s data %s  admin http://%s  (%s)\n", m.Name, m.Addr, m.AdminAddr, role)
+		}
+	}
 	for _, n := range c.Nodes {
 		if n.RESPAddr != "" {
 			fmt.Fprintf(stdout, "%-8s data %s  redis %s  admin http://%s  dir %s\n", n.Name, n.Addr, n.RESPAddr, n.AdminAddr, n.DataDir)

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -49,17 +50,27 @@ type Cluster struct {
 	http    *http.Client
 
 	// Master and Nodes are the processes' endpoints; they do not change
-	// across restarts.
-	Master Endpoint
-	Nodes  []Endpoint
+	// across restarts. With several masters (Options.Masters), Master's
+	// Addr lists them all, comma-separated, which is what the nodes and
+	// a client (client.Options.Master) are given to follow the leader,
+	// and its AdminAddr is the first master's; Masters has each one, and
+	// LeaderIndex finds the one that leads.
+	Master  Endpoint
+	Masters []Endpoint
+	Nodes   []Endpoint
+	// Etcd is etcd's client URL with several masters ("" with one).
+	Etcd string
 	// ID is the cluster ID every process is started with (Options.ClusterID
 	// or a random one): the nodes join only a master of this ID, and the
 	// waits count only a master reporting it.
 	ID    string
 	spawn *spawner
+	// etcdArgs start etcd (again, on its data).
+	etcdArgs []string
 
 	mu      sync.Mutex // guards the procs, nodeEnv and stopped
-	master  *proc
+	masters []*proc
+	etcd    *proc
 	nodes   []*proc
 	nodeEnv map[int][]string // Options.NodeEnv, changed by SetNodeEnv
 	stopped bool
@@ -116,30 +127,43 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	nports := 2 + 2*o.Nodes
-	if o.RESP {
-		nports += o.Nodes
-	}
-	ports, err := c.ports(nports)
+	ports, err := c.ports(o.ports())
 	if err != nil {
 		c.removeTemp()
 		return nil, err
 	}
 	addr := func(i int) string { return net.JoinHostPort(o.Host, strconv.Itoa(ports[i])) }
-	c.Master = Endpoint{Name: "master", Addr: addr(0), AdminAddr: addr(1)}
+	base := 2 * o.Masters // the first node's port
+	for j := range o.Masters {
+		name := "master"
+		if o.Masters > 1 {
+			name = fmt.Sprintf("master-%d", j)
+		}
+		c.Masters = append(c.Masters, Endpoint{Name: name, Addr: addr(2 * j), AdminAddr: addr(2*j + 1)})
+	}
+	c.Master = c.Masters[0]
+	if o.Masters > 1 {
+		list := make([]string, o.Masters)
+		for j, e := range c.Masters {
+			list[j] = e.Addr
+		}
+		c.Master = Endpoint{Name: "masters", Addr: strings.Join(list, ","), AdminAddr: c.Masters[0].AdminAddr}
+		c.Etcd = "http://" + addr(len(ports)-2)
+	}
 	for i := range o.Nodes {
 		nd := filepath.Join(dir, fmt.Sprintf("node-%d", i))
 		if err := os.MkdirAll(nd, 0o755); err != nil {
 			c.removeTemp()
 			return nil, fmt.Errorf("cluster: make node %d's data directory: %w", i, err)
 		}
-		e := Endpoint{Name: fmt.Sprintf("node-%d", i), Addr: addr(2 + 2*i), AdminAddr: addr(3 + 2*i), DataDir: nd}
+		e := Endpoint{Name: fmt.Sprintf("node-%d", i), Addr: addr(base + 2*i), AdminAddr: addr(base + 1 + 2*i), DataDir: nd}
 		if o.RESP {
-			e.RESPAddr = addr(2 + 2*o.Nodes + i)
+			e.RESPAddr = addr(base + 2*o.Nodes + i)
 		}
 		c.Nodes = append(c.Nodes, e)
 	}
 	c.nodes = make([]*proc, o.Nodes)
+	c.masters = make([]*proc, o.Masters)
 	if o.BasePort != 0 {
 		if err := c.checkFree(); err != nil {
 			c.removeTemp()
@@ -147,9 +171,17 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 	c.spawn = newSpawner()
-	if err := c.startMaster(); err != nil {
-		c.Stop()
-		return nil, err
+	if c.Etcd != "" {
+		if err := c.startEtcd(ctx, filepath.Join(dir, "etcd"), addr(len(ports)-2), addr(len(ports)-1)); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	for j := range c.masters {
+		if err := c.startMaster(j); err != nil {
+			c.Stop()
+			return nil, err
+		}
 	}
 	if _, err := c.waitNodes(ctx, func([]NodeState) bool { return true }); err != nil {
 		c.Stop()
@@ -211,7 +243,7 @@ func randomID() (string, error) {
 // its address to another program between this check and its own bind;
 // Start then reports its exit (exitedEarly).
 func (c *Cluster) checkFree() error {
-	for _, e := range append([]Endpoint{c.Master}, c.Nodes...) {
+	for _, e := range append(slices.Clone(c.Masters), c.Nodes...) {
 		for _, a := range []string{e.Addr, e.AdminAddr, e.RESPAddr} {
 			if a == "" {
 				continue
@@ -234,8 +266,15 @@ func listenError(name, addr string, err error) error {
 	return fmt.Errorf("cluster: %s cannot listen on %s: %w", name, addr, err)
 }
 
-func (c *Cluster) masterArgs() []string {
-	args := []string{"master", "--listen", c.Master.Addr, "--admin-listen", c.Master.AdminAddr, "--cluster-id", c.ID}
+func (c *Cluster) masterArgs(j int) []string {
+	e := c.Masters[j]
+	args := []string{"master", "--listen", e.Addr, "--admin-listen", e.AdminAddr, "--cluster-id", c.ID}
+	if c.Etcd != "" {
+		args = append(args, "--etcd", c.Etcd)
+		if c.opts.ElectionTTL > 0 {
+			args = append(args, "--election-ttl", c.opts.ElectionTTL.String())
+		}
+	}
 	if c.opts.NodeTTL > 0 {
 		args = append(args, "--node-ttl", c.opts.NodeTTL.String())
 	}
@@ -269,17 +308,20 @@ func (c *Cluster) nodeArgs(i int) []string {
 	if e.RESPAddr != "" {
 		args = append(args, "--resp-listen", e.RESPAddr)
 	}
+	if c.Etcd != "" {
+		args = append(args, "--etcd", c.Etcd)
+	}
 	args = append(args, c.opts.ExtraNodeArgs...)
 	return append(args, c.opts.NodeArgs[i]...)
 }
 
-func (c *Cluster) startMaster() error {
-	p, err := c.spawn.start("master", c.binary, c.masterArgs(), nil, c.opts.Stdout, c.opts.Stderr, &c.outMu)
+func (c *Cluster) startMaster(j int) error {
+	p, err := c.spawn.start(c.Masters[j].Name, c.binary, c.masterArgs(j), nil, c.opts.Stdout, c.opts.Stderr, &c.outMu)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.master = p
+	c.masters[j] = p
 	c.mu.Unlock()
 	return c.writeOwner()
 }
@@ -303,7 +345,7 @@ func (c *Cluster) startNode(i int) error {
 func (c *Cluster) exitedEarly() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	all := append([]*proc{c.master}, c.nodes...)
+	all := append(append([]*proc{c.etcd}, c.masters...), c.nodes...)
 	for _, p := range all {
 		if p != nil && !p.ended.Load() && p.exited() {
 			return p.exitError()
@@ -354,7 +396,7 @@ func (c *Cluster) waitNodes(ctx context.Context, ok func([]NodeState) bool) ([]N
 		if err := c.exitedEarly(); err != nil {
 			return nil, err
 		}
-		ns, id, err := fetchNodes(ctx, c.http, c.Master.AdminAddr)
+		ns, id, err := fetchNodes(ctx, c.http, c.leaderAdmin(ctx))
 		if err == nil && id != c.ID {
 			return nil, c.foreign(id)
 		}
@@ -402,7 +444,7 @@ func countLive(ns []NodeState) int {
 // NodeList returns the master's node list; an answer from a master of
 // another cluster is an error.
 func (c *Cluster) NodeList(ctx context.Context) ([]NodeState, error) {
-	ns, id, err := fetchNodes(ctx, c.http, c.Master.AdminAddr)
+	ns, id, err := fetchNodes(ctx, c.http, c.leaderAdmin(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -450,7 +492,7 @@ func (c *Cluster) RestartNode(ctx context.Context, i int) error {
 // session returns node name's session as the master lists it now, or 0
 // when it is not listed, the list has no sessions or cannot be read.
 func (c *Cluster) session(ctx context.Context, name string) uint64 {
-	ns, id, err := fetchNodes(ctx, c.http, c.Master.AdminAddr)
+	ns, id, err := fetchNodes(ctx, c.http, c.leaderAdmin(ctx))
 	if err != nil || id != c.ID {
 		return 0
 	}
@@ -487,14 +529,33 @@ func (c *Cluster) nodeProc(i int) (*proc, error) {
 
 // KillMaster kills the master with SIGKILL and waits for it to exit.
 func (c *Cluster) KillMaster() error {
-	c.mu.Lock()
-	p, stopped := c.master, c.stopped
-	c.mu.Unlock()
-	if stopped {
-		return errors.New("cluster: stopped")
+	if len(c.masters) > 1 {
+		return errors.New("cluster: KillMaster with several masters: name one (KillMasterAt)")
+	}
+	return c.KillMasterAt(0)
+}
+
+// KillMasterAt kills master j with SIGKILL and waits for it to exit.
+func (c *Cluster) KillMasterAt(j int) error {
+	p, err := c.masterProc(j)
+	if err != nil {
+		return err
 	}
 	p.kill()
 	return nil
+}
+
+// masterProc returns master j's process.
+func (c *Cluster) masterProc(j int) (*proc, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if j < 0 || j >= len(c.masters) {
+		return nil, fmt.Errorf("cluster: master %d does not exist (the cluster has %d)", j, len(c.masters))
+	}
+	if c.stopped {
+		return nil, errors.New("cluster: stopped")
+	}
+	return c.masters[j], nil
 }
 
 // RestartMaster starts the master again at the same addresses (killing it
@@ -514,7 +575,7 @@ func (c *Cluster) RestartMaster(ctx context.Context) error {
 	if err := c.KillMaster(); err != nil {
 		return err
 	}
-	if err := c.startMaster(); err != nil {
+	if err := c.startMaster(0); err != nil {
 		return err
 	}
 	_, err := c.waitNodes(ctx, func(ns []NodeState) bool {
@@ -541,7 +602,7 @@ func (c *Cluster) Stop() error {
 		return nil
 	}
 	c.stopped = true
-	nodes, master := c.nodes, c.master
+	nodes, masters, etcd := c.nodes, c.masters, c.etcd
 	c.mu.Unlock()
 	var mu sync.Mutex
 	var errs []error
@@ -559,8 +620,13 @@ func (c *Cluster) Stop() error {
 		})
 	}
 	wg.Wait()
-	if master != nil {
-		errs = append(errs, master.stop(c.opts.StopTimeout))
+	for _, p := range masters {
+		if p != nil {
+			errs = append(errs, p.stop(c.opts.StopTimeout))
+		}
+	}
+	if etcd != nil {
+		errs = append(errs, etcd.stop(c.opts.StopTimeout))
 	}
 	if c.spawn != nil {
 		c.spawn.close()
@@ -589,16 +655,7 @@ func (c *Cluster) PauseNode(i int) error {
 	if err != nil {
 		return err
 	}
-	if p.exited() {
-		return fmt.Errorf("cluster: pause %s: it has exited", p.name)
-	}
-	p.signal(syscall.SIGSTOP)
-	// kill(2) only queues the signal: wait until the process is seen
-	// stopped, so no request the caller sends next is still answered.
-	if err := p.waitState(c.opts.StopTimeout, 'T', 't'); err != nil {
-		return fmt.Errorf("cluster: pause %s: %w", p.name, err)
-	}
-	return nil
+	return c.pause(p)
 }
 
 // ResumeNode lets node i, frozen by PauseNode, run again (SIGCONT).
@@ -607,11 +664,7 @@ func (c *Cluster) ResumeNode(i int) error {
 	if err != nil {
 		return err
 	}
-	if p.exited() {
-		return fmt.Errorf("cluster: resume %s: it has exited", p.name)
-	}
-	p.signal(syscall.SIGCONT)
-	return nil
+	return resume(p)
 }
 
 // ShutdownNode stops node i cleanly (SIGTERM, then SIGKILL after

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -91,7 +92,9 @@ type Options struct {
 	Host string
 	// BasePort, when not 0, numbers the ports: the master at BasePort
 	// (data) and BasePort+1 (admin), node i at BasePort+2+2i and
-	// BasePort+3+2i. 0 picks free ports.
+	// BasePort+3+2i. With M masters, master j takes BasePort+2j and
+	// BasePort+2j+1 and the nodes start at BasePort+2M; etcd's client
+	// and peer ports come last. 0 picks free ports.
 	BasePort int
 	// StartTimeout bounds the wait for the cluster to come up, and for a
 	// restarted process to rejoin (DefaultStartTimeout).
@@ -102,7 +105,23 @@ type Options struct {
 	// ClusterID is the cluster ID given to the master and every node
 	// (--cluster-id); "" means a random one, new for each Start.
 	ClusterID string
+	// Masters is the number of masters (1; at most 7). More than one
+	// starts an etcd (EtcdBinary) first: the masters campaign on it for
+	// the leadership of the cluster, and the nodes follow the leader
+	// (their --master lists every master, --etcd names the etcd).
+	Masters int
+	// ElectionTTL is the masters' etcd lease with several masters (0: the
+	// master's default, 5 s; whole seconds, at least 2 s).
+	ElectionTTL time.Duration
+	// EtcdBinary is the etcd executable with several masters (default
+	// "etcd", looked up on PATH; Debian's etcd-server package has it).
+	EtcdBinary string
 }
+
+// maxMasters bounds Options.Masters: an election needs a majority of
+// nothing but etcd, so more than a handful of standbys only cost
+// processes.
+const maxMasters = 7
 
 // Validate reports the first bad field.
 func (o Options) Validate() error {
@@ -173,10 +192,24 @@ func (o Options) resolve() (Options, error) {
 		}
 		return o, fmt.Errorf("cluster: %w", option.Errorf("Heartbeat", "%v: must be shorter than the node TTL (%v)", hb, ttl))
 	}
-	nports := 2 + 2*o.Nodes
-	if o.RESP {
-		nports += o.Nodes
+	switch {
+	case o.Masters < 0 || o.Masters > maxMasters:
+		return o, fmt.Errorf("cluster: %w", option.Errorf("Masters", "%d: want 1 to %d (0 means 1)", o.Masters, maxMasters))
+	case o.Masters == 0:
+		o.Masters = 1
 	}
+	if o.ElectionTTL != 0 && (o.ElectionTTL < 2*time.Second || o.ElectionTTL%time.Second != 0) {
+		return o, fmt.Errorf("cluster: %w", option.Errorf("ElectionTTL", "%v: want whole seconds, at least 2s", o.ElectionTTL))
+	}
+	if o.Masters > 1 {
+		bin := cmp.Or(o.EtcdBinary, "etcd")
+		path, err := exec.LookPath(bin)
+		if err != nil {
+			return o, fmt.Errorf("cluster: %w", option.Errorf("Masters", "%d masters elect their leader on etcd, and %q is not an executable on PATH (Debian: apt-get install etcd-server): %v", o.Masters, bin, err))
+		}
+		o.EtcdBinary = path
+	}
+	nports := o.ports()
 	if o.BasePort < 0 || o.BasePort+nports > 65536 {
 		return o, fmt.Errorf("cluster: %w", option.Errorf("BasePort", "%d: want 0, or a port leaving room for %d ports below 65536", o.BasePort, nports))
 	}
@@ -206,6 +239,19 @@ func (o Options) resolve() (Options, error) {
 		o.Stderr = io.Discard
 	}
 	return o, nil
+}
+
+// ports is how many ports the cluster's processes listen on: two per
+// master and node, one per Redis front, two for etcd.
+func (o Options) ports() int {
+	n := 2*o.Masters + 2*o.Nodes
+	if o.RESP {
+		n += o.Nodes
+	}
+	if o.Masters > 1 {
+		n += 2
+	}
+	return n
 }
 
 // checkEnv checks that every entry of env is KEY=value with a non-empty

@@ -55,7 +55,7 @@ func (c *Cluster) writeOwner() error {
 	}
 	c.mu.Lock()
 	o := owner{PID: os.Getpid(), Start: procStart(os.Getpid()), Binary: c.binary, ClusterID: c.ID}
-	for _, p := range append([]*proc{c.master}, c.nodes...) {
+	for _, p := range append(slices.Clone(c.masters), c.nodes...) {
 		if p != nil {
 			o.Children = append(o.Children, p.cmd.Process.Pid)
 		}

@@ -707,7 +707,15 @@ func (a *agent) run(ctx context.Context) {
 		}
 		if err != nil {
 			failures++
-			backoff = min(max(2*backoff, minBackoff), maxBackoff)
+			limit := maxBackoff
+			if errors.Is(err, meta.ErrNotLeader) {
+				// The cluster's masters answer, but none leads yet (a
+				// failover): the next leader is due within an election
+				// TTL, and a standby's refusal costs it nothing, so the
+				// node follows the change within a heartbeat.
+				limit = max(a.every, minBackoff)
+			}
+			backoff = min(max(2*backoff, minBackoff), limit)
 			wait = backoff/2 + rand.N(backoff/2+1) // equal jitter: nodes spread out
 			switch {
 			case failures != 1 && failures%10 != 0:
