@@ -2,16 +2,21 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvpool/kvpool/client"
 	"github.com/kvpool/kvpool/internal/cluster"
 	"github.com/kvpool/kvpool/internal/lab/replay"
+	"github.com/kvpool/kvpool/internal/lab/sim"
+	"github.com/kvpool/kvpool/internal/master/masterclient"
+	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -154,6 +159,50 @@ func indexAgainstNodes(ctx context.Context, t *testing.T, c *client.Client, cl *
 	return diffs, copies
 }
 
+// hitRatio returns the token hit ratio of the records arriving in
+// [from, to) model seconds, and how many there were.
+func hitRatio(recs []sim.Record, from, to float64) (float64, int) {
+	hit, all, n := 0, 0, 0
+	for _, r := range recs {
+		if r.Arrival < from || r.Arrival >= to {
+			continue
+		}
+		n++
+		all += r.InputTokens
+		for _, h := range r.HitTokens {
+			hit += h
+		}
+	}
+	if all == 0 {
+		return 0, n
+	}
+	return float64(hit) / float64(all), n
+}
+
+// nodesFollow checks that every node has followed the leader to epoch.
+func nodesFollow(ctx context.Context, t *testing.T, cl *cluster.Cluster, epoch uint64) {
+	t.Helper()
+	for _, e := range cl.Nodes {
+		waitForT(t, fmt.Sprintf("%s to follow epoch %d", e.Name, epoch), settleBound, func() bool {
+			return nodeMetric(ctx, t, e.AdminAddr, "kvpool_node_master_epoch", "") == float64(epoch) &&
+				nodeMetric(ctx, t, e.AdminAddr, "kvpool_node_master_registered", "") == 1
+		})
+	}
+}
+
+// waitForT polls cond every 20 ms until it holds, failing t after
+// timeout.
+func waitForT(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond) // a poll, bounded by the deadline
+	}
+}
+
 // TestFailoverKillLeaderDuringReplay: kill -9 of the leading master in the
 // middle of a live replay. A standby leads within two election TTLs, the
 // nodes re-register with it, the replay completes with no wrong block,
@@ -163,8 +212,13 @@ func TestFailoverKillLeaderDuringReplay(t *testing.T) {
 	faultScenario(t)
 	needEtcd(t)
 	reqs := smallTrace(t, 100)
-	var f failover
-	cl, logs, s := replayUnderFaultWith(t, reqs, faultReplay{masters: 3}, func(ctx context.Context, cl *cluster.Cluster) {
+	var (
+		f        failover
+		recs     []sim.Record
+		injected time.Duration
+	)
+	fr := faultReplay{masters: 3, records: &recs, injected: &injected}
+	cl, _, s := replayUnderFaultWith(t, reqs, fr, func(ctx context.Context, cl *cluster.Cluster) {
 		j, h, err := cl.WaitLeader(ctx)
 		if err != nil {
 			t.Error(err)
@@ -177,11 +231,211 @@ func TestFailoverKillLeaderDuringReplay(t *testing.T) {
 		}
 		f = awaitFailover(ctx, t, cl, j, h.Epoch, start)
 	})
-	t.Logf("kill -9 of master-%d (epoch %d): master-%d led epoch %d after %v, index complete after %v; replay token hit ratio %.3f, %d fetch failures",
-		f.from, f.epochs[0], f.to, f.epochs[1], f.newLeader.Round(time.Millisecond), f.index.Round(time.Millisecond), s.TokenHitRatio, s.FetchFailures)
+	// The replay runs at Speed 25: model seconds = live seconds × 25.
+	const speed = 25
+	at := injected.Seconds() * speed
+	before, nb := hitRatio(recs, 0, at)
+	during, nd := hitRatio(recs, at, at+f.index.Seconds()*speed)
+	after, na := hitRatio(recs, at+f.index.Seconds()*speed, 1e18)
+	t.Logf("kill -9 of master-%d (epoch %d): master-%d led epoch %d after %v, index complete after %v; token hit ratio %.3f before (%d requests), %.3f during the failover (%d), %.3f after (%d); %d fetch failures, %d put failures",
+		f.from, f.epochs[0], f.to, f.epochs[1], f.newLeader.Round(time.Millisecond), f.index.Round(time.Millisecond),
+		before, nb, during, nd, after, na, s.FetchFailures, s.PutFailures)
 	if bound := 2 * 2 * time.Second; f.newLeader > bound {
 		t.Errorf("a new leader took %v after the kill; want at most two election TTLs (%v)", f.newLeader, bound)
 	}
-	_ = logs
+	ctx, cancel := context.WithTimeout(context.Background(), 2*settleBound)
+	defer cancel()
+	nodesFollow(ctx, t, cl, f.epochs[1])
+	checkIndexMatchesNodes(t, cl, reqs)
+}
+
+// TestFailoverPausedLeader: the leader is frozen (SIGSTOP) under a live
+// replay until a standby has replaced it, then thawed. It finds its term
+// over and stands by: it refuses a client that does not follow leaders,
+// naming the new leader, and every node stays with the new epoch (a node
+// never goes back to an older one, so it takes no order from the thawed
+// master).
+func TestFailoverPausedLeader(t *testing.T) {
+	faultScenario(t)
+	needEtcd(t)
+	reqs := smallTrace(t, 100)
+	var f failover
+	old := -1
+	cl, _, _ := replayUnderFaultWith(t, reqs, faultReplay{masters: 3}, func(ctx context.Context, cl *cluster.Cluster) {
+		j, h, err := cl.WaitLeader(ctx)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		old = j
+		start := time.Now()
+		if err := cl.PauseMasterAt(j); err != nil {
+			t.Error(err)
+			return
+		}
+		f = awaitFailover(ctx, t, cl, j, h.Epoch, start)
+		if err := cl.ResumeMasterAt(j); err != nil {
+			t.Error(err)
+		}
+	})
+	if old < 0 {
+		return
+	}
+	t.Logf("SIGSTOP of master-%d (epoch %d): master-%d led epoch %d after %v, index complete after %v",
+		f.from, f.epochs[0], f.to, f.epochs[1], f.newLeader.Round(time.Millisecond), f.index.Round(time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*settleBound)
+	defer cancel()
+	waitForT(t, "the thawed master to stand by", settleBound, func() bool {
+		h, err := cl.MasterHealthAt(ctx, old)
+		return err == nil && h.Role == "standby" && h.Leader == cl.Masters[f.to].Addr
+	})
+	_, err := masterclient.Dial(ctx, cl.Masters[old].Addr, masterclient.Options{ClusterID: cl.ID})
+	if !errors.Is(err, meta.ErrNotLeader) || !strings.Contains(err.Error(), cl.Masters[f.to].Addr) {
+		t.Errorf("dial the thawed master: %v; want not leader, naming %s", err, cl.Masters[f.to].Addr)
+	}
+	nodesFollow(ctx, t, cl, f.epochs[1])
+	checkIndexMatchesNodes(t, cl, reqs)
+}
+
+// TestFailoverPausedEtcd (Mooncake #2253): etcd is frozen under a live
+// replay. The leader steps down once it can no longer renew its lease,
+// before etcd could expire it; no master leads while etcd stays frozen;
+// once etcd is thawed a leader is elected again, every node registers
+// with it (none was dropped for good), and the index matches the nodes.
+func TestFailoverPausedEtcd(t *testing.T) {
+	faultScenario(t)
+	needEtcd(t)
+	reqs := smallTrace(t, 100)
+	const ttl = 2 * time.Second
+	var stepDown, relead time.Duration
+	var epoch uint64
+	cl, _, _ := replayUnderFaultWith(t, reqs, faultReplay{masters: 3}, func(ctx context.Context, cl *cluster.Cluster) {
+		if _, _, err := cl.WaitLeader(ctx); err != nil {
+			t.Error(err)
+			return
+		}
+		start := time.Now()
+		if err := cl.PauseEtcd(); err != nil {
+			t.Error(err)
+			return
+		}
+		for {
+			if _, _, err := cl.LeaderIndex(ctx); err != nil {
+				stepDown = time.Since(start)
+				break
+			}
+			if time.Since(start) > time.Minute {
+				t.Error("a master still leads a minute after etcd froze")
+				break
+			}
+			time.Sleep(20 * time.Millisecond) // polling /health, bounded above
+		}
+		// Frozen for longer than a lease, so that etcd, thawed, may
+		// expire the leases.
+		time.Sleep(ttl) // the fault's duration, not a wait for a condition
+		if _, _, err := cl.LeaderIndex(ctx); err == nil {
+			t.Error("a master leads while etcd is frozen")
+		}
+		thawed := time.Now()
+		if err := cl.ResumeEtcd(); err != nil {
+			t.Error(err)
+			return
+		}
+		_, h, err := cl.WaitLeader(ctx)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		relead, epoch = time.Since(thawed), h.Epoch
+	})
+	t.Logf("SIGSTOP of etcd: the leader stood down after %v (lease %v); after SIGCONT a master led epoch %d with its index complete in %v", stepDown.Round(time.Millisecond), ttl, epoch, relead.Round(time.Millisecond))
+	if stepDown > ttl {
+		t.Errorf("the leader stood down %v after etcd froze; want within the lease (%v)", stepDown, ttl)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*settleBound)
+	defer cancel()
+	if err := cl.WaitLive(ctx, len(cl.Nodes)); err != nil {
+		t.Fatal(err)
+	}
+	nodesFollow(ctx, t, cl, epoch)
+	checkIndexMatchesNodes(t, cl, reqs)
+}
+
+// TestFailoverEtcdRestart: etcd is stopped and started again on its data;
+// the masters converge on one leader and every node follows it.
+func TestFailoverEtcdRestart(t *testing.T) {
+	faultScenario(t)
+	needEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl, _ := startCluster(ctx, t, cluster.Options{Nodes: 2, Masters: 3, ElectionTTL: 2 * time.Second, RAMBytes: 8 << 20, BlockSize: itBlock})
+	if _, _, err := cl.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.RestartEtcd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The leader may have stood down while etcd was away (a new term
+	// follows) or kept its term: either way the masters must settle on
+	// one leader, whose epoch then holds over ten samples a heartbeat
+	// apart (LeaderIndex fails if two masters lead one epoch).
+	var h cluster.MasterHealth
+	stable, deadline := 0, time.Now().Add(settleBound)
+	for stable < 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the masters did not settle on one leader within %v of the etcd restart", settleBound)
+		}
+		_, h2, err := cl.LeaderIndex(ctx)
+		switch {
+		case err != nil && strings.Contains(err.Error(), "both lead"):
+			t.Fatal(err)
+		case err != nil || !h2.IndexComplete:
+			stable = 0
+		case h2.Epoch != h.Epoch:
+			h, stable = h2, 1
+		default:
+			stable++
+		}
+		time.Sleep(itHeartbeat) // sampling over heartbeats, bounded by the deadline
+	}
+	t.Logf("after the etcd restart the masters settled on epoch %d", h.Epoch)
+	if err := cl.WaitLive(ctx, len(cl.Nodes)); err != nil {
+		t.Fatal(err)
+	}
+	nodesFollow(ctx, t, cl, h.Epoch)
+}
+
+// TestFailoverRollingRestart: every master is restarted in turn (SIGTERM:
+// a leader resigns) under a live replay, waiting for a leader with a
+// complete index after each; the replay completes with no wrong block and
+// the index matches the nodes.
+func TestFailoverRollingRestart(t *testing.T) {
+	faultScenario(t)
+	needEtcd(t)
+	reqs := smallTrace(t, 150)
+	var epochs []uint64
+	cl, _, s := replayUnderFaultWith(t, reqs, faultReplay{masters: 3}, func(ctx context.Context, cl *cluster.Cluster) {
+		for j := range cl.Masters {
+			if err := cl.RestartMasterAt(j); err != nil {
+				t.Error(err)
+				return
+			}
+			_, h, err := cl.WaitLeader(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			epochs = append(epochs, h.Epoch)
+		}
+	})
+	t.Logf("rolling restart of 3 masters: leader epochs %v; %d fetch failures, %d put failures", epochs, s.FetchFailures, s.PutFailures)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*settleBound)
+	defer cancel()
+	j, h, err := cl.WaitLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("master-%d leads epoch %d", j, h.Epoch)
+	nodesFollow(ctx, t, cl, h.Epoch)
 	checkIndexMatchesNodes(t, cl, reqs)
 }

@@ -132,6 +132,10 @@ type faultReplay struct {
 	// masters starts that many masters electing their leader on etcd
 	// (default 1, no etcd), with the shortest election lease (2 s).
 	masters int
+	// records, when set, receives the replay's per-request records, and
+	// injected the time from the replay's start to the fault.
+	records  *[]sim.Record
+	injected *time.Duration
 }
 
 // replayUnderFault runs a replay of reqs against a 3-node cluster with SSD
@@ -180,6 +184,7 @@ func replayUnderFaultWith(t *testing.T, reqs []trace.Request, fr faultReplay, in
 	if fr.atStart {
 		when = 0
 	}
+	began := time.Now()
 	at := time.NewTimer(when)
 	var out outcome
 	select {
@@ -187,11 +192,17 @@ func replayUnderFaultWith(t *testing.T, reqs []trace.Request, fr faultReplay, in
 		at.Stop()
 		t.Fatalf("the replay ended (%v) before the fault at %v: make the trace longer", out.err, when)
 	case <-at.C:
+		if fr.injected != nil {
+			*fr.injected = time.Since(began)
+		}
 		inject(ctx, cl)
 		out = <-done
 	}
 	if out.err != nil {
 		t.Fatalf("replay: %v", out.err)
+	}
+	if fr.records != nil {
+		*fr.records = out.res.Records
 	}
 	s := out.res.Summary
 	t.Logf("replay: %d of %d completed, token hit %.3f, %d fetch failures, %d put failures, %d wrong, %d corrupt, kept up %v, first error %q",

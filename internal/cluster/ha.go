@@ -141,6 +141,9 @@ func (c *Cluster) LeaderIndex(ctx context.Context) (int, MasterHealth, error) {
 		}
 	}
 	if lead < 0 {
+		if len(errs) == 0 {
+			return -1, MasterHealth{}, errors.New("cluster: no master leads (all stand by)")
+		}
 		return -1, MasterHealth{}, fmt.Errorf("cluster: no master leads: %w", errors.Join(errs...))
 	}
 	return lead, leadH, nil
@@ -182,14 +185,17 @@ func (c *Cluster) leaderAdmin(ctx context.Context) string {
 	return c.Masters[0].AdminAddr
 }
 
-// RestartMasterAt starts master j again (killing it first if it runs);
-// it does not wait for anything.
+// RestartMasterAt stops master j cleanly (SIGTERM: a leader resigns, so
+// a standby leads at once; SIGKILL after StopTimeout) and starts it
+// again; it does not wait for anything else.
 func (c *Cluster) RestartMasterAt(j int) error {
 	p, err := c.masterProc(j)
 	if err != nil {
 		return err
 	}
-	p.kill()
+	if err := p.stop(c.opts.StopTimeout); err != nil && !p.exited() {
+		return fmt.Errorf("cluster: stop %s: %w", p.name, err)
+	}
 	return c.startMaster(j)
 }
 

@@ -32,6 +32,13 @@ const (
 	// link in 0.4 s; a master slower than 10 s is stuck, and the node's
 	// TTL (3 s by default) has lapsed anyway.
 	rpcTimeout = 10 * time.Second
+	// minBeatTimeout is the least a heartbeat waits for its answer. A
+	// heartbeat waits at most the node TTL the master gave (at least
+	// this, at most rpcTimeout): an answer later than that finds the node
+	// dropped anyway, and a master frozen with the request (a stopped
+	// leader whose successor is elected meanwhile) holds the node back
+	// from the next leader for no longer than that.
+	minBeatTimeout = time.Second
 	// maxSSDHits bounds the distinct keys served from SSD kept for the next
 	// beat: the master admits at most max_per_heartbeat promotions (16 by
 	// default) per beat, so 65,536 candidates lose no information that
@@ -156,6 +163,7 @@ type agent struct {
 	session    meta.Session
 	registered bool
 	every      time.Duration // the beat interval in effect
+	ttl        time.Duration // the master's node TTL (0 until registered)
 
 	limits  reportLimits
 	backlog bool // dirty keys were left out of the last report for size: beat again at once
@@ -453,7 +461,7 @@ func (a *agent) register(ctx context.Context) error {
 		a.failures.Add(1)
 		return fmt.Errorf("node: register %q with %d blocks: %w", a.info.ID, len(inv), err)
 	}
-	a.reported, a.session, a.registered = next, reply.Session, true
+	a.reported, a.session, a.registered, a.ttl = next, reply.Session, true, reply.NodeTTL
 	a.live.Store(true)
 	a.registers.Add(1)
 	a.restoreDirty(later)
@@ -506,7 +514,7 @@ func (a *agent) beat(ctx context.Context) error {
 	d, rest, n := a.takeDirtyWithin(a.limits.items, room)
 	delta, updates, later := a.reconcile(d, a.reported)
 
-	cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	cctx, cancel := context.WithTimeout(ctx, min(max(a.ttl, minBeatTimeout), rpcTimeout))
 	reply, err := a.client.Heartbeat(cctx, a.info.ID, a.session, delta, a.usage(), hits, results)
 	cancel()
 	if err != nil {

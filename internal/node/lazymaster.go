@@ -183,3 +183,37 @@ func (l *LazyMaster) KeyCounts(ctx context.Context, tenant string) (int64, int64
 	}
 	return k.KeyCounts(ctx, tenant)
 }
+
+// Terms is what a master client that follows a cluster's leader tells of
+// it (masterclient.Client).
+type Terms interface {
+	// Epoch is the highest leader epoch seen (0: none, or no election).
+	Epoch() uint64
+	// Fenced counts orders dropped as answered too late to trust.
+	Fenced() uint64
+}
+
+// Epoch returns the connected client's highest leader epoch seen (0 when
+// not connected or not following a leader).
+func (l *LazyMaster) Epoch() uint64 {
+	if t := l.terms(); t != nil {
+		return t.Epoch()
+	}
+	return 0
+}
+
+// Fenced returns the connected client's orders dropped as too late.
+func (l *LazyMaster) Fenced() uint64 {
+	if t := l.terms(); t != nil {
+		return t.Fenced()
+	}
+	return 0
+}
+
+// terms returns the connected client as Terms, or nil.
+func (l *LazyMaster) terms() Terms {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, _ := l.c.(Terms)
+	return t
+}

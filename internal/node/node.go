@@ -267,6 +267,14 @@ func (n *Node) serve(ctx context.Context, cfg config.Node, st *store.Store, pace
 		if rs != nil {
 			s.RESPEnabled, s.RESP = true, respSnapshot(rs, rb)
 		}
+		if ag != nil {
+			as := ag.stats()
+			s.MasterEnabled = true
+			s.Master = nodemetrics.MasterStats{Registered: as.Registered, Registers: as.Registers, Reregisters: as.Reregisters, Failures: as.Failures}
+			if t, ok := n.opts.Master.(Terms); ok {
+				s.Master.Epoch, s.Master.Fenced = t.Epoch(), t.Fenced()
+			}
+		}
 		return s
 	})
 	if err != nil {

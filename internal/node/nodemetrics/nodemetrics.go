@@ -57,6 +57,24 @@ type Snapshot struct {
 	// RESP holds the Redis front's counters; ignored unless RESPEnabled.
 	RESP        RESPStats
 	RESPEnabled bool
+	// Master holds the node's view of its master; ignored unless
+	// MasterEnabled (a node with a master).
+	Master        MasterStats
+	MasterEnabled bool
+}
+
+// MasterStats are a node's counters of its master.
+type MasterStats struct {
+	// Registered says whether the node holds a live session.
+	Registered bool
+	// Registers counts registrations, Reregisters those the master asked
+	// for (it did not know the node: restarted, or a new leader),
+	// Failures failed calls.
+	Registers, Reregisters, Failures uint64
+	// Epoch is the highest leader epoch the node has seen (0: none, or a
+	// master without an election); Fenced counts the orders it dropped
+	// because their answer came later than the leader's margin.
+	Epoch, Fenced uint64
 }
 
 // RESPStats are the Redis front's counters.
@@ -138,6 +156,10 @@ type Collector struct {
 	respConns, respCommands, respErrors   *prometheus.Desc
 	respProtocol, respReads, respCorrupt  *prometheus.Desc
 	respShortcuts                         *prometheus.Desc
+	masterRegistered, masterRegisters     *prometheus.Desc
+	masterFailures, masterEpoch           *prometheus.Desc
+	masterReregisters                     *prometheus.Desc
+	masterFenced                          *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -204,6 +226,12 @@ func newCollector(snapshot func() Snapshot) *Collector {
 		respProtocol:        desc("resp_protocol_errors_total", "Redis front connections closed for malformed input."),
 		respReads:           desc("resp_reads_total", "Values the Redis front read, by where they came from (local_ram, local_ssd, remote) or miss.", "source"),
 		respCorrupt:         desc("resp_corrupt_copies_total", "Copies that failed verification on the way to a Redis client (none of their bytes was sent)."),
+		masterRegistered:    desc("master_registered", "Whether the node holds a live session with its master (1) or not (0)."),
+		masterRegisters:     desc("master_registrations_total", "Registrations with the master that succeeded."),
+		masterReregisters:   desc("master_reregistrations_total", "Times the master did not know the node's session (it restarted, a new leader leads, or the node was silent past its TTL) and the node registered again."),
+		masterFailures:      desc("master_call_failures_total", "Registrations and heartbeats that failed."),
+		masterEpoch:         desc("master_epoch", "Highest leader epoch the node has seen (0: a master without an election)."),
+		masterFenced:        desc("master_orders_fenced_total", "Orders of the master the node dropped because their answer came later than the leader's margin (a leader that may have been replaced meanwhile)."),
 		respShortcuts:       desc("resp_shortcuts_total", "Redis front commands that took a shortcut: read_without_master (a GET of this node's copy the master listed less than 1 s ago), set_in_place (a SET over this node's only copy), set_coalesced (a SET answered by an overlapping SET of the key).", "kind"),
 	}
 }
@@ -215,7 +243,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- m.desc
 	}
 	for _, d := range []*prometheus.Desc{c.demotions, c.demotionFailures, c.promotionsCompleted, c.promotionsFailed, c.pacerWait, c.requests, c.tenantBytes, c.tenantLimit, c.tenantRejections,
-		c.respConns, c.respCommands, c.respErrors, c.respProtocol, c.respReads, c.respCorrupt, c.respShortcuts} {
+		c.respConns, c.respCommands, c.respErrors, c.respProtocol, c.respReads, c.respCorrupt, c.respShortcuts,
+		c.masterRegistered, c.masterRegisters, c.masterReregisters, c.masterFailures, c.masterEpoch, c.masterFenced} {
 		ch <- d
 	}
 }
@@ -266,6 +295,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		send(c.tenantBytes, prometheus.GaugeValue, float64(tq.Bytes), tq.Tenant)
 		send(c.tenantLimit, prometheus.GaugeValue, float64(tq.Limit), tq.Tenant)
 		send(c.tenantRejections, prometheus.CounterValue, float64(tq.Rejections), tq.Tenant)
+	}
+	if s.MasterEnabled {
+		m := s.Master
+		send(c.masterRegistered, prometheus.GaugeValue, boolValue(m.Registered))
+		send(c.masterRegisters, prometheus.CounterValue, float64(m.Registers))
+		send(c.masterReregisters, prometheus.CounterValue, float64(m.Reregisters))
+		send(c.masterFailures, prometheus.CounterValue, float64(m.Failures))
+		send(c.masterEpoch, prometheus.GaugeValue, float64(m.Epoch))
+		send(c.masterFenced, prometheus.CounterValue, float64(m.Fenced))
 	}
 	if s.RESPEnabled {
 		r := s.RESP
