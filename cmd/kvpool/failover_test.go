@@ -4,12 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 
 	"github.com/kvpool/kvpool/client"
 	"github.com/kvpool/kvpool/internal/cluster"
@@ -438,4 +444,182 @@ func TestFailoverRollingRestart(t *testing.T) {
 	t.Logf("master-%d leads epoch %d", j, h.Epoch)
 	nodesFollow(ctx, t, cl, h.Epoch)
 	checkIndexMatchesNodes(t, cl, reqs)
+}
+
+// linInput and linOutput are one operation of the linearizability
+// history: a put of a block (acknowledged once stored and indexed), or a
+// lookup of whether it exists.
+type linInput struct {
+	put bool
+	id  uint64
+}
+
+type linOutput struct {
+	present bool // a lookup's answer
+	unknown bool // a put that failed: it may or may not take effect
+}
+
+// presenceModel is a set of blocks, one partition per block: a put makes
+// its block present (an unacknowledged one at any time from its call on,
+// its return being at infinity), a lookup must see the block's state. The
+// cluster evicts nothing in this test (its RAM holds every block), so a
+// block once present stays present.
+var presenceModel = porcupine.Model{
+	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+		by := map[uint64][]porcupine.Operation{}
+		var order []uint64
+		for _, op := range h {
+			id := op.Input.(linInput).id
+			if _, ok := by[id]; !ok {
+				order = append(order, id)
+			}
+			by[id] = append(by[id], op)
+		}
+		out := make([][]porcupine.Operation, 0, len(order))
+		for _, id := range order {
+			out = append(out, by[id])
+		}
+		return out
+	},
+	Init: func() any { return false },
+	Step: func(state, input, output any) (bool, any) {
+		in, out := input.(linInput), output.(linOutput)
+		if in.put {
+			return true, true
+		}
+		return out.present == state.(bool), state
+	},
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(linInput), output.(linOutput)
+		switch {
+		case in.put && out.unknown:
+			return fmt.Sprintf("put(%d) failed", in.id)
+		case in.put:
+			return fmt.Sprintf("put(%d)", in.id)
+		}
+		return fmt.Sprintf("exists(%d) -> %v", in.id, out.present)
+	},
+}
+
+// TestFailoverLinearizable records what clients see of the master (puts
+// acknowledged once indexed, lookups answered) across two failovers, kill
+// -9 of the leader each time, and checks the history is linearizable
+// with porcupine: no acknowledged block is ever reported absent, none is
+// reported present before its put began. Lookups that fail (no leader,
+// the index being rebuilt) observe nothing and are left out; puts that
+// fail may have taken effect and are kept as such.
+func TestFailoverLinearizable(t *testing.T) {
+	faultScenario(t)
+	needEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl, _ := startCluster(ctx, t, cluster.Options{Nodes: 3, Masters: 3, ElectionTTL: 2 * time.Second, RAMBytes: 16 << 20, BlockSize: 4 << 10})
+	if _, _, err := cl.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const (
+		clients = 4
+		blocks  = 40
+	)
+	start := time.Now()
+	var (
+		mu      sync.Mutex
+		history []porcupine.Operation
+		acked   int
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for ci := range clients {
+		c := faultClient(ctx, t, cl, client.Options{Tenant: "lin", DialTimeout: 2 * time.Second})
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(ci), 7))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := 1 + rng.Uint64N(blocks)
+				in := linInput{put: rng.IntN(4) == 0, id: id}
+				call := time.Since(start).Nanoseconds()
+				var out linOutput
+				keep := true
+				octx, ocancel := context.WithTimeout(ctx, 3*time.Second)
+				if in.put {
+					errs, err := c.Put(octx, []uint64{id}, [][]byte{testPayload(id, 1024)}, client.PutOptions{})
+					ok := err == nil && errs[0] == nil
+					if ok {
+						ok, err = c.WaitIndexed(octx, []uint64{id}, 2*time.Second)
+						ok = ok && err == nil
+					}
+					out.unknown = !ok
+				} else {
+					present, err := c.Exists(octx, []uint64{id})
+					if err != nil {
+						keep = false // observed nothing
+					} else {
+						out.present = present[0]
+					}
+				}
+				ocancel()
+				ret := time.Since(start).Nanoseconds()
+				if out.unknown {
+					ret = math.MaxInt64 / 2 // may take effect at any time from its call on
+				}
+				if keep {
+					mu.Lock()
+					history = append(history, porcupine.Operation{ClientId: ci, Input: in, Call: call, Output: out, Return: ret})
+					if in.put && !out.unknown {
+						acked++
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	var fs []failover
+	for range 2 {
+		time.Sleep(1500 * time.Millisecond) // load before the fault: the schedule, not a wait
+		j, h, err := cl.WaitLeader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now()
+		if err := cl.KillMasterAt(j); err != nil {
+			t.Fatal(err)
+		}
+		fs = append(fs, awaitFailover(ctx, t, cl, j, h.Epoch, at))
+		if err := cl.RestartMasterAt(j); err != nil { // back as a standby
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // load after the last failover
+	close(stop)
+	wg.Wait()
+	for _, f := range fs {
+		t.Logf("kill -9 of master-%d (epoch %d): master-%d led epoch %d after %v, index complete after %v", f.from, f.epochs[0], f.to, f.epochs[1], f.newLeader.Round(time.Millisecond), f.index.Round(time.Millisecond))
+	}
+	lookups := 0
+	for _, op := range history {
+		if !op.Input.(linInput).put {
+			lookups++
+		}
+	}
+	t.Logf("history: %d operations, %d puts acknowledged, %d lookups answered", len(history), acked, lookups)
+	if acked == 0 || lookups == 0 {
+		t.Fatalf("the history has %d acknowledged puts and %d answered lookups: nothing to check", acked, lookups)
+	}
+	res, info := porcupine.CheckOperationsVerbose(presenceModel, history, time.Minute)
+	switch res {
+	case porcupine.Ok:
+	case porcupine.Unknown:
+		t.Fatal("porcupine could not decide within a minute")
+	default:
+		path := filepath.Join(t.TempDir(), "history.html")
+		if f, err := os.Create(path); err == nil {
+			porcupine.Visualize(presenceModel, info, f)
+			f.Close()
+		}
+		t.Fatalf("the history is not linearizable (visualization: %s)", path)
+	}
 }

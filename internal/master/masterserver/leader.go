@@ -31,13 +31,12 @@ import (
 // registered has registered here: the leader keeps the list of its live
 // nodes in etcd (/kvpool/<cluster>/nodes/, written in transactions that
 // apply only while its own term holds) and the next one reads it when its
-// term begins. A node on the list that does not register within a node
-// TTL and a heartbeat is counted as lost (it would have been dropped by
-// then anyway). Until the index is complete the reign refuses reads of
-// the index (LOOKUP, LOCATE, EXISTS, QUERY, KEYINFO, SCAN, COUNT) and
-// EXPIRE with unavailable, so no client is told a block it stored is
-// missing while its node has not re-registered yet; registrations,
-// heartbeats and placements are served.
+// term begins. A node on the list that does not register within
+// rebuildWindow is counted as lost. Until the index is complete the reign
+// refuses reads of the index (LOOKUP, LOCATE, EXISTS, QUERY, KEYINFO,
+// SCAN, COUNT) and EXPIRE with unavailable, so no client is told a block
+// it stored is missing while its node has not re-registered yet;
+// registrations, heartbeats and placements are served.
 
 // reign is one term of leadership and the master that serves it.
 type reign struct {
@@ -157,7 +156,7 @@ func (s *Server) beginReign(ctx context.Context, m *master.Master, term *electio
 	mo := m.Options()
 	now := time.Now()
 	r := &reign{m: m, term: term, epoch: uint64(term.Epoch), began: now,
-		deadline: now.Add(mo.NodeTTL + mo.HeartbeatInterval), written: map[meta.NodeID]string{}}
+		deadline: now.Add(rebuildWindow(mo)), written: map[meta.NodeID]string{}}
 	prev := s.seen.Load()
 	s.cur.Store(r)
 	s.metrics.leading.Set(1)
@@ -189,6 +188,20 @@ func (s *Server) tend(ctx context.Context, r *reign) {
 			s.syncMembers(ctx, r)
 		}
 	}
+}
+
+// rebuildWindow is how long a new leader waits for the nodes the previous
+// one listed before it counts its index complete without them: two node
+// TTLs and a heartbeat. A live node finds the new leader within a
+// heartbeat (its agent retries a failover at that pace), or, when its
+// last heartbeat went to a leader that froze, once that heartbeat times
+// out after a node TTL; the second TTL is slack for a loaded machine. A
+// node still missing then was dead or cut off, and the previous leader
+// would have dropped it by then too. Reads wait meanwhile: a lookup
+// answered before a live node re-registered would call its blocks
+// absent.
+func rebuildWindow(mo master.Options) time.Duration {
+	return 2*mo.NodeTTL + mo.HeartbeatInterval
 }
 
 // loadExpected reads the previous leader's node list from etcd.
