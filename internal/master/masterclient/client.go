@@ -148,6 +148,7 @@ type Client struct {
 	epoch   atomic.Uint64          // the highest leader epoch seen
 	margin  atomic.Int64           // the leader's order margin (ns; 0: none)
 	fenced  atomic.Uint64          // orders dropped as too old
+	bad     atomic.Pointer[string] // the master whose last dial failed (tried last next time)
 	opts    Options
 	slots   []slot
 	next    atomic.Uint32
@@ -270,6 +271,9 @@ func (cl *Client) dial(ctx context.Context) (*conn, error) {
 	asked := false
 	var errs []error
 	next := cl.Addr()
+	if bad := cl.bad.Load(); bad != nil && *bad == next {
+		next = "" // it failed last time (dead or frozen): the others first
+	}
 	for hop := 0; hop < maxHops && ctx.Err() == nil; hop++ {
 		if next == "" {
 			next = cl.candidate(ctx, tried, &asked)
@@ -283,7 +287,12 @@ func (cl *Client) dial(ctx context.Context) (*conn, error) {
 		acancel()
 		if err == nil {
 			cl.leader.Store(&next)
+			cl.bad.Store(nil)
 			return c, nil
+		}
+		if redirect == "" && !errors.Is(err, meta.ErrNotLeader) {
+			failed := next
+			cl.bad.Store(&failed)
 		}
 		errs = append(errs, err)
 		next = ""
@@ -398,6 +407,10 @@ func (cl *Client) try(ctx context.Context, what string, cll *call) error {
 		select {
 		case <-cll.done: // answered meanwhile
 		default:
+			if cl.follows {
+				addr := c.addr // silent past the call's deadline: maybe frozen
+				cl.bad.Store(&addr)
+			}
 			c.fail(fmt.Errorf("%w: abandoned by a call: %w", ErrUnavailable, ctx.Err()))
 			<-cll.done // the reader releases the call once the connection is down
 			if cll.err == nil {
