@@ -54,11 +54,12 @@
 // with the byte 0xFE (no cluster ID length is that large). A client that
 // follows a cluster's leader among several masters sends it: 0xFE, then
 // the highest leader epoch it has seen (u64, 0 for none). The master then
-// answers with its own: 0xFE, the epoch it leads (u64, 0 while it stands
-// by), the margin in milliseconds (u32, at most an hour: how long after a
-// client sent a request an order in the answer may still be trusted,
-// a tenth of the leader's lease), and str8 the control address of the
-// leader it knows ("" for none). A standby, a leader whose term has
+// answers with its own: 0xFE, an epoch (u64: the one it leads; 0 for a
+// master without an election; in a refusal, the leader's as far as it
+// knows), the margin in milliseconds (u32, at most an hour: how long after
+// a client sent a request an order in the answer may still be trusted, a
+// tenth of the leader's lease; 0 for no limit), and str8 the control
+// address of the leader it knows ("" for none). A standby, a leader whose term has
 // ended, or a leader of an epoch older than the client's refuses with
 // code not leader (10); with the trailer the client goes to the leader
 // it names. Without the trailer, a HELLO keeps its earlier encoding.

@@ -158,11 +158,12 @@ type HelloReply struct {
 	// with another.
 	ClusterID string
 	// Term is set (the term trailer is sent) when the HELLO carried
-	// Follows: Epoch is the term the master leads (0 while it stands by),
-	// Margin how long after a client sent a request an order in its
-	// answer may still be trusted (see Margin), Leader the control
-	// address of the master that leads, as far as this one knows ("" when
-	// none leads), so a client that reached a standby can go there.
+	// Follows: Epoch is the term the master leads (0 for a master without
+	// an election; in a refusal, the leader's as far as it knows), Margin
+	// how long after a client sent a request an order in its answer may
+	// still be trusted (0: no limit), Leader the control address of the
+	// master that leads, as far as this one knows ("" when none leads),
+	// so a client that reached a standby can go there.
 	Term   bool
 	Epoch  uint64
 	Margin time.Duration
