@@ -339,3 +339,75 @@ func TestUpSSDOffIgnoresEnv(t *testing.T) {
 		t.Fatalf("a node of up used the environment's SSD path %s (%v)", shared, err)
 	}
 }
+
+// TestUpMasters: `kvpool up --masters 3` starts etcd and three masters,
+// prints which one leads, and `kvpool ctl leader` given the three agrees;
+// after kill -9 of `up`, its masters, nodes and etcd are all gone.
+func TestUpMasters(t *testing.T) {
+	multiProcess(t)
+	needEtcd(t)
+	tmp := t.TempDir()
+	up := startUp(t, tmp, "up", "--masters", "3", "--nodes", "2", "--election-ttl", "2s", "--resp=false", "--quiet")
+	try := up.waitLine(t, "try:", 2*time.Minute)
+	out := up.out()
+	var leader, epoch string
+	var masters []string
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 5 || !strings.HasPrefix(f[0], "master-") {
+			continue
+		}
+		masters = append(masters, f[2])
+		if strings.Contains(l, "(leader, epoch ") {
+			leader, epoch = f[2], strings.TrimSuffix(f[len(f)-1], ")")
+		}
+	}
+	if len(masters) != 3 || leader == "" || !strings.Contains(out, "etcd     http://") {
+		t.Fatalf("up printed %d masters, leader %q:\n%s", len(masters), leader, out)
+	}
+	list := strings.Join(masters, ",")
+	if !strings.Contains(try, list) {
+		t.Errorf("the hint %q does not name the three masters %s", try, list)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"ctl", "--master", list, "leader"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("ctl leader: exit %d: %s", code, stderr.String())
+	}
+	if want := "leader " + leader + " epoch " + epoch + "\n"; !strings.HasSuffix(stdout.String(), want) {
+		t.Errorf("ctl leader printed:\n%s\nwant it to end with %q", stdout.String(), want)
+	}
+	if n := strings.Count(stdout.String(), "stands by; the leader is "+leader); n != 2 {
+		t.Errorf("ctl leader: %d standbys name %s, want 2:\n%s", n, leader, stdout.String())
+	}
+
+	dirs, err := filepath.Glob(filepath.Join(tmp, "kvpool-cluster-*"))
+	if err != nil || len(dirs) != 1 {
+		t.Fatalf("cluster directories %v, %v; want one", dirs, err)
+	}
+	b, err := os.ReadFile(filepath.Join(dirs[0], "owner.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owner struct {
+		Children []int `json:"children"`
+		Etcd     int   `json:"etcd"`
+	}
+	if err := json.Unmarshal(b, &owner); err != nil {
+		t.Fatal(err)
+	}
+	if len(owner.Children) != 5 || owner.Etcd == 0 {
+		t.Fatalf("owner file %s; want 5 children (3 masters, 2 nodes) and etcd", b)
+	}
+	if err := syscall.Kill(up.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	up.wait(t, time.Minute)
+	eventually(t, "up's masters, nodes and etcd are gone", 30*time.Second, func() (bool, string) {
+		for _, pid := range append(owner.Children, owner.Etcd) {
+			if !procGone(pid) {
+				return false, "process " + strconv.Itoa(pid) + " still runs"
+			}
+		}
+		return true, ""
+	})
+}

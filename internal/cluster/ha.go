@@ -47,7 +47,7 @@ func (c *Cluster) spawnEtcd() error {
 	c.mu.Lock()
 	c.etcd = p
 	c.mu.Unlock()
-	return nil
+	return c.writeOwner()
 }
 
 // waitEtcd waits, within StartTimeout, until etcd's /health says true.

@@ -44,6 +44,9 @@ type owner struct {
 	// Children are the pids of the cluster's processes now (a restart
 	// ends the old process before it starts the new one).
 	Children []int `json:"children"`
+	// Etcd is the pid of the cluster's etcd (several masters; 0 for
+	// none), recognised by its data directory under the cluster's.
+	Etcd int `json:"etcd,omitempty"`
 }
 
 // writeOwner records the cluster's owner and current processes in its
@@ -59,6 +62,9 @@ func (c *Cluster) writeOwner() error {
 		if p != nil {
 			o.Children = append(o.Children, p.cmd.Process.Pid)
 		}
+	}
+	if c.etcd != nil {
+		o.Etcd = c.etcd.cmd.Process.Pid
 	}
 	c.mu.Unlock()
 	b, err := json.Marshal(o)
@@ -133,6 +139,24 @@ func isClusterProc(pid int, o owner) bool {
 	return slices.Contains(args[2:], "--cluster-id="+o.ClusterID)
 }
 
+// isEtcdOf reports whether process pid is the etcd of the cluster in dir:
+// its command line has --data-dir dir/etcd. It is false whenever that
+// cannot be read.
+func isEtcdOf(pid int, dir string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+	want := filepath.Join(dir, "etcd")
+	for i := 1; i+1 < len(args); i++ {
+		if args[i] == "--data-dir" && args[i+1] == want {
+			return true
+		}
+	}
+	return false
+}
+
 // CleanStale removes the stale cluster directories under dir (Start
 // passes os.TempDir()): the kvpool-cluster-* directories of this user
 // whose owner file names an owner process that has ended. It first kills
@@ -184,19 +208,22 @@ func cleanOne(path string) (bool, error) {
 	if !ownerGone(o) {
 		return false, nil
 	}
+	ours := func(pid int) bool {
+		return isClusterProc(pid, o) || pid == o.Etcd && isEtcdOf(pid, path)
+	}
 	var left []int
-	for _, pid := range o.Children {
-		if pid > 0 && isClusterProc(pid, o) {
+	for _, pid := range append(slices.Clone(o.Children), o.Etcd) {
+		if pid > 0 && ours(pid) {
 			_ = syscall.Kill(pid, syscall.SIGKILL) // an error: it is gone already
 			left = append(left, pid)
 		}
 	}
 	deadline := time.Now().Add(reapTimeout)
 	for _, pid := range left {
-		for isClusterProc(pid, o) && time.Now().Before(deadline) {
+		for ours(pid) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond) // a killed process is reaped by init, not by us
 		}
-		if isClusterProc(pid, o) {
+		if ours(pid) {
 			return false, fmt.Errorf("cluster: stale cluster directory %s: process %d still runs after SIGKILL", path, pid)
 		}
 	}
