@@ -13,7 +13,7 @@ import (
 // dialMaster connects to the master's index at o.Master over the master
 // protocol.
 func dialMaster(ctx context.Context, o Options) (Index, func() error, error) {
-	mc, err := masterclient.Dial(ctx, o.Master, masterclient.Options{Token: []byte(o.Token), Timeout: o.DialTimeout})
+	mc, err := masterclient.Dial(ctx, o.Master, masterclient.Options{Token: []byte(o.Token), Timeout: o.DialTimeout, Leader: o.Leader})
 	if err != nil {
 		return nil, nil, err
 	}

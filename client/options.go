@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math"
@@ -38,9 +39,17 @@ const (
 // Options configure a Client. The zero value of each field means its
 // default; Master or Index is required.
 type Options struct {
-	// Master is the master's address (host:port). Ignored when Index is
-	// set.
+	// Master is the master's address (host:port), or the addresses of a
+	// cluster's masters, comma-separated: the client then follows their
+	// leader (a standby sends it there; a change of leader is followed on
+	// the next call). Ignored when Index is set.
 	Master string
+	// Leader, when set, names the leading master's control address: the
+	// client asks it when none of Master's addresses answers as leader
+	// (Master may then be empty). Package client/etcdleader makes one
+	// from etcd's endpoints, so that only a client that uses etcd links
+	// etcd's client.
+	Leader func(ctx context.Context) (string, error)
 	// Tenant is the namespace of every block the client reads or writes
 	// (block.Key rules; "" is the default tenant).
 	Tenant string
@@ -80,8 +89,8 @@ func (o Options) Validate() error {
 }
 
 func (o Options) resolve() (Options, error) {
-	if o.Index == nil && o.Master == "" {
-		return o, fmt.Errorf("client: Options.Master is empty and Options.Index is nil: one is required")
+	if o.Index == nil && o.Master == "" && o.Leader == nil {
+		return o, fmt.Errorf("client: Options.Master is empty and Options.Index and Options.Leader are nil: one is required")
 	}
 	if err := (block.Key{Tenant: o.Tenant}).Validate(); err != nil {
 		return o, fmt.Errorf("client: Options.Tenant %q: %w", o.Tenant, err)
