@@ -185,6 +185,18 @@ func hitRatio(recs []sim.Record, from, to float64) (float64, int) {
 	return float64(hit) / float64(all), n
 }
 
+// checkAfterFailover checks the cluster once a failover to epoch is over:
+// every node live and following that epoch, and the index listing
+// exactly what the nodes hold of reqs' blocks.
+func checkAfterFailover(ctx context.Context, t *testing.T, cl *cluster.Cluster, reqs []trace.Request, epoch uint64) {
+	t.Helper()
+	if err := cl.WaitLive(ctx, len(cl.Nodes)); err != nil {
+		t.Fatal(err)
+	}
+	nodesFollow(ctx, t, cl, epoch)
+	checkIndexMatchesNodes(t, cl, reqs)
+}
+
 // nodesFollow checks that every node has followed the leader to epoch.
 func nodesFollow(ctx context.Context, t *testing.T, cl *cluster.Cluster, epoch uint64) {
 	t.Helper()
@@ -251,8 +263,7 @@ func TestFailoverKillLeaderDuringReplay(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*settleBound)
 	defer cancel()
-	nodesFollow(ctx, t, cl, f.epochs[1])
-	checkIndexMatchesNodes(t, cl, reqs)
+	checkAfterFailover(ctx, t, cl, reqs, f.epochs[1])
 }
 
 // TestFailoverPausedLeader: the leader is frozen (SIGSTOP) under a live
@@ -299,8 +310,7 @@ func TestFailoverPausedLeader(t *testing.T) {
 	if !errors.Is(err, meta.ErrNotLeader) || !strings.Contains(err.Error(), cl.Masters[f.to].Addr) {
 		t.Errorf("dial the thawed master: %v; want not leader, naming %s", err, cl.Masters[f.to].Addr)
 	}
-	nodesFollow(ctx, t, cl, f.epochs[1])
-	checkIndexMatchesNodes(t, cl, reqs)
+	checkAfterFailover(ctx, t, cl, reqs, f.epochs[1])
 }
 
 // TestFailoverPausedEtcd (Mooncake #2253): etcd is frozen under a live
@@ -360,11 +370,7 @@ func TestFailoverPausedEtcd(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*settleBound)
 	defer cancel()
-	if err := cl.WaitLive(ctx, len(cl.Nodes)); err != nil {
-		t.Fatal(err)
-	}
-	nodesFollow(ctx, t, cl, epoch)
-	checkIndexMatchesNodes(t, cl, reqs)
+	checkAfterFailover(ctx, t, cl, reqs, epoch)
 }
 
 // TestFailoverEtcdRestart: etcd is stopped and started again on its data;
@@ -442,8 +448,7 @@ func TestFailoverRollingRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("master-%d leads epoch %d", j, h.Epoch)
-	nodesFollow(ctx, t, cl, h.Epoch)
-	checkIndexMatchesNodes(t, cl, reqs)
+	checkAfterFailover(ctx, t, cl, reqs, h.Epoch)
 }
 
 // linInput and linOutput are one operation of the linearizability
