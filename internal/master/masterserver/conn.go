@@ -117,6 +117,7 @@ func (c *conn) handshake() error {
 		c.reign = s.current()
 		switch {
 		case c.reign == nil || !c.reign.valid():
+			s.askLeader()
 			err = s.notLeader()
 		case hello.Epoch > c.reign.epoch:
 			err = fmt.Errorf("masterserver: this master leads epoch %d, the peer has seen epoch %d: %w", c.reign.epoch, hello.Epoch, meta.ErrNotLeader)

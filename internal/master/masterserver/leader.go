@@ -93,6 +93,27 @@ func (s *Server) leaderSeen() election.Leader {
 	return election.Leader{}
 }
 
+// askLeader reads the leader from etcd at once when this standby knows
+// none (it has just started, or its last poll found none), so that its
+// refusal can name it: within a short bound, the HELLO waiting for it.
+func (s *Server) askLeader() {
+	if s.opts.Election == nil {
+		return
+	}
+	if l := s.seen.Load(); l != nil && l.Value != "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), askLeaderTimeout)
+	defer cancel()
+	if l, err := s.opts.Election.Leader(ctx); err == nil {
+		s.seen.Store(&l)
+		s.seenAt.Store(int64(time.Since(s.started)))
+	}
+}
+
+// askLeaderTimeout bounds askLeader: 500 ms, hundreds of etcd round trips.
+const askLeaderTimeout = 500 * time.Millisecond
+
 // lead campaigns for leadership until ctx ends or stop is closed, serving
 // each term won as a reign.
 func (s *Server) lead(ctx context.Context, stop <-chan struct{}) {
