@@ -73,7 +73,10 @@ func runNodeWith(ctx context.Context, args []string, stdout, stderr io.Writer, h
 	}
 	opts := node.Options{Logger: log, StartupLine: loaded.StartupLine(), WrapSSDFS: h.nodeFS, WrapBackend: h.nodeBackend, Version: versionString()}
 	if addr := loaded.Node.Master; addr != "" || loaded.Node.Etcd != "" {
-		mo := masterclient.Options{Token: []byte(loaded.Node.AuthToken.Reveal()), ClusterID: loaded.Node.ClusterID}
+		// A node follows its cluster's leader even given one master: it
+		// carries the epoch it saw and trusts orders only within the
+		// leader's margin (a master without an election sets none).
+		mo := masterclient.Options{Token: []byte(loaded.Node.AuthToken.Reveal()), ClusterID: loaded.Node.ClusterID, Follow: true}
 		if loaded.Node.Etcd != "" {
 			el, err := openElection(loaded.Node.Etcd, loaded.Node.ClusterID, 0, log)
 			if err != nil {

@@ -242,6 +242,13 @@ func LoadMaster(src MasterSources) (Master, error) {
 		}
 		m.TenantTokens = toks
 	}
+	if len(m.Etcd) == 0 {
+		for _, k := range []string{"election-ttl", "advertise"} {
+			if o := origins[k]; o.Source != FromDefault {
+				errs = append(errs, &FieldError{Key: k, Value: src.Flags[k], Origin: o, Reason: "only a master campaigning on etcd uses it: set --etcd too"})
+			}
+		}
+	}
 	if len(m.Etcd) > 0 && m.ClusterID == "" {
 		errs = append(errs, &FieldError{Key: "etcd", Value: strings.Join(m.Etcd, ","), Origin: origins["etcd"],
 			Reason: "set --cluster-id too: the masters of a cluster campaign under its ID"})

@@ -175,7 +175,10 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 	el := concurrency.NewElection(sess, e.prefix)
 	if err := el.Campaign(ctx, value); err != nil {
 		cancel()
-		sess.Close()
+		sess.Orphan()
+		// The session's own revoke would use its cancelled context: the
+		// candidate key, left up to a TTL, could stand first in line.
+		e.revoke(grant.ID)
 		return nil, fmt.Errorf("election: campaign in cluster %q: %w", e.opts.Cluster, err)
 	}
 	t := &Term{

@@ -318,10 +318,17 @@ func (cl *Client) candidate(ctx context.Context, tried map[string]bool, asked *b
 			return a
 		}
 	}
+	bad := ""
+	if b := cl.bad.Load(); b != nil {
+		bad = *b
+	}
 	for _, a := range cl.addrs {
-		if !tried[a] {
+		if !tried[a] && a != bad {
 			return a
 		}
+	}
+	if bad != "" && !tried[bad] {
+		return bad // the one that failed last time, last
 	}
 	return ""
 }

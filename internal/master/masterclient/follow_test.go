@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ type scripted struct {
 	hello func(h masterproto.Hello) masterproto.HelloReply
 	beat  meta.HeartbeatReply
 	delay time.Duration
+	hold  func() // called before each heartbeat is answered (nil: none)
 
 	mu     sync.Mutex
 	hellos []masterproto.Hello
@@ -105,6 +107,9 @@ func (s *scripted) serve(nc net.Conn) {
 		if h.Op != masterproto.OpHeartbeat {
 			nc.Write(masterproto.AppendError(nil, h.ReqID, masterproto.CodeUnsupportedOp, "scripted: heartbeats only"))
 			continue
+		}
+		if s.hold != nil {
+			s.hold()
 		}
 		time.Sleep(s.delay) // the lateness under test
 		b, err := masterproto.AppendHeartbeatReply(nil, h.ReqID, &s.beat)
@@ -232,5 +237,54 @@ func TestFollowRefusesAnOlderEpoch(t *testing.T) {
 	defer older.mu.Unlock()
 	if h := older.hellos; len(h) == 0 || h[len(h)-1].Epoch != 12 {
 		t.Errorf("the older master got HELLOs %+v; want one carrying epoch 12", h)
+	}
+}
+
+// TestSilentMasterTriedLast: a leader that stops answering (a frozen
+// process: its socket accepts, nothing comes back) is tried last when the
+// client dials again, even when it heads the list: the next call goes to
+// the other master without a HELLO to the silent one.
+func TestSilentMasterTriedLast(t *testing.T) {
+	var frozen atomic.Bool
+	unblock := make(chan struct{})
+	var aAddr, bAddr string
+	a := &scripted{beat: meta.HeartbeatReply{HeartbeatInterval: time.Second}}
+	lead := leads(1, time.Minute, &aAddr)
+	a.hello = func(h masterproto.Hello) masterproto.HelloReply {
+		if frozen.Load() {
+			<-unblock
+		}
+		return lead(h)
+	}
+	a.hold = func() {
+		if frozen.Load() {
+			<-unblock
+		}
+	}
+	aAddr = startScripted(t, a)
+	b := &scripted{beat: meta.HeartbeatReply{HeartbeatInterval: time.Second}}
+	b.hello = leads(2, time.Minute, &bAddr)
+	bAddr = startScripted(t, b)
+	t.Cleanup(func() { close(unblock) })
+
+	cl := dial(t, aAddr+","+bAddr, masterclient.Options{Conns: 1})
+	if cl.Addr() != aAddr {
+		t.Fatalf("client on %s; want the first master %s", cl.Addr(), aAddr)
+	}
+	frozen.Store(true)
+	// The call gives up on the silent master at its deadline.
+	if _, err := cl.Heartbeat(ctxT(t, 300*time.Millisecond), "n", 1, meta.Delta{}, meta.NodeUsage{}, nil, nil); err == nil {
+		t.Fatal("a heartbeat to the frozen master succeeded")
+	}
+	if _, err := cl.Heartbeat(ctxT(t, time.Minute), "n", 1, meta.Delta{}, meta.NodeUsage{}, nil, nil); err != nil {
+		t.Fatalf("heartbeat after the silent master: %v", err)
+	}
+	if cl.Addr() != bAddr || cl.Epoch() != 2 {
+		t.Errorf("client on %s at epoch %d; want %s at 2", cl.Addr(), cl.Epoch(), bAddr)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n := len(a.hellos); n != 1 {
+		t.Errorf("the silent master got %d HELLOs; want only the first (it is tried last)", n)
 	}
 }

@@ -232,12 +232,16 @@ func (s *Server) handleQueryKey(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errorJSON{"query_key: " + err.Error()})
 		return
 	}
-	m := s.currentMaster()
-	if m == nil {
+	rg := s.current()
+	switch {
+	case rg == nil || !rg.valid():
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": s.notLeader().Error()})
 		return
+	case !rg.complete.Load():
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": rg.errRebuilding().Error()})
+		return
 	}
-	reps := m.Query(block.Key{Tenant: tenant, ID: id})
+	reps := rg.m.Query(block.Key{Tenant: tenant, ID: id})
 	out := QueryJSON{Tenant: tenant, Key: id, KeyHex: fmt.Sprintf("0x%016x", id), Replicas: make([]ReplicaJSON, 0, len(reps))}
 	for _, rp := range reps {
 		rj := ReplicaJSON{

@@ -462,6 +462,11 @@ func (c *conn) handleRegister(h masterproto.Header, body []byte) error {
 	if err := c.checkCluster(h.Op, rg.Info.ID); err != nil {
 		return err
 	}
+	done, err := c.s.recordNode(c.reign, rg.Info.ID, rg.Info.Addr)
+	if err != nil {
+		return err
+	}
+	defer done()
 	reply, err := c.reign.m.Register(rg.Info, rg.Inventory, rg.Usage)
 	if err != nil {
 		return err

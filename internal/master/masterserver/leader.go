@@ -50,12 +50,15 @@ type reign struct {
 	// nodes are missing.
 	deadline time.Time
 
-	mu       sync.Mutex
-	expect   map[meta.NodeID]bool // listed by the previous leader → registered here
-	missing  int                  // listed nodes not registered yet
-	listed   bool                 // expect was read from etcd
-	written  map[meta.NodeID]string
-	lastSync time.Time
+	mu      sync.Mutex
+	expect  map[meta.NodeID]bool // listed by the previous leader → registered here
+	missing int                  // listed nodes not registered yet
+	listed  bool                 // expect was read from etcd
+	// written is the node list as etcd holds it (as far as this reign
+	// knows: the previous leader's, then this one's writes); pending the
+	// nodes being registered, recorded in etcd but maybe not yet in m.
+	written map[meta.NodeID]string
+	pending map[meta.NodeID]int
 }
 
 // valid reports whether the reign may still serve.
@@ -68,6 +71,10 @@ func (s *Server) current() *reign { return s.cur.Load() }
 // notLeader is the refusal of a standby or of a reign that ended.
 func (s *Server) notLeader() error {
 	l := s.leaderSeen()
+	if l.Value == s.opts.Advertise && s.current() == nil {
+		// Its own key, until etcd expires the lease of the term it left.
+		return fmt.Errorf("masterserver: this master's term over cluster %s has ended and no other master leads it yet: %w", s.opts.ClusterID, meta.ErrNotLeader)
+	}
 	if l.Value == "" {
 		return fmt.Errorf("masterserver: this master does not lead cluster %s and no master leads it now: %w", s.opts.ClusterID, meta.ErrNotLeader)
 	}
@@ -156,6 +163,7 @@ func (s *Server) lead(ctx context.Context, stop <-chan struct{}) {
 		r := s.beginReign(ctx, m, term)
 		s.tend(ctx, r)
 		s.cur.Store(nil)
+		s.seen.Store(nil) // itself, until the next poll
 		s.metrics.leading.Set(0)
 		if ctx.Err() != nil {
 			rctx, rcancel := context.WithTimeout(context.Background(), el.TTL())
@@ -177,7 +185,7 @@ func (s *Server) beginReign(ctx context.Context, m *master.Master, term *electio
 	mo := m.Options()
 	now := time.Now()
 	r := &reign{m: m, term: term, epoch: uint64(term.Epoch), began: now,
-		deadline: now.Add(rebuildWindow(mo)), written: map[meta.NodeID]string{}}
+		deadline: now.Add(rebuildWindow(mo)), written: map[meta.NodeID]string{}, pending: map[meta.NodeID]int{}}
 	prev := s.seen.Load()
 	s.cur.Store(r)
 	s.metrics.leading.Set(1)
@@ -189,13 +197,13 @@ func (s *Server) beginReign(ctx context.Context, m *master.Master, term *electio
 	}
 	s.log.Info("masterserver: leading", "cluster", s.opts.Election.Cluster(), "epoch", r.epoch, "advertise", s.opts.Advertise, "previous_leader_last_seen_ago", gap.Round(time.Millisecond))
 	s.failoverFrom.Store(int64(gap))
-	go s.loadExpected(ctx, r)
 	return r
 }
 
 // tend keeps r's index completeness and node list in etcd up to date
 // every maintenance interval until its term ends or ctx does.
 func (s *Server) tend(ctx context.Context, r *reign) {
+	s.loadExpected(ctx, r)
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	for {
@@ -237,8 +245,13 @@ func (s *Server) loadExpected(ctx context.Context, r *reign) {
 		return
 	}
 	r.expect = make(map[meta.NodeID]bool, len(list))
-	for id := range list {
+	for id, addr := range list {
 		r.expect[meta.NodeID(id)] = false
+		if _, ok := r.written[meta.NodeID(id)]; !ok {
+			// What etcd holds: so that a listed node that never comes
+			// back is deleted once the index is complete without it.
+			r.written[meta.NodeID(id)] = addr
+		}
 	}
 	r.missing = len(r.expect)
 	for _, ns := range r.m.Nodes() {
@@ -322,9 +335,14 @@ func (s *Server) syncMembers(ctx context.Context, r *reign) {
 			set[string(id)] = &addr
 		}
 	}
-	for id := range r.written {
-		if _, ok := want[id]; !ok {
-			set[string(id)] = nil
+	// A node leaves the list once it is gone from the index, but not
+	// while the index is being rebuilt (a listed node may register yet)
+	// nor while it is being registered.
+	if r.complete.Load() {
+		for id := range r.written {
+			if _, ok := want[id]; !ok && r.pending[id] == 0 {
+				set[string(id)] = nil
+			}
 		}
 	}
 	r.mu.Unlock()
@@ -361,6 +379,49 @@ func (s *Server) syncMembers(ctx context.Context, r *reign) {
 		}
 		r.mu.Unlock()
 	}
+}
+
+// recordTimeout bounds recording a registering node in etcd: 2 s. A
+// master that cannot write to etcd that fast is about to lose its term.
+const recordTimeout = 2 * time.Second
+
+// recordNode records in etcd, before a REGISTER is served, that node id
+// (at addr) is one of r's, so that a successor waits for it to register
+// before answering reads (loadExpected): a node whose blocks were
+// acknowledged through this leader is never missed by the next one. done
+// must be called once the registration has been applied (or failed).
+func (s *Server) recordNode(r *reign, id meta.NodeID, addr string) (done func(), err error) {
+	if r.term == nil {
+		return func() {}, nil
+	}
+	r.mu.Lock()
+	r.pending[id]++
+	cur, ok := r.written[id]
+	r.mu.Unlock()
+	done = func() {
+		r.mu.Lock()
+		if r.pending[id]--; r.pending[id] == 0 {
+			delete(r.pending, id)
+		}
+		r.mu.Unlock()
+	}
+	if ok && cur == addr {
+		return done, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	a := addr
+	if err := r.term.Write(ctx, "nodes", map[string]*string{string(id): &a}); err != nil {
+		done()
+		if errors.Is(err, election.ErrNotLeading) {
+			return nil, fmt.Errorf("masterserver: register node %s: %v: %w", id, err, meta.ErrNotLeader)
+		}
+		return nil, fmt.Errorf("masterserver: register node %s: record it in etcd for the next leader: %v: %w", id, err, kvpool.ErrUnavailable)
+	}
+	r.mu.Lock()
+	r.written[id] = addr
+	r.mu.Unlock()
+	return done, nil
 }
 
 // watchLeader keeps s.seen, the leader as etcd names it, while the server
