@@ -188,6 +188,11 @@ func (ni NodeInfo) Validate() error {
 // documentation).
 type NodeUsage struct {
 	RAMUsed, SSDUsed int64
+	// Backlog says the report leaves part of the node's inventory for the
+	// heartbeats that follow (it did not fit the protocol's frame): the
+	// master's index is not yet all the node holds. A new leader counts
+	// its index complete only once each node's backlog is empty.
+	Backlog bool
 }
 
 // ItemKey names one replica on a node: a block in a tier.

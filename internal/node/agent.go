@@ -454,7 +454,9 @@ func (a *agent) register(ctx context.Context) error {
 		delete(next, k)
 	}
 	cctx, cancel := context.WithTimeout(ctx, rpcTimeout)
-	reply, err := a.client.Register(cctx, a.info, inv, a.usage())
+	usage := a.usage()
+	usage.Backlog = len(rest) > 0
+	reply, err := a.client.Register(cctx, a.info, inv, usage)
 	cancel()
 	if err != nil {
 		a.restoreDirty(d)
@@ -515,7 +517,9 @@ func (a *agent) beat(ctx context.Context) error {
 	delta, updates, later := a.reconcile(d, a.reported)
 
 	cctx, cancel := context.WithTimeout(ctx, min(max(a.ttl, minBeatTimeout), rpcTimeout))
-	reply, err := a.client.Heartbeat(cctx, a.info.ID, a.session, delta, a.usage(), hits, results)
+	usage := a.usage()
+	usage.Backlog = len(rest) > 0
+	reply, err := a.client.Heartbeat(cctx, a.info.ID, a.session, delta, usage, hits, results)
 	cancel()
 	if err != nil {
 		a.restoreDirty(d)

@@ -441,6 +441,8 @@ type sizing struct {
 	registers, beats   int
 	maxItems, maxBytes int
 	maxHitBytes, hits  int
+	// backlogs records each report's Backlog flag, in order.
+	backlogs []bool
 }
 
 func (c *sizing) note(items []meta.Item, removed []meta.ItemKey, moved []meta.Move) {
@@ -460,12 +462,14 @@ func (c *sizing) note(items []meta.Item, removed []meta.ItemKey, moved []meta.Mo
 func (c *sizing) Register(ctx context.Context, info meta.NodeInfo, inv meta.Inventory, usage meta.NodeUsage) (meta.RegisterReply, error) {
 	c.registers++
 	c.note(inv, nil, nil)
+	c.backlogs = append(c.backlogs, usage.Backlog)
 	return c.inProc.Register(ctx, info, inv, usage)
 }
 
 func (c *sizing) Heartbeat(ctx context.Context, id meta.NodeID, s meta.Session, d meta.Delta, u meta.NodeUsage, hits []block.Key, done []meta.TaskResult) (meta.HeartbeatReply, error) {
 	c.beats++
 	c.note(d.Added, d.Removed, d.Moved)
+	c.backlogs = append(c.backlogs, u.Backlog)
 	hb := 0
 	for _, k := range hits {
 		hb += masterproto.HitLen(k)
@@ -512,6 +516,13 @@ func TestAgentSplitsLargeInventory(t *testing.T) {
 			}
 			if sc.registers != 1 || sc.beats < 2 {
 				t.Errorf("%d registrations and %d beats; want 1 and several (the inventory split)", sc.registers, sc.beats)
+			}
+			// Every report but the last says part of the inventory is
+			// still to come (a new leader waits for that).
+			for i, b := range sc.backlogs {
+				if last := i == len(sc.backlogs)-1; b == last {
+					t.Errorf("report %d of %d: backlog %v; want %v", i+1, len(sc.backlogs), b, !last)
+				}
 			}
 			if tiny := lim.items < 2; tiny { // one key per report, over the limits: still progress
 				if sc.maxItems > 1 {

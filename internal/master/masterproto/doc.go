@@ -27,7 +27,8 @@
 //	offset  size  field        meaning
 //	0       4     length       total frame length, header included (16 ≤ length ≤ Limits.MaxFrame)
 //	4       1     op           operation (table below)
-//	5       1     flags        0, or FlagNamed (0x01) on EXISTS, PLACE, LOCATE, QUERY, KEYINFO and EXPIRE requests
+//	5       1     flags        0, or FlagNamed (0x01) on EXISTS, PLACE, LOCATE, QUERY, KEYINFO and EXPIRE requests,
+//	                           or FlagBacklog (0x02: more inventory follows) on REGISTER and HEARTBEAT requests
 //	6       2     reserved     0
 //	8       8     request id   chosen by the client; a response echoes its request's
 //

@@ -21,12 +21,13 @@ const regenerate = "go test ./internal/master/masterproto -run 'TestGolden|TestS
 // "hello" golden predates it and must keep decoding (with no ID).
 // Version 2 added names, sizes in PLACE and LOCATE: the *_named, place,
 // locate and hello_v2 goldens; then KEYINFO, EXPIRE, SCAN and COUNT; then
-// the term trailer of HELLO and its response (hello_follow, hello_reply_*).
+// the term trailer of HELLO and its response (hello_follow, hello_reply_*),
+// and the backlog flag of REGISTER and HEARTBEAT (*_backlog).
 var goldenNames = []string{"lookup", "lookup_result", "hello", "hello_cluster", "hello_reply_cluster",
 	"hello_v2", "place", "place_named", "exists_named", "locate", "locate_result", "query_named",
 	"register_named", "heartbeat_named", "heartbeat_reply_named",
 	"keyinfo", "keyinfo_result", "expire", "expire_result", "scan", "scan_result", "count", "count_result",
-	"hello_follow", "hello_reply_term", "hello_reply_not_leader"}
+	"hello_follow", "hello_reply_term", "hello_reply_not_leader", "register_backlog", "heartbeat_backlog"}
 
 func sampleNamed(t *testing.T, name string) sample {
 	t.Helper()

@@ -500,17 +500,21 @@ func AppendRegister(dst []byte, reqID uint64, r *Register) ([]byte, error) {
 	dst = appendUsage(dst, r.Usage)
 	dst = te.appendTable(dst)
 	dst = appendItems(dst, &te, r.Inventory)
+	if r.Usage.Backlog {
+		dst[start+5] = FlagBacklog
+	}
 	return finish(dst, start, OpRegister)
 }
 
 // DecodeRegister decodes a REGISTER body into dst.
 func DecodeRegister(h Header, body []byte, lim Limits, dst *Register) error {
-	d, err := newDec(h, body, OpRegister, lim)
+	d, err := newDecFlags(h, body, OpRegister, lim, FlagBacklog)
 	if err != nil {
 		return err
 	}
 	d.nodeInfo(&dst.Info)
 	dst.Usage = d.usage()
+	dst.Usage.Backlog = h.Flags&FlagBacklog != 0
 	tenants, r := d.tenantTable()
 	dst.Inventory = d.items("inventory", tenants, &r)
 	r.done(&d, "tenant")
@@ -621,12 +625,15 @@ func AppendHeartbeat(dst []byte, reqID uint64, hb *Heartbeat) ([]byte, error) {
 		dst = le.AppendUint64(dst, uint64(r.Bytes))
 		dst = appendBool(dst, r.OK)
 	}
+	if hb.Usage.Backlog {
+		dst[start+5] = FlagBacklog
+	}
 	return finish(dst, start, OpHeartbeat)
 }
 
 // DecodeHeartbeat decodes a HEARTBEAT body into dst.
 func DecodeHeartbeat(h Header, body []byte, lim Limits, dst *Heartbeat) error {
-	d, err := newDec(h, body, OpHeartbeat, lim)
+	d, err := newDecFlags(h, body, OpHeartbeat, lim, FlagBacklog)
 	if err != nil {
 		return err
 	}
@@ -634,6 +641,7 @@ func DecodeHeartbeat(h Header, body []byte, lim Limits, dst *Heartbeat) error {
 	dst.Node = meta.NodeID(d.str8("node ID", MaxNodeIDLen))
 	dst.Session = meta.Session(d.u64("session"))
 	dst.Usage = d.usage()
+	dst.Usage.Backlog = h.Flags&FlagBacklog != 0
 	tenants, r := d.tenantTable()
 	dst.Delta.Added = d.items("delta.Added", tenants, &r)
 	if n := d.count("delta.Removed", d.lim.MaxItems, itemKeyLen); n > 0 {

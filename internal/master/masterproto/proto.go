@@ -58,6 +58,12 @@ const namedRef uint16 = 1 << 15
 // flag and no names, byte for byte the compact form.
 const FlagNamed uint8 = 0x01
 
+// FlagBacklog, in the header of a REGISTER or HEARTBEAT request, says the
+// report leaves part of the node's inventory for the heartbeats that
+// follow (meta.NodeUsage.Backlog). It is not part of the body, so a
+// report without a backlog keeps its bytes.
+const FlagBacklog uint8 = 0x02
+
 var le = binary.LittleEndian
 
 // Op is a frame's operation. The response to request op o is o|0x80; OpError

@@ -64,6 +64,7 @@ func samples() []sample {
 			Inventory: inv,
 		}},
 		{"register_empty", OpRegister, 4, &Register{Info: meta.NodeInfo{ID: "n", Addr: "h:1"}}},
+		{"register_backlog", OpRegister, 4, &Register{Info: meta.NodeInfo{ID: "n", Addr: "h:1"}, Usage: meta.NodeUsage{RAMUsed: 7, Backlog: true}, Inventory: inv[:1]}},
 		{"register_reply", OpRegisterResponse, 3, &meta.RegisterReply{Session: 99, HeartbeatInterval: time.Second, NodeTTL: 3 * time.Second}},
 		{"heartbeat", OpHeartbeat, 5, &Heartbeat{
 			Node: "node-1", Session: 99, Usage: meta.NodeUsage{RAMUsed: 1, SSDUsed: 2},
@@ -76,6 +77,7 @@ func samples() []sample {
 			Done:    []meta.TaskResult{{ID: 10, OK: true, Bytes: 65536}, {ID: 11}},
 		}},
 		{"heartbeat_empty", OpHeartbeat, 6, &Heartbeat{Node: "n", Session: 1}},
+		{"heartbeat_backlog", OpHeartbeat, 6, &Heartbeat{Node: "n", Session: 1, Usage: meta.NodeUsage{Backlog: true}, Delta: meta.Delta{Added: inv[:1]}}},
 		{"heartbeat_named", OpHeartbeat, 5, &Heartbeat{
 			Node: "node-1", Session: 99,
 			Delta: meta.Delta{

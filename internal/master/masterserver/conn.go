@@ -472,7 +472,9 @@ func (c *conn) handleRegister(h masterproto.Header, body []byte) error {
 		return err
 	}
 	c.s.setAddr(rg.Info.ID, rg.Info.Addr)
-	c.s.registered(c.reign, rg.Info.ID)
+	if !rg.Usage.Backlog {
+		c.s.registered(c.reign, rg.Info.ID)
+	}
 	c.s.log.Info("masterserver: node registered", "node", rg.Info.ID, "addr", rg.Info.Addr, "blocks", len(rg.Inventory), "remote", c.nc.RemoteAddr())
 	c.out, err = masterproto.AppendRegisterReply(c.out, h.ReqID, &reply)
 	return err
@@ -491,9 +493,13 @@ func (c *conn) handleHeartbeat(h masterproto.Header, body []byte) error {
 		return err
 	}
 	reply, err := c.reign.m.Heartbeat(hb.Node, hb.Session, hb.Delta, hb.Usage, hb.SSDHits, hb.Done)
+	node, backlog := hb.Node, hb.Usage.Backlog
 	*hb = masterproto.Heartbeat{}
 	if err != nil {
 		return err
+	}
+	if !backlog {
+		c.s.registered(c.reign, node) // its whole inventory is in the index now
 	}
 	c.out, err = masterproto.AppendHeartbeatReply(c.out, h.ReqID, &reply)
 	return err

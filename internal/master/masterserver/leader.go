@@ -54,6 +54,9 @@ type reign struct {
 	expect  map[meta.NodeID]bool // listed by the previous leader → registered here
 	missing int                  // listed nodes not registered yet
 	listed  bool                 // expect was read from etcd
+	// full are the nodes whose whole inventory is in the index (a report
+	// with no backlog served), before expect is read too.
+	full map[meta.NodeID]bool
 	// written is the node list as etcd holds it (as far as this reign
 	// knows: the previous leader's, then this one's writes); pending the
 	// nodes being registered, recorded in etcd but maybe not yet in m.
@@ -185,7 +188,7 @@ func (s *Server) beginReign(ctx context.Context, m *master.Master, term *electio
 	mo := m.Options()
 	now := time.Now()
 	r := &reign{m: m, term: term, epoch: uint64(term.Epoch), began: now,
-		deadline: now.Add(rebuildWindow(mo)), written: map[meta.NodeID]string{}, pending: map[meta.NodeID]int{}}
+		deadline: now.Add(rebuildWindow(mo)), written: map[meta.NodeID]string{}, pending: map[meta.NodeID]int{}, full: map[meta.NodeID]bool{}}
 	prev := s.seen.Load()
 	s.cur.Store(r)
 	s.metrics.leading.Set(1)
@@ -254,8 +257,8 @@ func (s *Server) loadExpected(ctx context.Context, r *reign) {
 		}
 	}
 	r.missing = len(r.expect)
-	for _, ns := range r.m.Nodes() {
-		r.markLocked(ns.Info.ID)
+	for id := range r.full {
+		r.markLocked(id)
 	}
 	r.listed = true
 	r.mu.Unlock()
@@ -270,12 +273,14 @@ func (r *reign) markLocked(id meta.NodeID) {
 	}
 }
 
-// registered records a registration in r (REGISTER served).
+// registered records that node's whole inventory is in r's index (a
+// REGISTER or HEARTBEAT served that left nothing for later).
 func (s *Server) registered(r *reign, id meta.NodeID) {
 	if r.term == nil || r.complete.Load() {
 		return
 	}
 	r.mu.Lock()
+	r.full[id] = true
 	r.markLocked(id)
 	r.mu.Unlock()
 	s.checkComplete(r)
