@@ -1,6 +1,8 @@
 package master
 
 import (
+	"time"
+
 	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/policy"
 )
@@ -42,6 +44,15 @@ import (
 // Expire call it; a caller may also drive it from a ticker.
 func (m *Master) Evict() int { return m.evict() }
 
+// HoldEviction makes the master order no eviction for d from now, by any
+// path (Register, Heartbeat, Expire and Evict all run passes): a new
+// leader's index knows nothing of the read leases its predecessor
+// granted, and waits them out before it evicts.
+func (m *Master) HoldEviction(d time.Duration) {
+	_, now := m.now()
+	m.holdUntil.Store(now + int64(d))
+}
+
 func (m *Master) overHigh() bool {
 	total := m.poolRAMBytes.Load()
 	return total > 0 && float64(m.poolRAMUsed.Load()) > m.opts.HighWatermark*float64(total)
@@ -61,11 +72,14 @@ const (
 )
 
 func (m *Master) evict() int {
-	if !m.overHigh() || !m.evictMu.TryLock() {
+	if !m.overHigh() {
+		return 0
+	}
+	_, nowNs := m.now()
+	if nowNs < m.holdUntil.Load() || !m.evictMu.TryLock() {
 		return 0
 	}
 	defer m.evictMu.Unlock()
-	_, nowNs := m.now()
 	m.polMu.Lock()
 	budget := m.pol.Len()
 	m.polMu.Unlock()

@@ -65,6 +65,10 @@ type Master struct {
 	// slot-rounded bytes of RAM replicas not under an eviction order.
 	poolRAMBytes, poolRAMUsed atomic.Int64
 
+	// holdUntil: no eviction is ordered before this time (unix ns;
+	// HoldEviction).
+	holdUntil atomic.Int64
+
 	c counters
 }
 

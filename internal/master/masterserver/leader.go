@@ -58,11 +58,23 @@ type reign struct {
 	// with no backlog served), before expect is read too.
 	full map[meta.NodeID]bool
 	// written is the node list as etcd holds it (as far as this reign
-	// knows: the previous leader's, then this one's writes); pending the
+	// knows: the previous leader's, then this one's writes; unknownAddr
+	// after a write that failed, which may have applied); pending the
 	// nodes being registered, recorded in etcd but maybe not yet in m.
 	written map[meta.NodeID]string
 	pending map[meta.NodeID]int
+
+	// listMu serialises the node list's writes to etcd (syncMembers,
+	// recordNode), each with the decision it carries out: a delete
+	// decided from a snapshot of m must not land after a registration
+	// that found the node listed (found by review). Taken before mu.
+	listMu sync.Mutex
 }
+
+// unknownAddr marks a node in reign.written whose entry in etcd is
+// unknown (a write failed, perhaps after it applied): the next write
+// decision rewrites or deletes it.
+const unknownAddr = "?"
 
 // valid reports whether the reign may still serve.
 func (r *reign) valid() bool { return r.term == nil || r.term.Valid() }
@@ -186,6 +198,9 @@ func (s *Server) lead(ctx context.Context, stop <-chan struct{}) {
 // finding out which nodes the index waits for.
 func (s *Server) beginReign(ctx context.Context, m *master.Master, term *election.Term) *reign {
 	mo := m.Options()
+	// The predecessor's read leases are unknown here: no eviction until
+	// they have lapsed.
+	m.HoldEviction(mo.LeaseTTL)
 	now := time.Now()
 	r := &reign{m: m, term: term, epoch: uint64(term.Epoch), began: now,
 		deadline: now.Add(rebuildWindow(mo)), written: map[meta.NodeID]string{}, pending: map[meta.NodeID]int{}, full: map[meta.NodeID]bool{}}
@@ -238,9 +253,24 @@ func rebuildWindow(mo master.Options) time.Duration {
 
 // loadExpected reads the previous leader's node list from etcd.
 func (s *Server) loadExpected(ctx context.Context, r *reign) {
-	lctx, cancel := context.WithTimeout(ctx, s.opts.Election.TTL())
-	list, err := s.opts.Election.List(lctx, "nodes")
-	cancel()
+	var (
+		list map[string]string
+		err  error
+	)
+	// Until the rebuild deadline: a failover often comes with a slow
+	// etcd, and without the list the nodes that never come back would
+	// stay listed for good.
+	for {
+		lctx, cancel := context.WithTimeout(ctx, s.opts.Election.TTL())
+		list, err = s.opts.Election.List(lctx, "nodes")
+		cancel()
+		if err == nil || ctx.Err() != nil || !r.valid() || !time.Now().Before(r.deadline) {
+			break
+		}
+		sleepCtx(ctx, s.interval)
+	}
+	r.listMu.Lock()
+	defer r.listMu.Unlock()
 	r.mu.Lock()
 	if err != nil {
 		r.mu.Unlock()
@@ -329,6 +359,8 @@ func (s *Server) syncMembers(ctx context.Context, r *reign) {
 	if r.term == nil || !r.valid() {
 		return
 	}
+	r.listMu.Lock()
+	defer r.listMu.Unlock()
 	want := map[meta.NodeID]string{}
 	for _, ns := range r.m.Nodes() {
 		want[ns.Info.ID] = ns.Info.Addr
@@ -369,6 +401,11 @@ func (s *Server) syncMembers(ctx context.Context, r *reign) {
 		err := r.term.Write(wctx, "nodes", part)
 		cancel()
 		if err != nil {
+			r.mu.Lock()
+			for k := range part {
+				r.written[meta.NodeID(k)] = unknownAddr // it may have applied
+			}
+			r.mu.Unlock()
 			if !errors.Is(err, election.ErrNotLeading) && ctx.Err() == nil {
 				s.log.Warn("masterserver: could not record the nodes in etcd; retrying", "epoch", r.epoch, "err", err)
 			}
@@ -399,6 +436,8 @@ func (s *Server) recordNode(r *reign, id meta.NodeID, addr string) (done func(),
 	if r.term == nil {
 		return func() {}, nil
 	}
+	r.listMu.Lock()
+	defer r.listMu.Unlock()
 	r.mu.Lock()
 	r.pending[id]++
 	cur, ok := r.written[id]
@@ -417,6 +456,9 @@ func (s *Server) recordNode(r *reign, id meta.NodeID, addr string) (done func(),
 	defer cancel()
 	a := addr
 	if err := r.term.Write(ctx, "nodes", map[string]*string{string(id): &a}); err != nil {
+		r.mu.Lock()
+		r.written[id] = unknownAddr // it may have applied
+		r.mu.Unlock()
 		done()
 		if errors.Is(err, election.ErrNotLeading) {
 			return nil, fmt.Errorf("masterserver: register node %s: %v: %w", id, err, meta.ErrNotLeader)

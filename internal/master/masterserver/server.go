@@ -204,12 +204,7 @@ func (s *Server) maintain(ctx context.Context, stop <-chan struct{}) {
 			if n := r.m.Expire(); n > 0 {
 				s.log.Info("masterserver: dropped silent nodes", "count", n)
 			}
-			// A new leader knows nothing of the read leases its
-			// predecessor granted: it evicts nothing until they have
-			// lapsed.
-			if r.term == nil || time.Since(r.began) >= r.m.Options().LeaseTTL {
-				r.m.Evict()
-			}
+			r.m.Evict()
 		case <-ctx.Done():
 			return
 		case <-stop:
