@@ -124,6 +124,10 @@ type AgentStats struct {
 	Syncs, Kicked uint64
 	// Registered reports whether the node holds a live session.
 	Registered bool
+	// TasksDropped counts the master's tasks (promotions in flight, and
+	// results not yet reported) dropped when the node registered again:
+	// the new session's master never gave them.
+	TasksDropped uint64
 }
 
 // agent keeps a master informed about one node's store and executes the
@@ -173,6 +177,7 @@ type agent struct {
 	kick chan struct{}
 
 	registers, beats, failures, reregisters atomic.Uint64
+	tasksDropped                            atomic.Uint64
 	syncs, kicked                           atomic.Uint64
 	live                                    atomic.Bool
 }
@@ -213,7 +218,7 @@ func (a *agent) stats() AgentStats {
 		Registers: a.registers.Load(), Beats: a.beats.Load(),
 		Failures: a.failures.Load(), Reregisters: a.reregisters.Load(),
 		Syncs: a.syncs.Load(), Kicked: a.kicked.Load(),
-		Registered: a.live.Load(),
+		Registered: a.live.Load(), TasksDropped: a.tasksDropped.Load(),
 	}
 }
 
@@ -471,6 +476,10 @@ func (a *agent) register(ctx context.Context) error {
 	a.backlog, a.recheck = len(rest) > 0, len(later) > 0
 	a.accepted(n)
 	a.mu.Lock()
+	// The master of this session never gave these tasks, and the results
+	// of the last one's are of no use to it: dropped, and counted (a
+	// failover or a master restart loses its promotions in flight).
+	a.tasksDropped.Add(uint64(len(a.promos) + len(a.results)))
 	a.results = nil
 	clear(a.promos)
 	a.mu.Unlock()
@@ -526,6 +535,7 @@ func (a *agent) beat(ctx context.Context) error {
 		a.restoreDirty(rest)
 		a.restoreHits(hits)
 		if errors.Is(err, meta.ErrUnknownNode) {
+			a.tasksDropped.Add(uint64(len(results))) // results for a master that is gone
 			a.registered = false
 			a.live.Store(false)
 			a.reregisters.Add(1)

@@ -264,11 +264,16 @@ func TestAgentIndex(t *testing.T) {
 	r.check("after deletes and SSD evictions", all, size)
 
 	// A restarted master knows nothing: the next beat is refused, and
-	// the agent registers its full inventory.
+	// the agent registers its full inventory, dropping the old master's
+	// tasks (a promotion in flight, a result not yet reported).
+	r.ag.mu.Lock()
+	r.ag.promos[tkey(999)] = 42
+	r.ag.results = append(r.ag.results, meta.TaskResult{ID: 41, OK: true})
+	r.ag.mu.Unlock()
 	c.set(newMaster(t, master.Options{HighWatermark: 1, LowWatermark: 0.99}), false)
 	r.beat()
-	if s := r.ag.stats(); s.Reregisters != 1 || s.Registers != 2 {
-		t.Errorf("after the master restart: %+v, want 1 re-registration, 2 registrations", s)
+	if s := r.ag.stats(); s.Reregisters != 1 || s.Registers != 2 || s.TasksDropped != 2 {
+		t.Errorf("after the master restart: %+v, want 1 re-registration, 2 registrations, 2 tasks dropped", s)
 	}
 	r.check("after master restart", all, size)
 }

@@ -270,7 +270,7 @@ func (n *Node) serve(ctx context.Context, cfg config.Node, st *store.Store, pace
 		if ag != nil {
 			as := ag.stats()
 			s.MasterEnabled = true
-			s.Master = nodemetrics.MasterStats{Registered: as.Registered, Registers: as.Registers, Reregisters: as.Reregisters, Failures: as.Failures}
+			s.Master = nodemetrics.MasterStats{Registered: as.Registered, Registers: as.Registers, Reregisters: as.Reregisters, Failures: as.Failures, TasksDropped: as.TasksDropped}
 			if t, ok := n.opts.Master.(Terms); ok {
 				s.Master.Epoch, s.Master.Fenced = t.Epoch(), t.Fenced()
 			}

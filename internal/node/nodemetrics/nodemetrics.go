@@ -75,6 +75,9 @@ type MasterStats struct {
 	// master without an election); Fenced counts the orders it dropped
 	// because their answer came later than the leader's margin.
 	Epoch, Fenced uint64
+	// TasksDropped counts tasks dropped at a re-registration (a failover
+	// or a master restart loses the promotions in flight).
+	TasksDropped uint64
 }
 
 // RESPStats are the Redis front's counters.
@@ -158,7 +161,7 @@ type Collector struct {
 	respShortcuts                         *prometheus.Desc
 	masterRegistered, masterRegisters     *prometheus.Desc
 	masterFailures, masterEpoch           *prometheus.Desc
-	masterReregisters                     *prometheus.Desc
+	masterReregisters, masterDropped      *prometheus.Desc
 	masterFenced                          *prometheus.Desc
 }
 
@@ -231,6 +234,7 @@ func newCollector(snapshot func() Snapshot) *Collector {
 		masterReregisters:   desc("master_reregistrations_total", "Times the master did not know the node's session (it restarted, a new leader leads, or the node was silent past its TTL) and the node registered again."),
 		masterFailures:      desc("master_call_failures_total", "Registrations and heartbeats that failed."),
 		masterEpoch:         desc("master_epoch", "Highest leader epoch the node has seen (0: a master without an election)."),
+		masterDropped:       desc("master_tasks_dropped_total", "The master's tasks (promotions in flight, results not yet reported) the node dropped when it registered again: a failover or a master restart loses them."),
 		masterFenced:        desc("master_orders_fenced_total", "Orders of the master the node dropped because their answer came later than the leader's margin (a leader that may have been replaced meanwhile)."),
 		respShortcuts:       desc("resp_shortcuts_total", "Redis front commands that took a shortcut: read_without_master (a GET of this node's copy the master listed less than 1 s ago), set_in_place (a SET over this node's only copy), set_coalesced (a SET answered by an overlapping SET of the key).", "kind"),
 	}
@@ -244,7 +248,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{c.demotions, c.demotionFailures, c.promotionsCompleted, c.promotionsFailed, c.pacerWait, c.requests, c.tenantBytes, c.tenantLimit, c.tenantRejections,
 		c.respConns, c.respCommands, c.respErrors, c.respProtocol, c.respReads, c.respCorrupt, c.respShortcuts,
-		c.masterRegistered, c.masterRegisters, c.masterReregisters, c.masterFailures, c.masterEpoch, c.masterFenced} {
+		c.masterRegistered, c.masterRegisters, c.masterReregisters, c.masterFailures, c.masterEpoch, c.masterFenced, c.masterDropped} {
 		ch <- d
 	}
 }
@@ -304,6 +308,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		send(c.masterFailures, prometheus.CounterValue, float64(m.Failures))
 		send(c.masterEpoch, prometheus.GaugeValue, float64(m.Epoch))
 		send(c.masterFenced, prometheus.CounterValue, float64(m.Fenced))
+		send(c.masterDropped, prometheus.CounterValue, float64(m.TasksDropped))
 	}
 	if s.RESPEnabled {
 		r := s.RESP
