@@ -427,9 +427,6 @@ func (cl *Client) try(ctx context.Context, what string, cll *call) error {
 		}
 	}
 	if cll.err != nil {
-		if errors.Is(cll.err, meta.ErrNotLeader) {
-			c.fail(fmt.Errorf("%w: %s no longer leads", ErrUnavailable, c.addr))
-		}
 		return fmt.Errorf("masterclient: %s: %w", what, cll.err)
 	}
 	return nil

@@ -261,7 +261,16 @@ func (c *conn) readLoop() {
 			return
 		}
 		cll.err = c.decode(cll, h, body)
+		notLeader := errors.Is(cll.err, meta.ErrNotLeader)
 		cll.done <- struct{}{}
+		if notLeader {
+			// The master refused a request as no longer leading and
+			// closes the connection: the requests behind it were not
+			// served either, and may go again (Client.do), so they fail
+			// as it did, not with the EOF that follows.
+			c.fail(fmt.Errorf("%w: %s no longer leads: %w", ErrUnavailable, c.addr, meta.ErrNotLeader))
+			return
+		}
 	}
 }
 

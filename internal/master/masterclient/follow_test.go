@@ -288,3 +288,108 @@ func TestSilentMasterTriedLast(t *testing.T) {
 		t.Errorf("the silent master got %d HELLOs; want only the first (it is tried last)", n)
 	}
 }
+
+// TestPipelinedBehindARefusalGoAgain: requests pipelined behind one a
+// master refused as no longer leading were not served either (it closes
+// the connection): they go again to the new leader, like the refused one.
+func TestPipelinedBehindARefusalGoAgain(t *testing.T) {
+	var newAddr string
+	newer := &scripted{beat: meta.HeartbeatReply{HeartbeatInterval: time.Second}}
+	newer.hello = leads(8, time.Minute, &newAddr)
+	newAddr = startScripted(t, newer)
+
+	// The old leader reads two heartbeats, then refuses the first and
+	// closes: the second is never answered.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldAddr := ln.Addr().String()
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for n := 0; ; n++ {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if n == 0 {
+				serveRefusing(nc, oldAddr)
+			} else {
+				redirect(nc, newAddr) // its term is over: a standby now
+			}
+			nc.Close()
+		}
+	})
+
+	cl := dial(t, oldAddr+","+newAddr, masterclient.Options{Conns: 1})
+	if cl.Addr() != oldAddr {
+		t.Fatalf("client on %s; want the old leader first", cl.Addr())
+	}
+	errs := make([]error, 2)
+	var calls sync.WaitGroup
+	for i := range errs {
+		calls.Go(func() {
+			_, errs[i] = cl.Heartbeat(ctxT(t, time.Minute), "n", 1, meta.Delta{}, meta.NodeUsage{}, nil, nil)
+		})
+	}
+	calls.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("heartbeat %d: %v; want it served by the new leader", i, err)
+		}
+	}
+	if cl.Addr() != newAddr || cl.Epoch() != 8 {
+		t.Errorf("client on %s at epoch %d; want %s at 8", cl.Addr(), cl.Epoch(), newAddr)
+	}
+}
+
+// redirect answers the HELLO on nc as a standby naming leader.
+func redirect(nc net.Conn, leader string) {
+	nc.SetDeadline(time.Now().Add(time.Minute))
+	r, err := masterproto.NewReader(nc, masterproto.Limits{})
+	if err != nil {
+		return
+	}
+	h, _, err := r.ReadFrame()
+	if err != nil {
+		return
+	}
+	reply := masterproto.HelloReplyFor(meta.ErrNotLeader, masterproto.Limits{})
+	reply.Term, reply.Epoch, reply.Leader = true, 8, leader
+	b, _ := masterproto.AppendHelloReply(nil, h.ReqID, &reply)
+	nc.Write(b)
+}
+
+// serveRefusing is an old leader on nc: it accepts the HELLO (epoch 7),
+// reads two requests, answers the first "not leader" and returns (the
+// caller closes nc), leaving the second unanswered. A connection on which
+// two requests do not arrive is answered nothing.
+func serveRefusing(nc net.Conn, addr string) {
+	nc.SetDeadline(time.Now().Add(time.Minute))
+	r, err := masterproto.NewReader(nc, masterproto.Limits{})
+	if err != nil {
+		return
+	}
+	h, body, err := r.ReadFrame()
+	if err != nil {
+		return
+	}
+	var hello masterproto.Hello
+	if masterproto.DecodeHello(h, body, masterproto.Limits{}, &hello) != nil {
+		return
+	}
+	reply := leads(7, time.Minute, &addr)(hello)
+	b, _ := masterproto.AppendHelloReply(nil, h.ReqID, &reply)
+	if _, err := nc.Write(b); err != nil {
+		return
+	}
+	first, _, err := r.ReadFrame()
+	if err != nil {
+		return
+	}
+	if _, _, err := r.ReadFrame(); err != nil {
+		return
+	}
+	nc.Write(masterproto.AppendError(nil, first.ReqID, masterproto.CodeNotLeader, "old: no longer leads"))
+}

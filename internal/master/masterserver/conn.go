@@ -280,6 +280,9 @@ func (c *conn) handle(h masterproto.Header, body []byte) {
 	s.metrics.request(h.Op, err)
 	if err != nil {
 		c.out = masterproto.AppendError(c.out[:start], h.ReqID, masterproto.CodeOf(err), err.Error())
+		// "Not leader" is the last answer on a connection: its client
+		// sends what it had pipelined behind it to the leader.
+		c.quit = c.quit || errors.Is(err, meta.ErrNotLeader)
 	}
 }
 
