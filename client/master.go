@@ -13,7 +13,10 @@ import (
 // dialMaster connects to the master's index at o.Master over the master
 // protocol.
 func dialMaster(ctx context.Context, o Options) (Index, func() error, error) {
-	mc, err := masterclient.Dial(ctx, o.Master, masterclient.Options{Token: []byte(o.Token), Timeout: o.DialTimeout, Leader: o.Leader})
+	// Follow: even given one address, the client goes where a standby
+	// sends it and carries the epochs it has seen (a master without an
+	// election answers with none).
+	mc, err := masterclient.Dial(ctx, o.Master, masterclient.Options{Token: []byte(o.Token), Timeout: o.DialTimeout, Leader: o.Leader, Follow: true})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -40,9 +40,9 @@ const (
 // default; Master or Index is required.
 type Options struct {
 	// Master is the master's address (host:port), or the addresses of a
-	// cluster's masters, comma-separated: the client then follows their
-	// leader (a standby sends it there; a change of leader is followed on
-	// the next call). Ignored when Index is set.
+	// cluster's masters, comma-separated. The client follows the leader
+	// (a standby sends it there; a change of leader is followed on the
+	// next call), even from one address. Ignored when Index is set.
 	Master string
 	// Leader, when set, names the leading master's control address: the
 	// client asks it when none of Master's addresses answers as leader

@@ -265,8 +265,12 @@ func (cl *Client) dial(ctx context.Context) (*conn, error) {
 		return c, err
 	}
 	// One master that accepts TCP but never answers (a frozen process)
-	// must not use up the whole timeout: each try gets a share.
-	per := max(cl.opts.Timeout/4, 250*time.Millisecond)
+	// must not use up the whole timeout when there are others to try:
+	// each try gets a share.
+	per := cl.opts.Timeout
+	if len(cl.addrs) > 1 || cl.opts.Leader != nil {
+		per = max(cl.opts.Timeout/4, 250*time.Millisecond)
+	}
 	tried := map[string]bool{}
 	asked := false
 	var errs []error
