@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/internal/option"
+	"github.com/kvpool/kvpool/internal/procid"
 )
 
 // freeBase returns a base port with n consecutive ports free at the moment
@@ -222,7 +223,7 @@ func TestCleanStale(t *testing.T) {
 	}
 	stale := write(tempPattern+"stale", &owner{PID: gone.Process.Pid, Binary: exe, ClusterID: "stale-id",
 		Children: []int{leftover.Process.Pid, other.Process.Pid}})
-	live := write(tempPattern+"live", &owner{PID: os.Getpid(), Start: procStart(os.Getpid()), Binary: exe, ClusterID: "live-id"})
+	live := write(tempPattern+"live", &owner{PID: os.Getpid(), Start: procid.Start(os.Getpid()), Binary: exe, ClusterID: "live-id"})
 	noOwner := write(tempPattern+"noowner", nil)
 	unrelated := write("something-else", nil)
 
@@ -238,7 +239,7 @@ func TestCleanStale(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the stale cluster's process was not killed")
 	}
-	if !alive(other.Process.Pid) || other.ProcessState != nil {
+	if !procid.Alive(other.Process.Pid) || other.ProcessState != nil {
 		t.Fatal("a process of another cluster listed in the owner file was killed")
 	}
 	for _, p := range []string{live, noOwner, unrelated} {

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kvpool/kvpool/internal/procid"
 )
 
 // A cluster in a temporary directory (Options.DataDir "") records who owns
@@ -57,7 +58,7 @@ func (c *Cluster) writeOwner() error {
 		return nil
 	}
 	c.mu.Lock()
-	o := owner{PID: os.Getpid(), Start: procStart(os.Getpid()), Binary: c.binary, ClusterID: c.ID}
+	o := owner{PID: os.Getpid(), Start: procid.Start(os.Getpid()), Binary: c.binary, ClusterID: c.ID}
 	for _, p := range append(slices.Clone(c.masters), c.nodes...) {
 		if p != nil {
 			o.Children = append(o.Children, p.cmd.Process.Pid)
@@ -81,43 +82,9 @@ func (c *Cluster) writeOwner() error {
 	return nil
 }
 
-// procStart returns the start time of process pid in clock ticks since
-// boot (field 22 of /proc/<pid>/stat), or 0 when it cannot be read.
-func procStart(pid int) uint64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The command name (field 2) is in parentheses and may hold spaces;
-	// the fields after it start with field 3.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0
-	}
-	v, _ := strconv.ParseUint(f[19], 10, 64)
-	return v
-}
-
-// alive reports whether process pid exists (a zombie counts; a process of
-// another user counts as alive).
-func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
-
 // ownerGone reports whether o's owner has ended: its pid is gone, or now
 // belongs to a process started at another time.
-func ownerGone(o owner) bool {
-	if !alive(o.PID) {
-		return true
-	}
-	start := procStart(o.PID)
-	return o.Start != 0 && start != 0 && start != o.Start
-}
+func ownerGone(o owner) bool { return procid.Gone(o.PID, o.Start) }
 
 // isClusterProc reports whether process pid is one of o's cluster: its
 // command line is o.Binary master|node … --cluster-id o.ClusterID …. It
