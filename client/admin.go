@@ -77,9 +77,7 @@ func (c *Client) NodeStats(ctx context.Context) ([]NodeStats, error) {
 // nodeStats asks one node for its counters.
 func (c *Client) nodeStats(ctx context.Context, n Node) NodeStats {
 	s := NodeStats{Node: n}
-	conn, err := nodeclient.Dial(ctx, n.Addr, nodeclient.DialOptions{
-		Tenant: c.opts.Tenant, Token: []byte(c.opts.Token), Timeout: c.opts.DialTimeout,
-	})
+	conn, err := nodeclient.Dial(ctx, n.Addr, c.nodeDialOptions())
 	if err != nil {
 		s.Err = fmt.Errorf("client: connect to node %q at %s: %w", n.ID, n.Addr, err)
 		return s

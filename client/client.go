@@ -317,7 +317,7 @@ func (c *Client) pool(ctx context.Context, id, addr string) (*nodeclient.Pool, e
 		return p, nil
 	}
 	p, err := nodeclient.NewPool(addr, nodeclient.PoolOptions{
-		Dial: nodeclient.DialOptions{Tenant: c.opts.Tenant, Token: []byte(c.opts.Token), Timeout: c.opts.DialTimeout},
+		Dial: c.nodeDialOptions(),
 		Size: c.opts.PoolSize,
 	})
 	if err != nil {
@@ -325,6 +325,11 @@ func (c *Client) pool(ctx context.Context, id, addr string) (*nodeclient.Pool, e
 	}
 	c.pools[addr] = p
 	return p, nil
+}
+
+// nodeDialOptions are the options of every connection to a node.
+func (c *Client) nodeDialOptions() nodeclient.DialOptions {
+	return nodeclient.DialOptions{Tenant: c.opts.Tenant, Token: []byte(c.opts.Token), Timeout: c.opts.DialTimeout, Dial: c.opts.Dial}
 }
 
 // Nodes returns the index's node list (and refreshes the client's view of

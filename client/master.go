@@ -16,7 +16,9 @@ func dialMaster(ctx context.Context, o Options) (Index, func() error, error) {
 	// Follow: even given one address, the client goes where a standby
 	// sends it and carries the epochs it has seen (a master without an
 	// election answers with none).
-	mc, err := masterclient.Dial(ctx, o.Master, masterclient.Options{Token: []byte(o.Token), Timeout: o.DialTimeout, Leader: o.Leader, Follow: true})
+	mc, err := masterclient.Dial(ctx, o.Master, masterclient.Options{
+		Token: []byte(o.Token), Timeout: o.DialTimeout, Leader: o.Leader, Follow: true, Dial: o.Dial,
+	})
 	if err != nil {
 		return nil, nil, err
 	}

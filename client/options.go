@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"time"
 
 	"github.com/kvpool/kvpool/block"
@@ -62,6 +63,10 @@ type Options struct {
 	// DialTimeout bounds connecting to a node and its handshake
 	// (DefaultDialTimeout).
 	DialTimeout time.Duration
+	// Dial, when set, opens every TCP connection the client makes, to the
+	// master and to the nodes, instead of a net.Dialer (a caller's own
+	// route, such as sockets made in another network namespace).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// RequestTimeout bounds each call to one node within the caller's
 	// context (DefaultRequestTimeout).
 	RequestTimeout time.Duration

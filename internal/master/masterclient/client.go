@@ -91,6 +91,12 @@ type Options struct {
 	// Leader, when set, names the leader's control address (etcd, package
 	// election): asked when no known master answers as leader.
 	Leader func(ctx context.Context) (string, error)
+	// Dial, when set, opens every TCP connection to a master (network is
+	// "tcp"), including the probe that names what answered at a wrong
+	// address, instead of a net.Dialer: a caller's own route to the
+	// master, such as a dialer that creates its sockets in another network
+	// namespace.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Validate reports the first bad field.

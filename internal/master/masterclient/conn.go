@@ -69,8 +69,7 @@ func (c *conn) broken() bool { return c.gone.Load() }
 // by ctx. A master that refuses because it does not lead names the leader
 // it knows in redirect (when the client follows leaders).
 func (cl *Client) dialAt(ctx context.Context, addr string) (c *conn, redirect string, err error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	nc, err := dialTCP(ctx, cl.opts.Dial, addr)
 	if err != nil {
 		return nil, "", fmt.Errorf("masterclient: connect to %s: %w: %w", addr, ErrUnavailable, err)
 	}
@@ -90,8 +89,17 @@ func (cl *Client) dialAt(ctx context.Context, addr string) (c *conn, redirect st
 	return c, "", nil
 }
 
+// dialTCP opens a TCP connection to addr with dial (Options.Dial), or with
+// a net.Dialer when dial is nil.
+func dialTCP(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) (net.Conn, error) {
+	if dial == nil {
+		dial = new(net.Dialer).DialContext
+	}
+	return dial(ctx, "tcp", addr)
+}
+
 func (cl *Client) handshake(ctx context.Context, nc net.Conn, addr string) (*conn, string, error) {
-	a := attempt{addr: addr}
+	a := attempt{addr: addr, dial: cl.opts.Dial}
 	hello := masterproto.Hello{Token: cl.opts.Token, ClusterID: cl.opts.ClusterID}
 	if cl.follows {
 		hello.Follows, hello.Epoch = true, cl.epoch.Load()

@@ -34,8 +34,12 @@ const (
 	nodeMagic = "KVPL"
 )
 
-// attempt is one connection attempt, to the master at addr.
-type attempt struct{ addr string }
+// attempt is one connection attempt, to the master at addr; dial is
+// Options.Dial (nil: a net.Dialer).
+type attempt struct {
+	addr string
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
 
 // readFirst reads the first bytes of the HELLO answer into buf (16, a
 // frame header) and returns them; err is the read's error when nothing
@@ -134,8 +138,7 @@ func isRESP(b []byte) bool {
 func (a attempt) probeHTTP(ctx context.Context) []byte {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", a.addr)
+	nc, err := dialTCP(ctx, a.dial, a.addr)
 	if err != nil {
 		return nil
 	}

@@ -49,6 +49,10 @@ type DialOptions struct {
 	// Timeout bounds dialling plus the handshake, and every call whose
 	// context has no deadline (DefaultTimeout).
 	Timeout time.Duration
+	// Dial, when set, opens the TCP connection (network is "tcp") instead
+	// of a net.Dialer: a caller's own route to the node, such as a dialer
+	// that creates its sockets in another network namespace.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Validate reports the first bad field.
@@ -149,8 +153,11 @@ func dial(ctx context.Context, addr string, opts DialOptions, ctr *counters) (*C
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	dialTCP := o.Dial
+	if dialTCP == nil {
+		dialTCP = new(net.Dialer).DialContext
+	}
+	nc, err := dialTCP(ctx, "tcp", addr)
 	if err != nil {
 		if unreachable(err) {
 			err = fmt.Errorf("%w: %w", kvpool.ErrUnavailable, err)
