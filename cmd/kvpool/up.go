@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/kvpool/kvpool/internal/cluster"
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/election"
 	"github.com/kvpool/kvpool/internal/master"
+	"github.com/kvpool/kvpool/internal/netns"
 )
 
 // runUp implements `kvpool up`: a local cluster of one master and N nodes
@@ -33,6 +35,9 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	quiet := fs.Bool("quiet", false, "do not show the processes' logs")
 	masters := fs.Int("masters", 1, "number of masters; more than 1 also starts etcd (the etcd binary on PATH), on which they elect their leader")
 	electionTTL := fs.Duration("election-ttl", 0, fmt.Sprintf("with --masters > 1: the masters' etcd lease, whole seconds (0 = the master's default, %v)", election.DefaultTTL))
+	netnsOn := fs.Bool("netns", false, "put the master and every node on a network host of its own (a Linux network namespace on a private bridge; needs root and iproute2)")
+	linkRate := fs.String("link-rate", "", "with --netns: every node's link rate, each direction, enforced by the kernel (e.g. 200MB/s, 1Gbps; empty or 0 = unshaped)")
+	linkDelay := fs.Duration("link-delay", 0, "with --netns: one-way delay the kernel adds to every packet a node sends (needs the kernel's netem qdisc)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: kvpool up [flags]\n\nStarts a local cluster: one master (or --masters, electing their leader on an\netcd it starts too) and --nodes node processes of this binary,\n"+
 			"on loopback ports, and prints their addresses. Runs until SIGINT or SIGTERM,\n"+
@@ -67,6 +72,9 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		*f.dst = int64(n)
 	}
 	opts.SSD = opts.SSDBytes > 0
+	if err := netFlags(&opts, *netnsOn, *linkRate, *linkDelay); err != nil {
+		return err
+	}
 	if err := opts.Validate(); err != nil {
 		return flagError(fs, err, nil)
 	}
@@ -99,6 +107,12 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "%-8s data %s  admin http://%s  dir %s\n", n.Name, n.Addr, n.AdminAddr, n.DataDir)
 		}
 	}
+	if c.TokenFile != "" {
+		fmt.Fprintf(stdout, "token    %s (the processes listen beyond loopback): export %s=$(cat %s) for kvpool ctl and clients\n", c.TokenFile, envAuthToken, c.TokenFile)
+	}
+	if n := c.Net(); n != nil {
+		fmt.Fprintf(stdout, "hosts    %s: one network namespace per process (ip netns list: %s…); node links %s\n", n.Prefix, n.Hosts()[0].NS[:strings.IndexByte(n.Hosts()[0].NS, '-')+1], describeLink(opts.Link))
+	}
 	fmt.Fprintf(stdout, "try: kvpool ctl --master %s nodes    (Ctrl-C stops the cluster)\n", c.Master.Addr)
 	if len(c.Nodes) > 0 && c.Nodes[0].RESPAddr != "" {
 		host, port, _ := net.SplitHostPort(c.Nodes[0].RESPAddr)
@@ -112,4 +126,50 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "stopped in %v\n", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// netFlags sets opts' network hosts from --netns, --link-rate and
+// --link-delay, refusing a link flag without --netns and saying in one
+// line why this machine cannot make hosts (exit status 2).
+func netFlags(opts *cluster.Options, on bool, rate string, delay time.Duration) error {
+	if rate != "" {
+		r, err := config.ParseBandwidth(rate)
+		if err != nil {
+			return usageErrorf("--link-rate %q: %v", rate, err)
+		}
+		opts.Link.Rate = float64(r)
+	}
+	opts.Link.Delay = delay
+	if !on {
+		if opts.Link != (netns.Link{}) {
+			return usageErrorf("--link-rate and --link-delay shape the links of network hosts: add --netns")
+		}
+		return nil
+	}
+	if err := netns.Available(); err != nil {
+		return usageErrorf("--netns: %v", err)
+	}
+	if err := opts.Link.Validate(); err != nil {
+		return usageErrorf("--link-rate/--link-delay: %v", err)
+	}
+	if opts.Link.Delay > 0 && !netns.HasNetem() {
+		return usageErrorf("--link-delay %v: %v", delay, netns.ErrNoNetem)
+	}
+	opts.Netns = true
+	return nil
+}
+
+// describeLink says what a node's link is, in flag terms.
+func describeLink(l netns.Link) string {
+	if l.Rate == 0 && l.Delay == 0 {
+		return "unshaped"
+	}
+	out := "unshaped rate"
+	if l.Rate > 0 {
+		out = config.Bandwidth(l.Rate).String() + " each way (tbf)"
+	}
+	if l.Delay > 0 {
+		out += fmt.Sprintf(", +%v one way (netem)", l.Delay)
+	}
+	return out
 }

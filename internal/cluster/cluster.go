@@ -17,6 +17,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kvpool/kvpool/internal/config"
+	"github.com/kvpool/kvpool/internal/netns"
 )
 
 // pollInterval is how often Start and the restart methods poll the
@@ -63,8 +66,16 @@ type Cluster struct {
 	// ID is the cluster ID every process is started with (Options.ClusterID
 	// or a random one): the nodes join only a master of this ID, and the
 	// waits count only a master reporting it.
-	ID    string
-	spawn *spawner
+	ID string
+	// Token is the auth token every process has (Options.Token, or a
+	// random one with Netns; "" for none), and TokenFile a file holding
+	// it, readable by its owner only ("" without a token).
+	Token, TokenFile string
+	spawn            *spawner
+	// net holds the processes' hosts with Options.Netns (nil without),
+	// and spawners start each process on its own, by process name.
+	net      *netns.Net
+	spawners map[string]*spawner
 	// etcdArgs start etcd (again, on its data).
 	etcdArgs []string
 
@@ -95,7 +106,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: o, binary: o.Binary, http: &http.Client{Timeout: time.Second}, nodeEnv: map[int][]string{}, ID: o.ClusterID}
+	c := &Cluster{opts: o, binary: o.Binary, nodeEnv: map[int][]string{}, ID: o.ClusterID, Token: o.Token}
+	if c.Token == "" && o.Netns {
+		if c.Token, err = randomID(); err != nil {
+			return nil, err
+		}
+	}
+	c.http = &http.Client{Timeout: time.Second, Transport: bearer{c.Token, http.DefaultTransport.(*http.Transport).Clone()}}
 	for i, env := range o.NodeEnv {
 		c.nodeEnv[i] = slices.Clone(env)
 	}
@@ -127,13 +144,30 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	ports, err := c.ports(o.ports())
-	if err != nil {
-		c.removeTemp()
-		return nil, err
+	if c.Token != "" {
+		c.TokenFile = filepath.Join(dir, "token")
+		if err := os.WriteFile(c.TokenFile, []byte(c.Token+"\n"), 0o600); err != nil {
+			c.removeTemp()
+			return nil, fmt.Errorf("cluster: write the token file: %w", err)
+		}
 	}
-	addr := func(i int) string { return net.JoinHostPort(o.Host, strconv.Itoa(ports[i])) }
 	base := 2 * o.Masters // the first node's port
+	nports := o.ports()
+	var addr func(i int) string
+	if o.Netns {
+		if err := c.makeHosts(ctx); err != nil {
+			c.removeTemp()
+			return nil, err
+		}
+		addr = c.hostAddr
+	} else {
+		ports, err := c.ports(nports)
+		if err != nil {
+			c.undoStart()
+			return nil, err
+		}
+		addr = func(i int) string { return net.JoinHostPort(o.Host, strconv.Itoa(ports[i])) }
+	}
 	for j := range o.Masters {
 		name := "master"
 		if o.Masters > 1 {
@@ -148,12 +182,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			list[j] = e.Addr
 		}
 		c.Master = Endpoint{Name: "masters", Addr: strings.Join(list, ","), AdminAddr: c.Masters[0].AdminAddr}
-		c.Etcd = "http://" + addr(len(ports)-2)
+		c.Etcd = "http://" + addr(nports-2)
 	}
 	for i := range o.Nodes {
 		nd := filepath.Join(dir, fmt.Sprintf("node-%d", i))
 		if err := os.MkdirAll(nd, 0o755); err != nil {
-			c.removeTemp()
+			c.undoStart()
 			return nil, fmt.Errorf("cluster: make node %d's data directory: %w", i, err)
 		}
 		e := Endpoint{Name: fmt.Sprintf("node-%d", i), Addr: addr(base + 2*i), AdminAddr: addr(base + 1 + 2*i), DataDir: nd}
@@ -164,15 +198,21 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	c.nodes = make([]*proc, o.Nodes)
 	c.masters = make([]*proc, o.Masters)
-	if o.BasePort != 0 {
+	if o.BasePort != 0 && !o.Netns {
 		if err := c.checkFree(); err != nil {
-			c.removeTemp()
+			c.undoStart()
 			return nil, err
 		}
 	}
 	c.spawn = newSpawner()
+	if o.Netns {
+		if err := c.hostSpawners(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
 	if c.Etcd != "" {
-		if err := c.startEtcd(ctx, filepath.Join(dir, "etcd"), addr(len(ports)-2), addr(len(ports)-1)); err != nil {
+		if err := c.startEtcd(ctx, filepath.Join(dir, "etcd"), addr(nports-2), addr(nports-1)); err != nil {
 			c.Stop()
 			return nil, err
 		}
@@ -316,7 +356,7 @@ func (c *Cluster) nodeArgs(i int) []string {
 }
 
 func (c *Cluster) startMaster(j int) error {
-	p, err := c.spawn.start(c.Masters[j].Name, c.binary, c.masterArgs(j), nil, c.opts.Stdout, c.opts.Stderr, &c.outMu)
+	p, err := c.spawnerOf(c.Masters[j].Name).start(c.Masters[j].Name, c.binary, c.masterArgs(j), c.tokenEnv(nil), c.opts.Stdout, c.opts.Stderr, &c.outMu)
 	if err != nil {
 		return err
 	}
@@ -330,7 +370,7 @@ func (c *Cluster) startNode(i int) error {
 	c.mu.Lock()
 	env := c.nodeEnv[i]
 	c.mu.Unlock()
-	p, err := c.spawn.start(c.Nodes[i].Name, c.binary, c.nodeArgs(i), env, c.opts.Stdout, c.opts.Stderr, &c.outMu)
+	p, err := c.spawnerOf(c.Nodes[i].Name).start(c.Nodes[i].Name, c.binary, c.nodeArgs(i), c.tokenEnv(env), c.opts.Stdout, c.opts.Stderr, &c.outMu)
 	if err != nil {
 		return err
 	}
@@ -631,9 +671,24 @@ func (c *Cluster) Stop() error {
 	if c.spawn != nil {
 		c.spawn.close()
 	}
+	for _, s := range c.spawners {
+		s.close()
+	}
 	c.http.CloseIdleConnections()
+	if c.net != nil {
+		errs = append(errs, c.net.Close())
+	}
 	errs = append(errs, c.removeTemp())
 	return errors.Join(errs...)
+}
+
+// undoStart removes what Start made before it started a process: the
+// network hosts and the temporary directory.
+func (c *Cluster) undoStart() {
+	if c.net != nil {
+		c.net.Close()
+	}
+	c.removeTemp()
 }
 
 func (c *Cluster) removeTemp() error {
@@ -729,3 +784,30 @@ func (c *Cluster) WaitNodeExit(ctx context.Context, i int) (*os.ProcessState, er
 		return nil, fmt.Errorf("cluster: wait for %s to exit: %w", p.name, ctx.Err())
 	}
 }
+
+// tokenEnv returns env with the cluster's token, when it has one, first
+// (a later entry of env wins).
+func (c *Cluster) tokenEnv(env []string) []string {
+	if c.Token == "" {
+		return env
+	}
+	return append([]string{config.EnvAuthToken + "=" + c.Token}, env...)
+}
+
+// bearer is the harness's HTTP transport: it presents the cluster's
+// token to the admin endpoints, which want one beyond loopback.
+type bearer struct {
+	token string
+	t     *http.Transport
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.token != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return b.t.RoundTrip(r)
+}
+
+// CloseIdleConnections closes the transport's idle connections.
+func (b bearer) CloseIdleConnections() { b.t.CloseIdleConnections() }

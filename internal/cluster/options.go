@@ -11,6 +11,7 @@ import (
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/master"
 	"github.com/kvpool/kvpool/internal/meta"
+	"github.com/kvpool/kvpool/internal/netns"
 	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/internal/tier/ssd"
 )
@@ -116,7 +117,29 @@ type Options struct {
 	// EtcdBinary is the etcd executable with several masters (default
 	// "etcd", looked up on PATH; Debian's etcd-server package has it).
 	EtcdBinary string
+	// Netns puts every process on a network host of its own (package
+	// netns; needs Linux, root and iproute2): the master and each node
+	// get a namespace with an address on a private bridge, and listen on
+	// its port BasePort (data; DefaultHostPort when 0), BasePort+1
+	// (admin) and BasePort+2 (Redis front). Bytes between two nodes then
+	// cross two kernel-shaped links (Link). Host must be "". One master
+	// only, for now.
+	Netns bool
+	// Token is the cluster's auth token, given to every process in
+	// $KVPOOL_AUTH_TOKEN; clients present it (client.Options.Token), the
+	// admin endpoints want it as a bearer token. With Netns the processes
+	// listen beyond loopback, which needs one: "" then means a random one
+	// (Cluster.Token, and the file Cluster.TokenFile).
+	Token string
+	// Link is every node's link with Netns (rate each way, delay, cut
+	// off); the master's is never shaped. SetNodeLink changes one.
+	Link netns.Link
 }
+
+// DefaultHostPort is the first port of every process with Options.Netns:
+// each process has a host, an address, of its own, so all use the same
+// ports.
+const DefaultHostPort = 7700
 
 // maxMasters bounds Options.Masters: an election needs a majority of
 // nothing but etcd, so more than a handful of standbys only cost
@@ -209,7 +232,25 @@ func (o Options) resolve() (Options, error) {
 		}
 		o.EtcdBinary = path
 	}
+	if o.Netns {
+		switch {
+		case o.Masters > 1:
+			return o, fmt.Errorf("cluster: %w", option.Errorf("Masters", "%d: several masters on network hosts of their own (Netns) are not supported yet; use one", o.Masters))
+		case o.Host != "":
+			return o, fmt.Errorf("cluster: %w", option.Errorf("Host", "%q: with Netns every process listens on its own host's address", o.Host))
+		case o.BasePort < 0 || o.BasePort > 65533:
+			return o, fmt.Errorf("cluster: %w", option.Errorf("BasePort", "%d: want 0 (the default, %d) or a port below 65534", o.BasePort, DefaultHostPort))
+		}
+		if err := o.Link.Validate(); err != nil {
+			return o, fmt.Errorf("cluster: %w", option.Errorf("Link", "%w", err))
+		}
+	} else if o.Link != (netns.Link{}) {
+		return o, fmt.Errorf("cluster: %w", option.Errorf("Link", "%+v: links are shaped only on network hosts of their own (Netns)", o.Link))
+	}
 	nports := o.ports()
+	if o.Netns {
+		nports = 0 // per host, checked above
+	}
 	if o.BasePort < 0 || o.BasePort+nports > 65536 {
 		return o, fmt.Errorf("cluster: %w", option.Errorf("BasePort", "%d: want 0, or a port leaving room for %d ports below 65536", o.BasePort, nports))
 	}
@@ -229,7 +270,7 @@ func (o Options) resolve() (Options, error) {
 	if err := meta.CheckClusterID(o.ClusterID); err != nil {
 		return o, fmt.Errorf("cluster: %w", option.Errorf("ClusterID", "%w", err))
 	}
-	if o.Host == "" {
+	if o.Host == "" && !o.Netns {
 		o.Host = "127.0.0.1"
 	}
 	if o.Stdout == nil {

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/kvpool/kvpool/internal/netns"
 )
 
 // proc is one running process of the cluster. Its waiter goroutine is
@@ -83,16 +85,38 @@ type spawner struct {
 
 // newSpawner starts the spawner's goroutine; close stops it.
 func newSpawner() *spawner {
+	s, _ := newSpawnerIn("")
+	return s
+}
+
+// newSpawnerIn starts a spawner whose thread has entered the network
+// namespace whose file is ns ("" for this process's own), so that the
+// processes it starts live on that network host (netns). A thread that
+// entered another namespace is never handed back to the runtime: its
+// goroutine ends locked, and the thread with it.
+func newSpawnerIn(ns string) (*spawner, error) {
 	s := &spawner{reqs: make(chan func()), done: make(chan struct{})}
+	entered := make(chan error, 1)
 	go func() {
 		defer close(s.done)
 		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+		if ns != "" {
+			if err := netns.Enter(ns); err != nil {
+				entered <- err
+				return // the thread ends: it may have half entered
+			}
+		} else {
+			defer runtime.UnlockOSThread()
+		}
+		entered <- nil
 		for f := range s.reqs {
 			f()
 		}
 	}()
-	return s
+	if err := <-entered; err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	return s, nil
 }
 
 // start runs startProc on the spawner's thread.

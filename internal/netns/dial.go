@@ -2,13 +2,9 @@ package netns
 
 import (
 	"context"
-	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"runtime"
-
-	"golang.org/x/sys/unix"
 )
 
 // A socket belongs to the network namespace of the thread that created
@@ -36,15 +32,8 @@ func InNamespace(path string, f func() error) error {
 	go func() {
 		// Locked and never unlocked: the thread ends with the goroutine.
 		runtime.LockOSThread()
-		fd, err := os.Open(path)
-		if err != nil {
-			errc <- fmt.Errorf("netns: %w", err)
-			return
-		}
-		err = unix.Setns(int(fd.Fd()), unix.CLONE_NEWNET)
-		fd.Close()
-		if err != nil {
-			errc <- fmt.Errorf("netns: enter %s: %w", path, err)
+		if err := Enter(path); err != nil {
+			errc <- err
 			return
 		}
 		errc <- f()

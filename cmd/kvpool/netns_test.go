@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvpool/kvpool"
+	"github.com/kvpool/kvpool/client"
+	"github.com/kvpool/kvpool/internal/cluster"
+	"github.com/kvpool/kvpool/internal/netns"
+	"github.com/kvpool/kvpool/internal/netns/netnstest"
+)
+
+// namespacesOf returns the namespaces of Net prefix ("kvp<N>-") that exist now.
+func namespacesOf(prefix string) []string {
+	var out []string
+	for _, l := range netns.Leftovers() {
+		if name, ok := strings.CutPrefix(l, "namespace "); ok && strings.HasPrefix(name, prefix) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// TestUpNetns: up --netns puts the master and each node on a host of its
+// own, ctl reaches them with the token up names, and after a kill -9 of up
+// its processes are gone and the next run's cleanup removes the hosts.
+func TestUpNetns(t *testing.T) {
+	multiProcess(t)
+	netnstest.Require(t)
+	tmp := t.TempDir()
+	up := startUp(t, tmp, "up", "--netns", "--nodes", "2", "--link-rate", "50MB/s", "--resp=false", "--quiet")
+	try := up.waitLine(t, "try:", 2*time.Minute)
+	out := up.out()
+	var hosts, tokenFile string
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) > 1 && f[0] == "hosts":
+			hosts = strings.TrimSuffix(f[1], ":")
+		case len(f) > 1 && f[0] == "token":
+			tokenFile = f[1]
+		}
+	}
+	if hosts == "" || tokenFile == "" || !strings.Contains(out, "50 MB/s each way (tbf)") {
+		t.Fatalf("up printed no hosts, token file or link rate:\n%s", out)
+	}
+	master := strings.Fields(try)[4]
+	if !strings.HasPrefix(master, strings.TrimSuffix(hosts, "0/24")) {
+		t.Errorf("the master %s is not on the hosts' subnet %s", master, hosts)
+	}
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"ctl", "--master", master, "--token", strings.TrimSpace(string(tok)), "nodes"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("ctl nodes: exit %d: %s", code, stderr.String())
+	}
+	if got := strings.Count(stdout.String(), " true"); got != 2 {
+		t.Errorf("ctl nodes lists %d live nodes, want 2:\n%s", got, stdout.String())
+	}
+	// Without the token the master refuses, in so many words.
+	stdout.Reset()
+	stderr.Reset()
+	if code := run(t.Context(), []string{"ctl", "--master", master, "--token", "", "nodes"}, &stdout, &stderr); code == 0 {
+		t.Errorf("ctl nodes without the token: exit 0:\n%s", stdout.String())
+	}
+
+	num := strings.Split(hosts, ".")[2]
+	prefix := "kvp" + num + "-"
+	if got := namespacesOf(prefix); len(got) != 4 {
+		t.Fatalf("namespaces %q; want the switch, the master's and two nodes'", got)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(tmp, "kvpool-cluster-*", "owner.json"))
+	if len(dirs) != 1 {
+		t.Fatalf("owner files %v; want one", dirs)
+	}
+	b, err := os.ReadFile(dirs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owner struct{ Children []int }
+	if err := json.Unmarshal(b, &owner); err != nil || len(owner.Children) != 3 {
+		t.Fatalf("owner file %s (%v); want 3 children", b, err)
+	}
+	if err := syscall.Kill(up.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	up.wait(t, time.Minute)
+	eventually(t, "up's master and nodes are gone", 30*time.Second, func() (bool, string) {
+		for _, pid := range owner.Children {
+			if !procGone(pid) {
+				return false, "process " + strconv.Itoa(pid) + " still runs"
+			}
+		}
+		return true, ""
+	})
+	// The hosts outlive their owner until the next run cleans up.
+	removed, err := netns.CleanStale()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(removed, func(s string) bool { return strings.HasPrefix(s, "kvp"+num+" ") }) {
+		t.Errorf("CleanStale removed %q; want net %s", removed, num)
+	}
+	if got := namespacesOf(prefix); len(got) > 0 {
+		t.Errorf("namespaces %q left after the cleanup", got)
+	}
+}
+
+// TestNetnsPartition: with each node on its own host, a client on node-0's
+// host reads node-1's blocks across two kernel links; cutting node-1 off
+// makes the master drop it after its TTL (the partition is real: the
+// process runs on) and the client fall back without wrong bytes; healing
+// brings it back with its blocks.
+func TestNetnsPartition(t *testing.T) {
+	multiProcess(t)
+	netnstest.Require(t)
+	ctx := t.Context()
+	c, _ := startCluster(ctx, t, cluster.Options{Nodes: 2, Netns: true, Link: netns.Link{Rate: 20e6}, RESP: false})
+	h0 := c.NodeHost(0)
+	cl, err := client.New(ctx, client.Options{Master: c.Master.Addr, Token: c.Token, Dial: h0.DialContext,
+		DialTimeout: time.Second, RequestTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+
+	const n = 40
+	ids := make([]uint64, n)
+	payloads := make([][]byte, n)
+	for i := range ids {
+		ids[i] = uint64(1000 + i)
+		payloads[i] = itPayload(ids[i])
+	}
+	if _, err := cl.Put(ctx, ids, payloads, client.PutOptions{Hint: c.Nodes[1].Name}); err != nil {
+		t.Fatal(err)
+	}
+	// Sync: the nodes' heartbeats bring the blocks into the index.
+	var onNode1 []uint64
+	eventually(t, "the blocks are indexed", time.Minute, func() (bool, string) {
+		sets := replicaSets(ctx, t, cl, ids)
+		onNode1 = onNode1[:0]
+		indexed := 0
+		for _, id := range ids {
+			if len(sets[id]) > 0 {
+				indexed++
+			}
+			if slices.ContainsFunc(sets[id], func(r string) bool { return strings.HasPrefix(r, c.Nodes[1].Name+"/") }) {
+				onNode1 = append(onNode1, id)
+			}
+		}
+		return indexed == n, strconv.Itoa(indexed) + " indexed"
+	})
+	if len(onNode1) == 0 {
+		t.Fatal("no block placed on node-1; the partition would test nothing")
+	}
+	got, err := cl.Get(ctx, onNode1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range onNode1 {
+		if got.Status[i] != client.Loaded || !bytes.Equal(got.Blocks[i], itPayload(id)) {
+			t.Fatalf("block %d read across the links: %v, or its bytes differ", id, got.Status[i])
+		}
+	}
+
+	if err := c.SetNodeLink(ctx, 1, netns.Link{Rate: 20e6, Down: true}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the master drops the cut-off node", time.Minute, func() (bool, string) {
+		ns, err := c.NodeList(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, s := range ns {
+			if s.ID == c.Nodes[1].Name && s.Live {
+				return false, "node-1 still live"
+			}
+		}
+		return true, ""
+	})
+	if alive, _ := c.NodeAlive(1); !alive {
+		t.Fatal("node-1's process died; the partition should leave it running")
+	}
+	// Whatever comes back is right; node-1's blocks are simply missing.
+	got, err = cl.Get(ctx, onNode1, nil)
+	if err != nil && !errors.Is(err, kvpool.ErrUnavailable) {
+		t.Fatalf("get during the partition: %v", err)
+	}
+	for i, id := range onNode1 {
+		if i < len(got.Status) && got.Status[i] == client.Loaded && !bytes.Equal(got.Blocks[i], itPayload(id)) {
+			t.Fatalf("block %d read during the partition differs", id)
+		}
+	}
+
+	if err := c.SetNodeLink(ctx, 1, netns.Link{Rate: 20e6}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "node-1's blocks are readable again", time.Minute, func() (bool, string) {
+		got, err := cl.Get(ctx, onNode1, nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		for i, id := range onNode1 {
+			if got.Status[i] != client.Loaded || !bytes.Equal(got.Blocks[i], itPayload(id)) {
+				return false, "block " + strconv.FormatUint(id, 10) + " missing or different"
+			}
+		}
+		return true, ""
+	})
+}
