@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvpool/kvpool/internal/bench"
 	"github.com/kvpool/kvpool/internal/config"
+	"github.com/kvpool/kvpool/internal/netns"
 )
 
 // benchFlags are the parsed flags of kvpool bench.
@@ -82,6 +83,8 @@ func parseBench(args []string, stderr io.Writer) (benchFlags, error) {
 	fs.IntVar(&s.Conns, "conns", 0, fmt.Sprintf("connections (0 = the target's default: %d; sim: 1)", bench.DefaultConns))
 	fs.IntVar(&s.Batch, "batch", 0, fmt.Sprintf("keys per master lookup / blocks per client.Get for cluster (0 = the target's default: master %d, cluster %d)", bench.DefaultMasterBatch, bench.DefaultClusterBatch))
 	fs.IntVar(&s.Nodes, "nodes", bench.DefaultClusterNodes, "nodes of the cluster target")
+	fs.BoolVar(&s.Netns, "netns", false, "cluster target on real hosts: master and nodes as processes, each in a network namespace of its own, the workers on node-0's host reading the other nodes' blocks (Linux, root, iproute2)")
+	linkRate := fs.String("link-rate", "", "with --netns: every node's link rate each way, enforced by the kernel (e.g. 50MB/s, 400Mbps; empty = unshaped)")
 	fs.IntVar(&s.Depth, "depth", 0, fmt.Sprintf("requests in flight per connection: redis pipelining, master goroutines per connection (0 = the target's default: master %d, others 1)", bench.DefaultMasterDepth))
 	fs.Float64Var(&s.WriteFraction, "write-fraction", 0, "share of requests that write, 0..1 (0 = reads only)")
 	fs.DurationVar(&s.Duration, "duration", 0, fmt.Sprintf("length of each run (0 = %v, or until --count requests)", bench.DefaultDuration))
@@ -128,6 +131,21 @@ func parseBench(args []string, stderr io.Writer) (benchFlags, error) {
 			return f, usageErrorf("--data %q: want a size like 256MiB", *data)
 		}
 		s.DataBytes = int64(sz)
+	}
+	if *linkRate != "" {
+		r, err := config.ParseBandwidth(*linkRate)
+		if err != nil {
+			return f, usageErrorf("--link-rate %q: %v", *linkRate, err)
+		}
+		if !s.Netns {
+			return f, usageErrorf("--link-rate shapes the links of real hosts: add --netns")
+		}
+		s.LinkRate = float64(r)
+	}
+	if s.Netns {
+		if err := netns.Available(); err != nil {
+			return f, usageErrorf("--netns: %v", err)
+		}
 	}
 	s.Progress = stderr
 	if *vs != "" {

@@ -149,8 +149,11 @@ func netFlags(opts *cluster.Options, on bool, rate string, delay time.Duration) 
 	if err := netns.Available(); err != nil {
 		return usageErrorf("--netns: %v", err)
 	}
-	if err := opts.Link.Validate(); err != nil {
-		return usageErrorf("--link-rate/--link-delay: %v", err)
+	if err := (netns.Link{Rate: opts.Link.Rate}).Validate(); err != nil {
+		return usageErrorf("--link-rate %s: %v", rate, err)
+	}
+	if err := (netns.Link{Delay: delay}).Validate(); err != nil {
+		return usageErrorf("--link-delay %v: %v", delay, err)
 	}
 	if opts.Link.Delay > 0 && !netns.HasNetem() {
 		return usageErrorf("--link-delay %v: %v", delay, netns.ErrNoNetem)

@@ -67,6 +67,9 @@ func newTarget(spec Spec) Target {
 	case TargetDisk:
 		return &diskTarget{}
 	case TargetCluster:
+		if spec.Netns {
+			return &netClusterTarget{}
+		}
 		return &clusterTarget{}
 	default:
 		return &redisTarget{}

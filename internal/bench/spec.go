@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/internal/config"
+	"github.com/kvpool/kvpool/internal/netns"
 	"github.com/kvpool/kvpool/internal/node/store"
 	"github.com/kvpool/kvpool/internal/option"
 )
@@ -124,6 +125,17 @@ type Spec struct {
 	// Nodes is the cluster target's number of in-process nodes
 	// (DefaultClusterNodes). Other targets ignore it.
 	Nodes int `json:"nodes,omitempty"`
+	// Netns runs the cluster target on real hosts: the master and the
+	// nodes as processes of Binary, each on a network namespace of its
+	// own, node links shaped by the kernel to LinkRate (package netns;
+	// Linux, root and iproute2).
+	Netns bool `json:"netns,omitempty"`
+	// LinkRate is every node's link rate with Netns, in bytes per second
+	// each way (0: unshaped).
+	LinkRate float64 `json:"link_rate,omitempty"`
+	// Binary is the kvpool executable the Netns cluster runs (default:
+	// this process's own).
+	Binary string `json:"-"`
 	// Depth is the number of requests in flight per connection: the
 	// pipelining depth of redis, the goroutines sharing each connection
 	// of master (DefaultMasterDepth). 0 means 1 elsewhere; node, tcp and
@@ -194,6 +206,17 @@ func (s Spec) Validate() error {
 	}
 	if s.Depth > 1 && (s.Target == TargetCluster || s.Target == TargetNode || s.Target == TargetTCP || s.Target == TargetDisk || s.Target == TargetRAM || s.Target == TargetSSD || s.Target == TargetSim) {
 		return badSpec("Depth", s.Depth, "target "+s.Target+" serves one request at a time per connection; use Conns")
+	}
+	switch {
+	case s.Netns && s.Target != TargetCluster:
+		return badSpec("Netns", s.Netns, "only the cluster target runs on real hosts")
+	case s.Netns && s.Named:
+		return badSpec("Named", s.Named, "the cluster target on real hosts reads chain ids")
+	case !s.Netns && s.LinkRate != 0:
+		return badSpec("LinkRate", s.LinkRate, "links are shaped only on real hosts (Netns)")
+	}
+	if err := (netns.Link{Rate: s.LinkRate}).Validate(); err != nil {
+		return badSpec("LinkRate", s.LinkRate, err.Error())
 	}
 	if !(s.WriteFraction >= 0 && s.WriteFraction <= 1) {
 		return badSpec("WriteFraction", s.WriteFraction, "want a fraction in [0, 1]")
