@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvpool/kvpool/client"
 	"github.com/kvpool/kvpool/internal/cluster"
+	"github.com/kvpool/kvpool/internal/netns/netnstest"
 	"github.com/kvpool/kvpool/internal/node/nodeclient"
 )
 
@@ -39,7 +40,7 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	os.Exit(netnstest.Main(m))
 }
 
 // Integration parameters: a short heartbeat and TTL so the failure cases

@@ -14,6 +14,7 @@ import (
 	"github.com/kvpool/kvpool/internal/config"
 	"github.com/kvpool/kvpool/internal/lab/costmodel"
 	"github.com/kvpool/kvpool/internal/lab/demo"
+	"github.com/kvpool/kvpool/internal/lab/replay"
 	"github.com/kvpool/kvpool/internal/lab/sim"
 	"github.com/kvpool/kvpool/internal/lab/validate"
 	"github.com/kvpool/kvpool/trace"
@@ -119,6 +120,7 @@ type clusterFlags struct {
 	speed     float64
 	payload   string
 	ramBlocks int
+	net       string
 }
 
 // register declares the cluster flags on fs with the help texts h.
@@ -127,6 +129,7 @@ func (c *clusterFlags) register(fs *flag.FlagSet, h clusterHelp) {
 	fs.Float64Var(&c.speed, "speed", h.speedDefault, h.speed)
 	fs.StringVar(&c.payload, "payload", "32KiB", h.payload)
 	fs.IntVar(&c.ramBlocks, "ram-blocks", sim.DefaultRAMBlocks, h.ramBlocks)
+	fs.StringVar(&c.net, "net", string(replay.NetPacer), netUsage)
 }
 
 // clusterPositive are the cluster flags that refuse 0 (see refuseZero).
@@ -139,7 +142,11 @@ func (c *clusterFlags) config() (validate.Config, error) {
 	if err != nil {
 		return validate.Config{}, err
 	}
-	return validate.Config{Nodes: c.nodes, Speed: c.speed, PayloadBytes: size, RAMBlocks: c.ramBlocks}, nil
+	net, err := parseNet(c.net)
+	if err != nil {
+		return validate.Config{}, err
+	}
+	return validate.Config{Nodes: c.nodes, Speed: c.speed, PayloadBytes: size, RAMBlocks: c.ramBlocks, Net: net}, nil
 }
 
 // maxPayload bounds --payload: a live run stores blocks of that size, and

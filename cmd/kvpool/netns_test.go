@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/client"
 	"github.com/kvpool/kvpool/internal/cluster"
+	"github.com/kvpool/kvpool/internal/lab/tracegen"
 	"github.com/kvpool/kvpool/internal/netns"
 	"github.com/kvpool/kvpool/internal/netns/netnstest"
 )
@@ -283,5 +285,54 @@ func TestBenchNetns(t *testing.T) {
 		if !strings.Contains(notes, want) {
 			t.Errorf("notes lack %q:\n%s", want, notes)
 		}
+	}
+}
+
+// TestReplayNetKernel: replay --net kernel puts each node and its worker
+// on a host of their own: the global mode's remote reads cross kernel
+// links, every hit is verified, and the cluster's hosts are gone after.
+func TestReplayNetKernel(t *testing.T) {
+	multiProcess(t)
+	netnstest.Require(t)
+	o := tracegen.ChatOptions()
+	o.Requests, o.Rate, o.SystemPrompts, o.ThinkTime = 60, 0.8, 4, 15*time.Second
+	o.Input.Mean = 3000
+	reqs, err := tracegen.Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "gen.jsonl")
+	writeTrace(t, path, reqs)
+	var out, errb bytes.Buffer
+	args := []string{"replay", "--local", "2", "--net", "kernel", "--trace", path, "--mode", "global", "--payload", "16KiB",
+		"--speed", "25", "--ram-blocks", "4000", "--verify", "full", "--json", "--quiet"}
+	if code := run(t.Context(), args, &out, &errb); code != 0 {
+		t.Fatalf("kvpool replay exit %d: %s", code, errb.String())
+	}
+	var doc struct {
+		Summary struct {
+			Completed           int   `json:"completed"`
+			WrongBlocks         int64 `json:"wrong_blocks"`
+			VerifiedHits        int64 `json:"verified_hits"`
+			LiveBytesReadRemote int64 `json:"live_bytes_read_remote"`
+			FetchFailures       int64 `json:"fetch_failures"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("JSON output: %v\n%s", err, out.String())
+	}
+	s := doc.Summary
+	if s.Completed != len(reqs) || s.WrongBlocks != 0 || s.FetchFailures != 0 {
+		t.Fatalf("completed %d of %d, %d wrong blocks, %d fetch failures", s.Completed, len(reqs), s.WrongBlocks, s.FetchFailures)
+	}
+	if s.VerifiedHits == 0 || s.LiveBytesReadRemote == 0 {
+		t.Errorf("%d verified hits, %d bytes read from other nodes: the global mode read nothing across the links", s.VerifiedHits, s.LiveBytesReadRemote)
+	}
+	m := regexp.MustCompile(`master 10\.213\.(\d+)\.`).FindStringSubmatch(errb.String())
+	if m == nil {
+		t.Fatalf("the replay's cluster is not on network hosts:\n%s", errb.String())
+	}
+	if left := namespacesOf("kvp" + m[1] + "-"); len(left) > 0 {
+		t.Errorf("hosts left after the replay: %q", left)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/kvpool/kvpool/internal/lab/replay"
 	"github.com/kvpool/kvpool/internal/lab/sim"
 	"github.com/kvpool/kvpool/internal/lab/tracesample"
+	"github.com/kvpool/kvpool/internal/netns"
 	"github.com/kvpool/kvpool/trace"
 )
 
@@ -159,6 +160,7 @@ func parseReplay(args []string, stderr io.Writer) (replayFlags, error) {
 	prefetch := fs.String("prefetch", "on", "start block transfers at arrival, overlapping the queue: on or off")
 	verify := fs.String("verify", string(replay.VerifyFull), "block verification: checksum, or full (regenerate and compare)")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
+	netMode := fs.String("net", string(replay.NetPacer), netUsage+" (kernel needs --local)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: kvpool replay [--local N | --master ADDR] [flags]\n\nReplays a trace live against a kvpool cluster under the scale model\n(docs/design.md) and reports the simulator's statistics, in model seconds.\n\nflags:")
 		fs.PrintDefaults()
@@ -194,6 +196,12 @@ func parseReplay(args []string, stderr io.Writer) (replayFlags, error) {
 	if o.Profile, err = cost.costProfile(); err != nil {
 		return f, err
 	}
+	if o.Net, err = parseNet(*netMode); err != nil {
+		return f, err
+	}
+	if o.Net == replay.NetKernel && f.local == 0 {
+		return f, usageErrorf("--net kernel: the replay puts the nodes on hosts of their own, so it needs --local N (not --master)")
+	}
 	if f.local > 0 {
 		o.Master = "pending" // validated here, set to the real address once the cluster is up
 	}
@@ -228,4 +236,23 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// netUsage describes --net.
+const netUsage = "network between the nodes: pacer (token buckets in each node, one loopback; works anywhere) or kernel (each node and its worker on a network host of its own, links shaped by the kernel; Linux, root, iproute2)"
+
+// parseNet parses --net and, for kernel, says in one line why this
+// machine cannot make network hosts (exit status 2).
+func parseNet(s string) (replay.NetMode, error) {
+	m := replay.NetMode(s)
+	switch m {
+	case replay.NetPacer:
+		return m, nil
+	case replay.NetKernel:
+		if err := netns.Available(); err != nil {
+			return m, usageErrorf("--net kernel: %v", err)
+		}
+		return m, nil
+	}
+	return m, usageErrorf("--net %q: want pacer or kernel", s)
 }

@@ -292,3 +292,23 @@ func TestCleanStaleRemovesANetWhoseOwnerIsGone(t *testing.T) {
 		t.Error("CleanStale removed a Net whose owner is alive")
 	}
 }
+
+func TestMain(m *testing.M) { os.Exit(netnstest.Main(m)) }
+
+func TestOwnedListsTheNetsOfThisProcess(t *testing.T) {
+	netnstest.Require(t)
+	n, err := netns.New(context.Background(), netns.Options{Hosts: []string{"a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "kvp" + strconv.Itoa(n.N)
+	if !slices.Contains(netns.Owned(), name) {
+		t.Errorf("Owned() = %q while %s is open", netns.Owned(), name)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(netns.Owned(), name) {
+		t.Errorf("Owned() = %q after %s closed", netns.Owned(), name)
+	}
+}

@@ -27,7 +27,7 @@ func RunLocal(ctx context.Context, n int, reqs []trace.Request, opts Options, st
 			fmt.Fprintf(stderr, "kvpool replay: stop the local cluster: %v\n", serr)
 		}
 	}()
-	opts.Master = c.Master.Addr
+	opts = Attach(c, opts)
 	if stderr != nil {
 		fmt.Fprintf(stderr, "kvpool replay: local cluster of %d nodes, master %s\n", n, c.Master.Addr)
 	}

@@ -1,9 +1,11 @@
 package replay
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"strconv"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/kvpool/kvpool/internal/cluster"
 	"github.com/kvpool/kvpool/internal/lab/costmodel"
 	"github.com/kvpool/kvpool/internal/lab/sim"
+	"github.com/kvpool/kvpool/internal/netns"
 	"github.com/kvpool/kvpool/internal/option"
 	"github.com/kvpool/kvpool/internal/policy"
 	"github.com/kvpool/kvpool/trace"
@@ -41,6 +44,25 @@ const (
 	// and compares it byte for byte.
 	VerifyFull VerifyMode = "full"
 )
+
+// NetMode is how the network between the nodes is limited.
+type NetMode string
+
+// The network modes (docs/design.md, "Network modes").
+const (
+	// NetPacer paces each node's network egress and ingress with token
+	// buckets inside the node, every process on one loopback: works
+	// anywhere.
+	NetPacer NetMode = "pacer"
+	// NetKernel puts every node, and the worker co-located with it, on a
+	// network host of its own whose link the kernel shapes (package
+	// netns; Linux, root, iproute2): the node's network pacers are off,
+	// its SSD pacers stay.
+	NetKernel NetMode = "kernel"
+)
+
+// NetModes lists the network modes.
+func NetModes() []NetMode { return []NetMode{NetPacer, NetKernel} }
 
 // Defaults of Options; a zero field takes these values.
 const (
@@ -130,6 +152,15 @@ type Options struct {
 	Policy               string
 	// IOTimeout bounds one Fetch or Access in live time (DefaultIOTimeout).
 	IOTimeout time.Duration
+	// Net is how the cluster's network is limited (NetPacer). With
+	// NetKernel, ClusterOptions puts the nodes on hosts of their own with
+	// links at the pacers' network rate, and HostDial must say how to
+	// start a connection on each node's host.
+	Net NetMode
+	// HostDial, when set, returns the dialer of node id's host: worker i
+	// then makes its reads and stores with a client of its own whose
+	// connections start on node i's host (NetKernel; Attach sets it).
+	HostDial func(id string) func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Progress, when not nil, receives the progress display: with
 	// ProgressTerminal set (Progress is a terminal) one line redrawn in
 	// place every ProgressEvery (DefaultProgressEvery), otherwise one
@@ -144,6 +175,9 @@ type Options struct {
 func (o Options) WithDefaults() Options {
 	if o.Tenant == "" {
 		o.Tenant = DefaultTenant
+	}
+	if o.Net == "" {
+		o.Net = NetPacer
 	}
 	if o.Mode == "" {
 		o.Mode = sim.DefaultMode
@@ -244,6 +278,10 @@ func (o Options) Validate() error {
 		net, ssd := o.PacerRates()
 		return bad("Speed", "%g makes the live pacers %.3g B/s (network) and %.3g B/s (SSD), more than a node can pace; lower the speed or the modelled bandwidths",
 			o.Speed, net, ssd)
+	case o.Net != NetPacer && o.Net != NetKernel:
+		return bad("Net", "unknown network mode %q (known: %v)", o.Net, NetModes())
+	case o.Net == NetKernel && o.kernelRate() != nil:
+		return bad("Speed", "%v", o.kernelRate())
 	case o.IOTimeout < 0:
 		return bad("IOTimeout", "must be >= 0, got %v", o.IOTimeout)
 	case o.ProgressEvery < 0:
@@ -309,23 +347,47 @@ func RAMWatermark(ramBlocks int) float64 {
 	return float64(ramBlocks) / float64(RAMSlotsFor(ramBlocks))
 }
 
-// NodeArgs returns the `kvpool node` flags of the scale model: the four
-// pacers, the RAM eviction policy of the simulator's caches, and the RAM
-// watermarks of RAMWatermark.
+// NetDescription says how the live network is limited, for a report:
+// the mode and the rate each node's link (or pacers) runs at.
+func (o Options) NetDescription() string {
+	o = o.WithDefaults()
+	net, _ := o.PacerRates()
+	if o.Net == NetKernel {
+		return fmt.Sprintf("kernel links (a network host per node), %.1f MB/s each way", net/1e6)
+	}
+	return fmt.Sprintf("pacers in the nodes (one loopback), %.1f MB/s each way", net/1e6)
+}
+
+// kernelRate says why the network rate of the scale model cannot be a
+// kernel-shaped link, or nil.
+func (o Options) kernelRate() error {
+	net, _ := o.PacerRates()
+	if err := (netns.Link{Rate: net}).Validate(); err != nil {
+		return fmt.Errorf("with --net kernel the links run at the pacers' network rate, %.3g B/s (model bandwidth × payload / model block bytes × speed): %w", net, err)
+	}
+	return nil
+}
+
+// NodeArgs returns the `kvpool node` flags of the scale model: the
+// pacers (the network's only with NetPacer: with NetKernel the links are
+// the kernel's), the RAM eviction policy of the simulator's caches, and
+// the RAM watermarks of RAMWatermark.
 func (o Options) NodeArgs() []string {
 	o = o.WithDefaults()
 	net, ssd := o.PacerRates()
 	rate := func(v float64) string { return strconv.FormatInt(int64(math.Max(1, math.Round(v))), 10) + "B/s" }
 	wm := strconv.FormatFloat(RAMWatermark(o.RAMBlocks), 'g', -1, 64)
-	return []string{
-		"--pacers-net-egress", rate(net),
-		"--pacers-net-ingress", rate(net),
+	var args []string
+	if o.Net != NetKernel {
+		args = append(args, "--pacers-net-egress", rate(net), "--pacers-net-ingress", rate(net))
+	}
+	return append(args,
 		"--pacers-ssd-read", rate(ssd),
 		"--pacers-ssd-write", rate(ssd),
 		"--ram-policy", o.Policy,
 		"--ram-high-watermark", wm,
 		"--ram-low-watermark", wm,
-	}
+	)
 }
 
 // ClusterHeartbeat is the heartbeat of a cluster started for a replay:
@@ -355,5 +417,25 @@ func ClusterOptions(n int, o Options) cluster.Options {
 		co.SSD = true
 		co.SSDBytes = int64(o.SSDBlocks) * int64(o.PayloadBytes)
 	}
+	if o.Net == NetKernel {
+		net, _ := o.PacerRates()
+		co.Netns, co.Link = true, netns.Link{Rate: net}
+	}
 	return co
+}
+
+// Attach returns o set to replay against the running cluster c: its
+// master and token, and with network hosts (NetKernel) each node's
+// dialer, so that worker i's connections start on node i's host.
+func Attach(c *cluster.Cluster, o Options) Options {
+	o.Master, o.Token = c.Master.Addr, c.Token
+	if n := c.Net(); n != nil {
+		o.HostDial = func(id string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if h := n.Host(id); h != nil {
+				return h.DialContext
+			}
+			return nil
+		}
+	}
+	return o
 }

@@ -51,8 +51,11 @@ type job struct {
 // worker is one prefill instance: a FIFO queue served by one goroutine,
 // bound to one node.
 type worker struct {
-	i     int
-	node  client.Node
+	i    int
+	node client.Node
+	// cl makes the worker's reads and stores: the runner's client, or
+	// with Options.HostDial one of its own on its node's host.
+	cl    *client.Client
 	queue chan *job
 	store chan *job
 
@@ -179,12 +182,31 @@ func (r *runner) connect(ctx context.Context) error {
 		NoPrefetch: r.o.NoPrefetch, Reject: r.o.Reject, SLOSeconds: r.o.SLOSeconds})
 	for i, n := range live {
 		r.nodeIdx[n.ID] = i
-		r.workers = append(r.workers, &worker{i: i, node: n, queue: make(chan *job, len(r.reqs)), store: make(chan *job, len(r.reqs))})
+		w := &worker{i: i, node: n, cl: cl, queue: make(chan *job, len(r.reqs)), store: make(chan *job, len(r.reqs))}
+		r.workers = append(r.workers, w)
+		if r.o.HostDial == nil {
+			continue
+		}
+		dial := r.o.HostDial(n.ID)
+		if dial == nil {
+			r.close()
+			return fmt.Errorf("replay: node %s has no network host of its own (--net kernel replays only a cluster it started)", n.ID)
+		}
+		if w.cl, err = client.New(ctx, client.Options{Master: r.o.Master, Tenant: r.o.Tenant, Token: r.o.Token,
+			RequestTimeout: r.o.IOTimeout, Dial: dial, LocalNode: n.ID}); err != nil {
+			r.close()
+			return fmt.Errorf("replay: connect worker %d from node %s's host: %w", i, n.ID, err)
+		}
 	}
 	return nil
 }
 
 func (r *runner) close() {
+	for _, w := range r.workers {
+		if w.cl != nil && w.cl != r.cl {
+			w.cl.Close()
+		}
+	}
 	if r.cl != nil {
 		r.cl.Close()
 	}
@@ -543,7 +565,7 @@ func (r *runner) read(ctx context.Context, j *job, src int, tier client.Tier, id
 			r.bufs.Put(&b)
 		}
 	}()
-	res, err := r.cl.Fetch(ctx, from, ids, client.FetchOptions{Dst: dsts})
+	res, err := r.workers[j.worker].cl.Fetch(ctx, from, ids, client.FetchOptions{Dst: dsts})
 	if err != nil {
 		r.fetchFailed.Add(int64(len(ids)))
 		if ctx.Err() == nil {
@@ -849,7 +871,7 @@ func (r *runner) storer(ctx context.Context, w *worker) {
 // access sends one Access of job j to worker w's node and counts the
 // outcome of its puts; ok is false when the call failed as a whole.
 func (r *runner) access(ctx context.Context, w *worker, j *job, acc []client.Access) (res client.AccessResult, ok bool) {
-	res, err := r.cl.Access(ctx, acc, client.AccessOptions{Node: w.node.ID})
+	res, err := w.cl.Access(ctx, acc, client.AccessOptions{Node: w.node.ID})
 	if err != nil {
 		puts := 0
 		for _, a := range acc {

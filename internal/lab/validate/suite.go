@@ -95,8 +95,12 @@ func RunSuite(ctx context.Context, o SuiteOptions, out io.Writer) ([]*Report, er
 			break
 		}
 	}
-	if _, err := fmt.Fprintf(out, "validation on %s: %d requests (%.0f s window from %.0f s, arrivals ×%g)\n\n", o.TraceName,
-		len(o.Requests), o.WindowSeconds, o.FromSeconds, o.Rate); err != nil {
+	network := ""
+	if len(o.Configs) > 0 {
+		network = "; network: " + o.Configs[0].ReplayOptions().NetDescription()
+	}
+	if _, err := fmt.Fprintf(out, "validation on %s: %d requests (%.0f s window from %.0f s, arrivals ×%g%s)\n\n", o.TraceName,
+		len(o.Requests), o.WindowSeconds, o.FromSeconds, o.Rate, network); err != nil {
 		return nil, fmt.Errorf("validate: write the header: %w", err)
 	}
 	if err := WriteTable(out, reps); err != nil {

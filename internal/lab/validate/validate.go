@@ -122,6 +122,9 @@ type Config struct {
 	Speed float64 `json:"speed"`
 	// Verify is the live block verification (replay.VerifyFull).
 	Verify replay.VerifyMode `json:"verify"`
+	// Net is the live cluster's network (replay.NetPacer; NetKernel puts
+	// each node on a host of its own, links shaped by the kernel).
+	Net replay.NetMode `json:"net"`
 	// HitTolerance bounds |live − sim| token hit ratio
 	// (DefaultHitTolerance); TTFTTolerance bounds |live − sim| / sim mean
 	// TTFT (DefaultTTFTTolerance).
@@ -155,7 +158,7 @@ func (c Config) WithDefaults() Config {
 		c.PayloadBytes = DefaultPayloadBytes
 	}
 	r := c.replayOptions().WithDefaults()
-	c.Mode, c.Routing, c.Speed, c.NICGbps, c.Verify = r.Mode, r.Routing, r.Speed, r.NICGbps, r.Verify
+	c.Mode, c.Routing, c.Speed, c.NICGbps, c.Verify, c.Net = r.Mode, r.Routing, r.Speed, r.NICGbps, r.Verify, r.Net
 	c.RAMBlocks, c.Policy = r.RAMBlocks, r.Policy
 	if c.Name == "" {
 		c.Name = string(c.Mode) + " " + string(c.Routing)
@@ -218,7 +221,7 @@ func (c Config) replayOptions() replay.Options {
 	return replay.Options{
 		Mode: c.Mode, Routing: c.Routing, PayloadBytes: c.PayloadBytes, Speed: c.Speed,
 		NICGbps: c.NICGbps, Verify: c.Verify, RAMBlocks: c.RAMBlocks, SSDBlocks: c.SSDBlocks,
-		Policy: c.Policy, Progress: c.Progress, ProgressTerminal: c.ProgressTerminal,
+		Policy: c.Policy, Progress: c.Progress, ProgressTerminal: c.ProgressTerminal, Net: c.Net,
 	}
 }
 
@@ -490,7 +493,7 @@ func Live(ctx context.Context, reqs []trace.Request, cfg Config) (*replay.Result
 	if err != nil {
 		return nil, fmt.Errorf("validate: start a cluster of %d nodes for %s: %w", c.Nodes, c.Name, err)
 	}
-	ro.Master = cl.Master.Addr
+	ro = replay.Attach(cl, ro)
 	res, err := replay.Run(ctx, reqs, ro)
 	stopErr := cl.Stop()
 	if err != nil {

@@ -3,6 +3,7 @@
 package netnstest
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -21,4 +22,18 @@ func Require(t testing.TB) {
 		}
 		t.Skipf("skipped: %v", err)
 	}
+}
+
+// Main runs m and then fails the test binary if it left a network host
+// it made (netns.Owned): call it from TestMain in every package whose
+// tests make Nets, as os.Exit(netnstest.Main(m)).
+func Main(m *testing.M) int {
+	code := m.Run()
+	if left := netns.Owned(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: the tests left network hosts they made: %v (ip netns list)\n", left)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
 }
