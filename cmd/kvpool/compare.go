@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,6 +90,7 @@ type compareFlags struct {
 	liveRate            float64
 	skipTTFT            bool
 	policy              string
+	liveBandwidths      string
 }
 
 // register declares kvpool compare's flags on fs.
@@ -115,6 +118,29 @@ func (f *compareFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.liveRate, "live-rate", demo.DefaultRate, "--live/--validate: arrival-rate multiplier of the subsample (0.5: 4 nodes stand in for ~10)")
 	fs.BoolVar(&f.skipTTFT, "skip-ttft", false, "--validate: report the mean TTFT comparison without judging it")
 	fs.StringVar(&f.policy, "policy", sim.DefaultPolicy, "--live/--validate: RAM eviction policy of the nodes and the simulated instances (lru, kvchain, ...)")
+	fs.StringVar(&f.liveBandwidths, "live-bandwidths", "", fmt.Sprintf("--live: also run the Fig 13 sweep live (global rr) at these NIC bandwidths, Gbps, comma-separated; with --net kernel once with the pacers and once with kernel links (default: none; with --net kernel %s)", joinFloats(compare.DefaultLiveBandwidths())))
+}
+
+// joinFloats lists vs comma-separated.
+func joinFloats(vs []float64) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return strings.Join(out, ",")
+}
+
+// parseBandwidths parses --live-bandwidths.
+func parseBandwidths(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return nil, usageErrorf("--live-bandwidths %q: %q is not a bandwidth in Gbps > 0", s, f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // compareUsage prints kvpool compare's usage and fs's flags to stderr.
@@ -166,6 +192,22 @@ func parseCompare(args []string, stderr io.Writer) (*compareRun, error) {
 	if f.live {
 		s := r.sample.WithDefaults()
 		r.opts.Live = validate.LiveFunc(validate.Sample{From: s.From, Window: s.Window, First: s.First, Rate: s.Rate}, r.cluster)
+		kernel := r.cluster.Net == replay.NetKernel
+		switch {
+		case f.liveBandwidths != "":
+			bws, err := parseBandwidths(f.liveBandwidths)
+			if err != nil {
+				return nil, err
+			}
+			r.opts.LiveBandwidths = bws
+		case kernel:
+			r.opts.LiveBandwidths = compare.DefaultLiveBandwidths()
+		}
+		if kernel {
+			r.opts.LiveNets = []replay.NetMode{replay.NetPacer, replay.NetKernel}
+		}
+	} else if f.liveBandwidths != "" {
+		return nil, usageErrorf("--live-bandwidths runs a live sweep: add --live")
 	}
 	return r, nil
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
+	"slices"
 
 	"github.com/kvpool/kvpool/internal/lab/hitrate"
 	"github.com/kvpool/kvpool/internal/lab/parallel"
+	"github.com/kvpool/kvpool/internal/lab/replay"
 	"github.com/kvpool/kvpool/internal/lab/sim"
 	"github.com/kvpool/kvpool/internal/lab/tracestat"
 	"github.com/kvpool/kvpool/internal/option"
@@ -52,6 +55,15 @@ type Options struct {
 	Live LiveFunc
 	// LiveArms are the arms run live (default: LiveArms()).
 	LiveArms []Arm
+	// LiveBandwidths, with Live, also runs the Fig 13 sweep live: global
+	// mode with round-robin routing (where the network matters most) at
+	// each of these NIC bandwidths (Gbps), once per network mode of
+	// LiveNets, next to the simulator on the same subsample; the report
+	// gains a "Live TTFT vs link bandwidth" section. Empty runs no sweep.
+	LiveBandwidths []float64
+	// LiveNets are the network modes of the live sweep (default: the
+	// LiveFunc's own, "").
+	LiveNets []replay.NetMode
 }
 
 // Ours is the policy this project proposes, marked "(ours)" in the
@@ -130,9 +142,9 @@ func (o Options) Validate() error {
 			return fmt.Errorf("compare: Policies: %w", err)
 		}
 	}
-	for _, b := range o.Bandwidths {
-		if !(b > 0) {
-			return fmt.Errorf("compare: Bandwidths: %g Gbps is not positive", b)
+	for _, b := range append(slices.Clone(o.Bandwidths), o.LiveBandwidths...) {
+		if !(b > 0) || math.IsInf(b, 0) {
+			return fmt.Errorf("compare: Bandwidths: %g Gbps is not a positive bandwidth", b)
 		}
 	}
 	if o.Workers < 0 {
@@ -197,6 +209,9 @@ type Result struct {
 	Goodput  []GoodputRow      `json:"goodput"`
 	// Live holds the live-vs-simulated rows (Options.Live), if any.
 	Live []LiveRow `json:"live,omitempty"`
+	// LiveSweep holds the live Fig 13 sweep (Options.LiveBandwidths), in
+	// trace, bandwidth, network order.
+	LiveSweep []LiveRow `json:"live_sweep,omitempty"`
 }
 
 // The arms of the timed experiments.

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kvpool/kvpool/internal/lab/replay"
+	"github.com/kvpool/kvpool/internal/lab/sim"
 	"github.com/kvpool/kvpool/internal/lab/tracegen"
 	"github.com/kvpool/kvpool/trace"
 	"github.com/kvpool/kvpool/trace/tracetest"
@@ -185,13 +188,65 @@ func TestFig10GlobalBeatsLocal(t *testing.T) {
 	}
 }
 
+// TestRunLiveSweep: with LiveBandwidths the live runner also runs global
+// rr at each bandwidth in each network mode, after the live arms, and the
+// report gains the sweep's section, table and chart.
+func TestRunLiveSweep(t *testing.T) {
+	opts := smallOptions(smallTrace(t, 3))
+	opts.SkipGoodput = true
+	opts.LiveArms = []Arm{{"recompute", sim.ModeRecompute, sim.RoutingLeastLoaded, 100}}
+	opts.LiveBandwidths = []float64{24, 200}
+	opts.LiveNets = []replay.NetMode{replay.NetPacer, replay.NetKernel}
+	var calls []string
+	opts.Live = func(ctx context.Context, tr Trace, a Arm, net replay.NetMode) (LiveRow, error) {
+		calls = append(calls, fmt.Sprintf("%s/%s/%g/%s", tr.Name, a.Name, a.NICGbps, net))
+		var row LiveRow
+		row.Sim.TTFTMean, row.Sim.TTFTP90 = 100/a.NICGbps, 200/a.NICGbps
+		row.Live.TTFTMean, row.Live.TTFTP90 = 110/a.NICGbps, 220/a.NICGbps
+		row.Live.PayloadBytes, row.Live.Speed, row.KeptUp = 32<<10, 25, true
+		return row, nil
+	}
+	res, err := Run(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"gen/recompute/100/", "gen/global rr @24 Gbps/24/pacer", "gen/global rr @24 Gbps/24/kernel",
+		"gen/global rr @200 Gbps/200/pacer", "gen/global rr @200 Gbps/200/kernel"}
+	if strings.Join(calls, ",") != strings.Join(want, ",") {
+		t.Fatalf("live calls %v, want %v", calls, want)
+	}
+	if len(res.Live) != 1 || len(res.LiveSweep) != 4 || res.LiveSweep[1].Net != replay.NetKernel || res.LiveSweep[1].Arm.Routing != sim.RoutingRoundRobin {
+		t.Fatalf("rows: %d live, %d sweep (%+v)", len(res.Live), len(res.LiveSweep), res.LiveSweep)
+	}
+	dir := t.TempDir()
+	if err := Write(dir, res); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "fig13_live_gen.svg")); err != nil {
+		t.Errorf("missing the live Fig 13 chart: %v", err)
+	}
+	var md bytes.Buffer
+	if err := res.Markdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	// 24 Gbps at 32 KiB and speed 25: 3e9 B/s × 32 KiB / 160 MiB × 25 = 14.6 MB/s.
+	for _, w := range []string{"Live TTFT vs link bandwidth", "| gen | 24 | 14.6 | kernel links | 4.17 | 4.58 | +10.0% | 8.33 | 9.17 | yes | 0 |", "| gen | 200 | 122.1 | pacers |"} {
+		if !strings.Contains(md.String(), w) {
+			t.Errorf("markdown lacks %q:\n%s", w, md.String())
+		}
+	}
+}
+
 // TestRunLive injects a fake live runner: Run calls it once per trace and
 // live arm, in order, and the report gains the live section and files.
 func TestRunLive(t *testing.T) {
 	opts := smallOptions(smallTrace(t, 3))
 	opts.SkipGoodput = true
 	var calls []string
-	opts.Live = func(ctx context.Context, tr Trace, a Arm) (LiveRow, error) {
+	opts.Live = func(ctx context.Context, tr Trace, a Arm, net replay.NetMode) (LiveRow, error) {
+		if net != "" {
+			t.Errorf("the live arms got network %q; want the runner's own", net)
+		}
 		calls = append(calls, tr.Name+"/"+a.Name)
 		var row LiveRow
 		row.Sim.TokenHitRatio, row.Live.TokenHitRatio = 0.25, 0.24
@@ -234,7 +289,9 @@ func TestRunLive(t *testing.T) {
 		t.Errorf("markdown lacks the live row:\n%s", md.String())
 	}
 
-	opts.Live = func(context.Context, Trace, Arm) (LiveRow, error) { return LiveRow{}, os.ErrDeadlineExceeded }
+	opts.Live = func(context.Context, Trace, Arm, replay.NetMode) (LiveRow, error) {
+		return LiveRow{}, os.ErrDeadlineExceeded
+	}
 	if _, err := Run(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "live recompute") {
 		t.Fatalf("failing live runner: error %v", err)
 	}

@@ -35,6 +35,8 @@ type LiveRow struct {
 	Verdict string `json:"verdict"`
 	KeptUp  bool   `json:"kept_up"`
 	Reason  string `json:"reason,omitempty"`
+	// Net is the live run's network mode ("" when the LiveFunc's own).
+	Net replay.NetMode `json:"net,omitempty"`
 }
 
 // KeptUpText explains the "kept up" column of the live tables: what it
@@ -58,7 +60,9 @@ func KeptUpText(maxLag time.Duration, speed float64) string {
 // validate) so that this package stays free of processes and real time:
 // it chooses the subsample, starts and stops the cluster, and fills every
 // field of the row but Trace and Arm.
-type LiveFunc func(ctx context.Context, t Trace, a Arm) (LiveRow, error)
+//
+// net is the live run's network mode; "" leaves the LiveFunc's own.
+type LiveFunc func(ctx context.Context, t Trace, a Arm, net replay.NetMode) (LiveRow, error)
 
 // LiveArms returns the arms run live by default: recompute, local with
 // round-robin and with cache-aware routing, and global cache-aware.
@@ -84,20 +88,58 @@ func runLive(ctx context.Context, o Options, res *Result) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			row, err := o.Live(ctx, t, a)
+			row, err := liveRow(ctx, o, t, a, "")
 			if err != nil {
-				return fmt.Errorf("%s: live %s: %w", t.Name, a.Name, err)
+				return err
 			}
-			row.Trace, row.Arm = t.Name, a
 			res.Live = append(res.Live, row)
-			if o.Progress != nil {
-				fmt.Fprintf(o.Progress, "%s: live %s: token hit %s live / %s sim, mean TTFT %s s live / %s s sim\n",
-					t.Name, a.Name, pct(row.Live.TokenHitRatio), pct(row.Sim.TokenHitRatio),
-					secs(row.Live.TTFTMean), secs(row.Sim.TTFTMean))
+		}
+	}
+	nets := o.LiveNets
+	if len(nets) == 0 {
+		nets = []replay.NetMode{""}
+	}
+	for _, t := range o.Traces {
+		for _, bw := range o.LiveBandwidths {
+			for _, net := range nets {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				row, err := liveRow(ctx, o, t, sweepArm(bw), net)
+				if err != nil {
+					return err
+				}
+				res.LiveSweep = append(res.LiveSweep, row)
 			}
 		}
 	}
 	return nil
+}
+
+// sweepArm is the arm of the live Fig 13 sweep at nic Gbps: global mode,
+// round-robin routing.
+func sweepArm(nic float64) Arm {
+	return Arm{fmt.Sprintf("global rr @%g Gbps", nic), sim.ModeGlobal, sim.RoutingRoundRobin, nic}
+}
+
+// liveRow runs arm a on trace t live with network net and reports it on
+// o.Progress.
+func liveRow(ctx context.Context, o Options, t Trace, a Arm, net replay.NetMode) (LiveRow, error) {
+	row, err := o.Live(ctx, t, a, net)
+	label := a.Name
+	if net != "" {
+		label += ", net " + string(net)
+	}
+	if err != nil {
+		return row, fmt.Errorf("%s: live %s: %w", t.Name, label, err)
+	}
+	row.Trace, row.Arm, row.Net = t.Name, a, net
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "%s: live %s: token hit %s live / %s sim, mean TTFT %s s live / %s s sim\n",
+			t.Name, label, pct(row.Live.TokenHitRatio), pct(row.Sim.TokenHitRatio),
+			secs(row.Live.TTFTMean), secs(row.Sim.TTFTMean))
+	}
+	return row, nil
 }
 
 // LiveSection lays out live-vs-simulated rows: a table (LiveTable) and

@@ -146,6 +146,9 @@ func (r *Result) Report() *report.Report {
 	if len(r.Live) > 0 {
 		rep.Sections = append(rep.Sections, LiveSection(r.Live, ""), LiveCDFSection(r.Live, ""))
 	}
+	if len(r.LiveSweep) > 0 {
+		rep.Sections = append(rep.Sections, LiveSweepSection(r.LiveSweep))
+	}
 	return rep
 }
 
@@ -485,6 +488,13 @@ func (r *Result) Markdown(w io.Writer) error {
 	if len(r.Live) > 0 {
 		b.WriteString("\n")
 		LiveMarkdown(&b, r.Live)
+	}
+	if len(r.LiveSweep) > 0 {
+		sec := LiveSweepSection(r.LiveSweep)
+		b.WriteString("\n**" + sec.Title + "**\n\n")
+		if err := report.WriteMarkdownTable(&b, sec.Tables[0]); err != nil {
+			return err
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

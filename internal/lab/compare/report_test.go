@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kvpool/kvpool/internal/lab/replay"
 )
 
 // TestKvchainInFig9 checks that kvchain, ours, is in the default Fig 9
@@ -58,7 +60,7 @@ func TestKvchainInFig9(t *testing.T) {
 // the same in the report and in the terminal table.
 func TestReportFormats(t *testing.T) {
 	o := smallOptions(smallTrace(t, 6))
-	o.Live = func(ctx context.Context, tr Trace, a Arm) (LiveRow, error) {
+	o.Live = func(ctx context.Context, tr Trace, a Arm, _ replay.NetMode) (LiveRow, error) {
 		var row LiveRow
 		row.Sim.Requests, row.Sim.TokenHitRatio, row.Live.TokenHitRatio = 300, 0.25, 0.24
 		row.Sim.TTFTMean, row.Live.TTFTMean, row.Live.LagP99 = 2, 2.1, 0.0123

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvpool/kvpool/internal/lab/compare"
+	"github.com/kvpool/kvpool/internal/lab/replay"
 	"github.com/kvpool/kvpool/internal/lab/tracesample"
 	"github.com/kvpool/kvpool/trace"
 )
@@ -158,7 +159,7 @@ type Sample struct {
 // of trace t runs (Run) on the window s of the requests compare already
 // read, under cfg with the arm's name, mode, routing and NIC.
 func LiveFunc(s Sample, cfg Config) compare.LiveFunc {
-	return func(ctx context.Context, t compare.Trace, a compare.Arm) (compare.LiveRow, error) {
+	return func(ctx context.Context, t compare.Trace, a compare.Arm, net replay.NetMode) (compare.LiveRow, error) {
 		reqs, err := tracesample.Sample(t.Requests, tracesample.Options{FromMs: s.From.Milliseconds(),
 			ToMs: (s.From + s.Window).Milliseconds(), First: s.First, Scale: 1 / s.Rate})
 		if err != nil {
@@ -169,6 +170,9 @@ func LiveFunc(s Sample, cfg Config) compare.LiveFunc {
 		}
 		c := cfg
 		c.Name, c.Mode, c.Routing, c.NICGbps = a.Name, a.Mode, a.Routing, a.NICGbps
+		if net != "" {
+			c.Net = net
+		}
 		rep, err := Run(ctx, reqs, c)
 		if err != nil {
 			return compare.LiveRow{}, err
