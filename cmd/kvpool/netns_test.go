@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -335,4 +336,116 @@ func TestReplayNetKernel(t *testing.T) {
 	if left := namespacesOf("kvp" + m[1] + "-"); len(left) > 0 {
 		t.Errorf("hosts left after the replay: %q", left)
 	}
+}
+
+// TestNetnsSlowAndDeadLink: the client against a node whose link the
+// kernel slows to a crawl, then cuts off while the master still lists it
+// live: a Get bounded by its caller's (recompute) deadline returns what
+// arrived verified and the rest TimedOut, never wrong bytes; a call to the
+// cut-off node fails, the client marks it down and skips it (no second
+// wait) until DownRetry; healed, every block loads again.
+func TestNetnsSlowAndDeadLink(t *testing.T) {
+	multiProcess(t)
+	netnstest.Require(t)
+	ctx := t.Context()
+	// A node TTL far above the test's steps: the master keeps listing the
+	// cut-off node live, so only the client's own marking protects it.
+	c, _ := startCluster(ctx, t, cluster.Options{Nodes: 2, Netns: true, NodeTTL: time.Minute, Heartbeat: 200 * time.Millisecond})
+	cl, err := client.New(ctx, client.Options{Master: c.Master.Addr, Token: c.Token, Dial: c.NodeHost(0).DialContext,
+		DialTimeout: time.Second, RequestTimeout: time.Second, DownRetry: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const n = 64
+	ids := make([]uint64, n)
+	payloads := make([][]byte, n)
+	for i := range ids {
+		ids[i] = uint64(5000 + i)
+		payloads[i] = itPayload(ids[i])
+	}
+	if _, err := cl.Put(ctx, ids, payloads, client.PutOptions{Hint: c.Nodes[1].Name}); err != nil {
+		t.Fatal(err)
+	}
+	var remote []uint64
+	eventually(t, "the blocks are indexed on node-1", time.Minute, func() (bool, string) {
+		sets := replicaSets(ctx, t, cl, ids)
+		remote = remote[:0]
+		for _, id := range ids {
+			if slices.ContainsFunc(sets[id], func(r string) bool { return strings.HasPrefix(r, c.Nodes[1].Name+"/") }) {
+				remote = append(remote, id)
+			}
+		}
+		return len(remote) >= n/4, strconv.Itoa(len(remote)) + " on node-1"
+	})
+
+	// Slow: 64 KiB/s for 16 KiB blocks, four blocks a second; a Get
+	// given 300 ms gets at most a few of them.
+	if err := c.SetNodeLink(ctx, 1, netns.Link{Rate: 64 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	got, err := cl.Get(short, remote, nil)
+	cancel()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("get over a slow link: %v", err)
+	}
+	timedOut := 0
+	for i, id := range remote {
+		switch got.Status[i] {
+		case client.Loaded:
+			if !bytes.Equal(got.Blocks[i], itPayload(id)) {
+				t.Fatalf("block %d over a slow link differs", id)
+			}
+		case client.TimedOut:
+			timedOut++
+		}
+	}
+	if timedOut == 0 {
+		t.Errorf("every one of %d blocks arrived within 300 ms over a 64 KiB/s link: the link is not slow", len(remote))
+	}
+
+	// Dead: packets dropped. The first call waits out its timeout and
+	// marks the node down; the next skips it.
+	if err := c.SetNodeLink(ctx, 1, netns.Link{Down: true}); err != nil {
+		t.Fatal(err)
+	}
+	before := cl.Stats()
+	got, _ = cl.Get(ctx, remote[:1], nil)
+	if got.Status[0] == client.Loaded {
+		t.Fatal("a block loaded from a cut-off node")
+	}
+	mid := cl.Stats()
+	if mid.NodeFailures == before.NodeFailures {
+		t.Fatalf("no node failure counted after a call to a cut-off node (stats %+v)", mid)
+	}
+	got, _ = cl.Get(ctx, remote[:1], nil)
+	after := cl.Stats()
+	if got.Status[0] == client.Loaded || after.NodeFailures != mid.NodeFailures || after.Skipped == mid.Skipped {
+		t.Errorf("second get: %v, node failures %d → %d, skipped %d → %d; want the down node skipped, not called",
+			got.Status[0], mid.NodeFailures, after.NodeFailures, mid.Skipped, after.Skipped)
+	}
+
+	// Healed: a new client (the old one holds node-1 down for a minute)
+	// reads everything.
+	if err := c.SetNodeLink(ctx, 1, netns.Link{}); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := client.New(ctx, client.Options{Master: c.Master.Addr, Token: c.Token, Dial: c.NodeHost(0).DialContext})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	eventually(t, "node-1's blocks load after healing", time.Minute, func() (bool, string) {
+		got, err := fresh.Get(ctx, remote, nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		for i, id := range remote {
+			if got.Status[i] != client.Loaded || !bytes.Equal(got.Blocks[i], itPayload(id)) {
+				return false, "block " + strconv.FormatUint(id, 10) + ": " + got.Status[i].String()
+			}
+		}
+		return true, ""
+	})
 }
