@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kvpool/kvpool/internal/procid"
 )
@@ -24,6 +25,10 @@ const (
 	nsDir    = "/run/netns"
 	ownerDir = "/run/kvpool-netns"
 )
+
+// claimGrace is how long an owner file that does not parse is taken for
+// one its claimer is still writing: a minute, far longer than the write.
+const claimGrace = time.Minute
 
 // owner is an owner file's content: the process that made the Net.
 type owner struct {
@@ -141,7 +146,13 @@ func CleanStale() ([]string, error) {
 		b, err := os.ReadFile(path)
 		if err == nil {
 			var o owner
-			if json.Unmarshal(b, &o) == nil && !procid.Gone(o.PID, o.Start) {
+			if json.Unmarshal(b, &o) != nil {
+				// Being written by a claimer (created, not yet filled), or
+				// damaged: left alone unless it has been so for a while.
+				if st, err := os.Stat(path); err != nil || time.Since(st.ModTime()) < claimGrace {
+					continue
+				}
+			} else if !procid.Gone(o.PID, o.Start) {
 				continue
 			}
 		} else if !errors.Is(err, os.ErrNotExist) {
