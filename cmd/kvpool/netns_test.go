@@ -54,7 +54,7 @@ func TestUpNetns(t *testing.T) {
 			tokenFile = f[1]
 		}
 	}
-	if hosts == "" || tokenFile == "" || !strings.Contains(out, "50 MB/s each way (tbf)") {
+	if hosts == "" || tokenFile == "" || !strings.Contains(out, "50 MB/s each way (htb") {
 		t.Fatalf("up printed no hosts, token file or link rate:\n%s", out)
 	}
 	master := strings.Fields(try)[4]

@@ -169,7 +169,7 @@ func describeLink(l netns.Link) string {
 	}
 	out := "unshaped rate"
 	if l.Rate > 0 {
-		out = config.Bandwidth(l.Rate).String() + " each way (tbf)"
+		out = config.Bandwidth(l.Rate).String() + " each way (htb, shared fairly between the peers)"
 	}
 	if l.Delay > 0 {
 		out += fmt.Sprintf(", +%v one way (netem)", l.Delay)

@@ -159,7 +159,7 @@ func (t *netClusterTarget) Annotate(res *Result) {
 	for _, s := range t.sources {
 		total += s.bytes.Load()
 	}
-	res.Notes = append(res.Notes, fmt.Sprintf("real hosts (--netns): %d nodes on their own network namespaces, links %s each way (tbf); %d workers on node-0's host, each reading one remote node's blocks with client Fetch, every block verified",
+	res.Notes = append(res.Notes, fmt.Sprintf("real hosts (--netns): %d nodes on their own network namespaces, links %s each way (htb, shared fairly between peers); %d workers on node-0's host, each reading one remote node's blocks with client Fetch, every block verified",
 		len(t.c.Nodes), linkRate(rate), len(t.clients)))
 	for _, s := range t.sources {
 		b := s.bytes.Load()
@@ -173,7 +173,7 @@ func (t *netClusterTarget) Annotate(res *Result) {
 		res.Notes = append(res.Notes, line)
 	}
 	if rate > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("goodput %.1f MB/s = %.3f of node-0's ingress link (%s); tbf counts Ethernet frames, about 4%% more than the payload at MTU 1500",
+		res.Notes = append(res.Notes, fmt.Sprintf("goodput %.1f MB/s = %.3f of node-0's ingress link (%s); the kernel counts Ethernet frames, about 4.5%% more than the payload at MTU 1500",
 			float64(total)/res.Seconds/1e6, float64(total)/res.Seconds/rate, linkRate(rate)))
 	}
 }

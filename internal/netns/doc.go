@@ -1,9 +1,11 @@
 // Package netns gives kvpool's testbed real hosts on one Linux machine:
 // each host is a network namespace with an address of its own on a
 // private bridge, reached through a veth pair whose two ends the kernel
-// shapes (a tbf qdisc on each), so that bytes between two hosts cross two
-// real links, queue where a real link would, and meet TCP's congestion
-// control — where the node's pacers only count bytes on one loopback.
+// shapes (an htb qdisc on each: the link's rate, shared fairly between
+// the peers whose packets cross it, as a switch port that queues fairly
+// between hosts), so that bytes between two hosts cross two real links,
+// queue where a real link would, and meet TCP's congestion control —
+// where the node's pacers only count bytes on one loopback.
 //
 // A Net numbered N uses the subnet 10.213.N.0/24 and these names:
 //

@@ -229,10 +229,16 @@ func (h *Host) apply(ctx context.Context, l Link) error {
 	}
 	// Egress: the host's eth0; ingress: its port on the bridge. Delay is
 	// one-way, on what the host sends.
-	if err := shape(ctx, h.NS, "eth0", l.Rate, l.Delay); err != nil {
+	var peers []netip.Addr
+	for _, o := range n.hosts {
+		if o != h {
+			peers = append(peers, o.Addr)
+		}
+	}
+	if err := shape(ctx, h.NS, "eth0", l.Rate, l.Delay, "dst", peers); err != nil {
 		return fmt.Errorf("netns: host %s egress: %w", h.Name, err)
 	}
-	if err := shape(ctx, n.switchNS(), h.port(), l.Rate, 0); err != nil {
+	if err := shape(ctx, n.switchNS(), h.port(), l.Rate, 0, "src", peers); err != nil {
 		return fmt.Errorf("netns: host %s ingress: %w", h.Name, err)
 	}
 	state := "up"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -156,48 +157,63 @@ func TestDownHostIsCutOffUntilUp(t *testing.T) {
 	<-remote
 }
 
-// qdiscs returns what tc shows for dev in namespace ns.
-func qdiscs(t *testing.T, ns, dev string) string {
+// tcShow returns what tc shows of kind (qdisc, class, filter) for dev in
+// namespace ns.
+func tcShow(t *testing.T, ns, kind, dev string) string {
 	t.Helper()
-	out, err := exec.Command("tc", "-n", ns, "qdisc", "show", "dev", dev).CombinedOutput()
+	out, err := exec.Command("tc", "-n", ns, kind, "show", "dev", dev).CombinedOutput()
 	if err != nil {
-		t.Fatalf("tc qdisc show: %v: %s", err, out)
+		t.Fatalf("tc %s show: %v: %s", kind, err, out)
 	}
 	return string(out)
 }
 
-func TestLinkRateIsSetOnBothEnds(t *testing.T) {
-	n := newNet(t, "a")
+func TestLinkRateIsSetOnBothEndsSharedByPeers(t *testing.T) {
+	n := newNet(t, "a", "b", "c")
 	a := n.Host("a")
 	ctx := context.Background()
 	if err := a.SetLink(ctx, netns.Link{Rate: 25e6}); err != nil {
 		t.Fatal(err)
 	}
 	sw := "kvp" + strconv.Itoa(n.N) + "-switch"
-	for _, q := range []string{qdiscs(t, a.NS, "eth0"), qdiscs(t, sw, "h0")} {
-		// tc prints 25e6 B/s as 200Mbit.
-		if !strings.Contains(q, "tbf") || !strings.Contains(q, "rate 200Mbit") {
-			t.Errorf("qdiscs = %q; want tbf at 200Mbit", q)
+	for _, end := range []struct{ ns, dev, match string }{{a.NS, "eth0", "at 16"}, {sw, "h0", "at 12"}} {
+		// tc prints 25e6 B/s as 200Mbit: the whole link, and a third of it
+		// guaranteed to each peer (b, c) and to anything else.
+		classes := tcShow(t, end.ns, "class", end.dev)
+		if !strings.Contains(classes, "root rate 200Mbit ceil 200Mbit") || strings.Count(classes, "rate 66666Kbit ceil 200Mbit") != 3 {
+			t.Errorf("%s %s classes:\n%s\nwant a 200Mbit root and three 66666Kbit children", end.ns, end.dev, classes)
+		}
+		// One filter per peer, on the destination (egress) or the source
+		// (ingress) address: offset 16 or 12 of the IP header.
+		filters := tcShow(t, end.ns, "filter", end.dev)
+		for _, p := range []*netns.Host{n.Host("b"), n.Host("c")} {
+			hex := fmt.Sprintf("%08x/ffffffff %s", p.Addr.As4(), end.match)
+			if !strings.Contains(filters, hex) {
+				t.Errorf("%s %s filters lack %q:\n%s", end.ns, end.dev, hex, filters)
+			}
 		}
 	}
-	// Back to unshaped: no tbf left, on either end.
+	// Back to unshaped: no htb left, on either end.
 	if err := a.SetLink(ctx, netns.Link{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{qdiscs(t, a.NS, "eth0"), qdiscs(t, sw, "h0")} {
-		if strings.Contains(q, "tbf") {
-			t.Errorf("qdiscs = %q after an unshaped link; want no tbf", q)
+	for _, q := range []string{tcShow(t, a.NS, "qdisc", "eth0"), tcShow(t, sw, "qdisc", "h0")} {
+		if strings.Contains(q, "htb") {
+			t.Errorf("qdiscs = %q after an unshaped link; want no htb", q)
 		}
 	}
 	// A delay needs netem, which some kernels lack: then the error says so.
 	err := a.SetLink(ctx, netns.Link{Rate: 25e6, Delay: 2 * time.Millisecond})
 	switch {
 	case errors.Is(err, netns.ErrNoNetem):
+		if netns.HasNetem() {
+			t.Errorf("SetLink says %v, HasNetem says yes", err)
+		}
 		t.Logf("this kernel has no netem: %v", err)
 	case err != nil:
 		t.Fatal(err)
 	default:
-		if q := qdiscs(t, a.NS, "eth0"); !strings.Contains(q, "netem") || !strings.Contains(q, "delay 2ms") {
+		if q := tcShow(t, a.NS, "qdisc", "eth0"); !strings.Contains(q, "netem") || !strings.Contains(q, "delay 2ms") {
 			t.Errorf("qdiscs = %q; want netem delay 2ms", q)
 		}
 	}

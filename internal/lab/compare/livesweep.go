@@ -23,7 +23,7 @@ func LiveSweepSection(rows []LiveRow) report.Section {
 	sec := report.Section{Title: "Live TTFT vs link bandwidth (Fig 13 analogue, live)",
 		Text: "Global mode with round-robin routing (where the network matters most) at each NIC bandwidth, on the live " +
 			"subsample: simulated, live with the nodes' pacers (every process on one loopback), and live with kernel " +
-			"links (each node and its prefill worker on a network host of its own, the link's rate enforced by tbf, " +
+			"links (each node and its prefill worker on a network host of its own, the link's rate enforced by the kernel (htb), " +
 			"remote reads crossing two links and TCP's congestion control). The live link rate is the model bandwidth under " +
 			"the scale model (bandwidth × payload / model block bytes × speed). Times are model seconds; a live run that " +
 			"did not keep up is marked, and its TTFTs say more about the machine than about the network."}
