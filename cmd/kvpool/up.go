@@ -37,7 +37,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	electionTTL := fs.Duration("election-ttl", 0, fmt.Sprintf("with --masters > 1: the masters' etcd lease, whole seconds (0 = the master's default, %v)", election.DefaultTTL))
 	netnsOn := fs.Bool("netns", false, "put the master and every node on a network host of its own (a Linux network namespace on a private bridge; needs root and iproute2)")
 	linkRate := fs.String("link-rate", "", "with --netns: every node's link rate, each direction, enforced by the kernel (e.g. 200MB/s, 1Gbps; empty or 0 = unshaped)")
-	linkDelay := fs.Duration("link-delay", 0, "with --netns: one-way delay the kernel adds to every packet a node sends (needs the kernel's netem qdisc)")
+	linkDelay := fs.Duration("link-delay", 0, "with --netns: one-way delay the kernel adds to every packet a node sends (0 = none; needs the kernel's netem qdisc)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: kvpool up [flags]\n\nStarts a local cluster: one master (or --masters, electing their leader on an\netcd it starts too) and --nodes node processes of this binary,\n"+
 			"on loopback ports, and prints their addresses. Runs until SIGINT or SIGTERM,\n"+
