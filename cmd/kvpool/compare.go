@@ -206,6 +206,16 @@ func parseCompare(args []string, stderr io.Writer) (*compareRun, error) {
 		if kernel {
 			r.opts.LiveNets = []replay.NetMode{replay.NetPacer, replay.NetKernel}
 		}
+		// Every sweep run is checked now, not when the sweep reaches it.
+		for _, bw := range r.opts.LiveBandwidths {
+			for _, net := range append([]replay.NetMode{r.cluster.Net}, r.opts.LiveNets...) {
+				c := r.cluster
+				c.NICGbps, c.Net = bw, net
+				if err := c.Validate(); err != nil {
+					return nil, usageErrorf("--live-bandwidths %g Gbps (net %s): %v", bw, c.WithDefaults().Net, err)
+				}
+			}
+		}
 	} else if f.liveBandwidths != "" {
 		return nil, usageErrorf("--live-bandwidths runs a live sweep: add --live")
 	}

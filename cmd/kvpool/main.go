@@ -57,7 +57,9 @@ func commandsWith(h hooks) []command {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A closed terminal (SIGHUP) stops a command as Ctrl-C does, so that
+	// kvpool up still stops its processes and removes its hosts.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	for _, w := range config.EnvWarnings(os.Environ()) {
 		fmt.Fprintln(os.Stderr, "kvpool: warning: "+w)
 	}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kvpool/kvpool/internal/cluster"
@@ -78,6 +80,11 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := opts.Validate(); err != nil {
 		return flagError(fs, err, nil)
 	}
+	// A reader gone from the pipe that takes up's output (kvpool up |
+	// head) stops the cluster as Ctrl-C does, rather than killing up
+	// with its processes and hosts still there.
+	ctx, stopPipe := signal.NotifyContext(ctx, syscall.SIGPIPE)
+	defer stopPipe()
 	c, err := cluster.Start(ctx, opts)
 	if err != nil {
 		return err

@@ -212,6 +212,8 @@ func (s Spec) Validate() error {
 		return badSpec("Netns", s.Netns, "only the cluster target runs on real hosts")
 	case s.Netns && s.Named:
 		return badSpec("Named", s.Named, "the cluster target on real hosts reads chain ids")
+	case s.Netns && s.Nodes == 1:
+		return badSpec("Nodes", s.Nodes, "the cluster target on real hosts reads from the other nodes: want at least 2")
 	case !s.Netns && s.LinkRate != 0:
 		return badSpec("LinkRate", s.LinkRate, "links are shaped only on real hosts (Netns)")
 	}

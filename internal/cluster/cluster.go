@@ -146,7 +146,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	if c.Token != "" {
 		c.TokenFile = filepath.Join(dir, "token")
-		if err := os.WriteFile(c.TokenFile, []byte(c.Token+"\n"), 0o600); err != nil {
+		err := os.WriteFile(c.TokenFile, []byte(c.Token+"\n"), 0o600)
+		if err == nil {
+			err = os.Chmod(c.TokenFile, 0o600) // a file already there keeps its mode
+		}
+		if err != nil {
 			c.removeTemp()
 			return nil, fmt.Errorf("cluster: write the token file: %w", err)
 		}

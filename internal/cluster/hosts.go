@@ -22,6 +22,13 @@ func (c *Cluster) makeHosts(ctx context.Context) error {
 	for i := range c.opts.Nodes {
 		hosts = append(hosts, fmt.Sprintf("node-%d", i))
 	}
+	removed, err := netns.CleanStale()
+	for _, r := range removed {
+		fmt.Fprintf(c.opts.Stderr, "[cluster] removed the stale network hosts %s (their owner is gone)\n", r)
+	}
+	if err != nil {
+		fmt.Fprintf(c.opts.Stderr, "[cluster] %v\n", err) // not this cluster's problem: start anyway
+	}
 	n, err := netns.New(ctx, netns.Options{Hosts: hosts})
 	if err != nil {
 		return fmt.Errorf("cluster: network hosts (--netns): %w", err)

@@ -244,6 +244,9 @@ func (o Options) resolve() (Options, error) {
 		if err := o.Link.Validate(); err != nil {
 			return o, fmt.Errorf("cluster: %w", option.Errorf("Link", "%w", err))
 		}
+		if o.Link.Down {
+			return o, fmt.Errorf("cluster: %w", option.Errorf("Link", "down: nodes cut off from the start never join; cut one off once the cluster is up (SetNodeLink)"))
+		}
 	} else if o.Link != (netns.Link{}) {
 		return o, fmt.Errorf("cluster: %w", option.Errorf("Link", "%+v: links are shaped only on network hosts of their own (Netns)", o.Link))
 	}

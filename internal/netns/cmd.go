@@ -112,7 +112,7 @@ func shape(ctx context.Context, ns, dev string, rate float64, delay time.Duratio
 	}
 	netem := ""
 	if delay > 0 {
-		netem = "netem delay " + strconv.FormatInt(delay.Microseconds(), 10) + "us"
+		netem = "netem delay " + strconv.FormatInt(max(1, delay.Microseconds()), 10) + "us"
 	}
 	if rate == 0 {
 		if netem == "" {

@@ -46,7 +46,10 @@ func InNamespace(path string, f func() error) error {
 func (h *Host) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	var c net.Conn
 	err := h.Do(func() error {
-		var d net.Dialer
+		// No Happy Eyeballs: its racing dials run on other goroutines,
+		// whose sockets would be made in another namespace. Serial
+		// dials stay on this locked thread.
+		d := net.Dialer{FallbackDelay: -1}
 		var err error
 		c, err = d.DialContext(ctx, network, addr)
 		return err

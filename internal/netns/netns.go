@@ -98,8 +98,9 @@ type Host struct {
 // New makes the hosts of o: a switch namespace with a bridge, one
 // namespace per host with a veth pair to the bridge, and the root
 // namespace's gateway, each host's link set to o.Link. It first removes
-// the Nets of owners that are gone (CleanStale). On failure everything it
-// made is removed.
+// the Nets of owners that are gone, as CleanStale does, and takes a free
+// number under a lock that other processes' New and CleanStale respect.
+// On failure everything it made is removed.
 func New(ctx context.Context, o Options) (*Net, error) {
 	if err := Available(); err != nil {
 		return nil, err
@@ -120,10 +121,16 @@ func New(ctx context.Context, o Options) (*Net, error) {
 	if err := o.Link.Validate(); err != nil {
 		return nil, err
 	}
-	if _, err := CleanStale(); err != nil {
-		return nil, err
-	}
-	n, err := claim()
+	var n *Net
+	err := locked(func() error {
+		// Best effort: a Net that cannot be removed now keeps its number,
+		// which claim skips; CleanStale says what it removed to a caller
+		// that asks.
+		cleanStale()
+		var err error
+		n, err = claim()
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -326,5 +327,48 @@ func TestOwnedListsTheNetsOfThisProcess(t *testing.T) {
 	}
 	if slices.Contains(netns.Owned(), name) {
 		t.Errorf("Owned() = %q after %s closed", netns.Owned(), name)
+	}
+}
+
+// TestConcurrentNewAfterACrash: several New at once, all finding the same
+// dead owner's Net, all succeed on distinct numbers, and the dead Net is
+// gone (they clean it under one lock, and "already gone" is no error).
+func TestConcurrentNewAfterACrash(t *testing.T) {
+	netnstest.Require(t)
+	dead, err := netns.New(context.Background(), netns.Options{Hosts: []string{"a", "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(map[string]any{"pid": gone.Process.Pid, "start": 1})
+	if err := os.WriteFile(filepath.Join("/run/kvpool-netns", strconv.Itoa(dead.N)+".json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const k = 4
+	nets := make([]*netns.Net, k)
+	errs := make([]error, k)
+	var wg sync.WaitGroup
+	for i := range k {
+		wg.Go(func() { nets[i], errs[i] = netns.New(context.Background(), netns.Options{Hosts: []string{"a"}}) })
+	}
+	wg.Wait()
+	seen := map[int]bool{}
+	for i := range k {
+		if errs[i] != nil {
+			t.Errorf("New %d: %v", i, errs[i])
+			continue
+		}
+		defer nets[i].Close()
+		if seen[nets[i].N] {
+			t.Errorf("two Nets numbered %d", nets[i].N)
+		}
+		seen[nets[i].N] = true
+	}
+	if got := mine(dead); len(got) > 0 && !seen[dead.N] {
+		t.Errorf("the dead owner's Net is still there: %q", got)
 	}
 }

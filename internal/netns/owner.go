@@ -36,9 +36,10 @@ type owner struct {
 	Start uint64 `json:"start"`
 }
 
-// claim takes a free Net number: one whose subnet no route or address of
-// the root namespace overlaps and whose owner file it creates first
-// (O_EXCL: two processes never take one number).
+// claim takes a free Net number: one whose subnet no address of the root
+// namespace overlaps, whose switch namespace does not exist, and whose
+// owner file it creates first (O_EXCL: two processes never take one
+// number). Call it with the lock held (locked).
 func claim() (*Net, error) {
 	if err := os.MkdirAll(ownerDir, 0o700); err != nil {
 		return nil, fmt.Errorf("netns: %w", err)
@@ -127,10 +128,42 @@ func netOf(name string) (int, bool) {
 	return num, true
 }
 
+// lockFile serialises cleaning and claiming between processes (flock).
+const lockFile = ".lock"
+
+// locked runs f holding the lock of ownerDir, so that no two processes
+// clean the same dead owner's Net at once, and none cleans a number while
+// another claims it.
+func locked(f func() error) error {
+	if err := os.MkdirAll(ownerDir, 0o700); err != nil {
+		return fmt.Errorf("netns: %w", err)
+	}
+	lf, err := os.OpenFile(filepath.Join(ownerDir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("netns: %w", err)
+	}
+	defer lf.Close() // releases the lock
+	if err := flock(lf); err != nil {
+		return fmt.Errorf("netns: lock %s: %w", lf.Name(), err)
+	}
+	return f()
+}
+
 // CleanStale removes every Net whose owner is gone, or whose namespaces
 // have no owner file (left by a crash in the middle of New or Close), and
 // returns what it removed. Nets of live owners are left alone.
 func CleanStale() ([]string, error) {
+	var removed []string
+	err := locked(func() error {
+		var err error
+		removed, err = cleanStale()
+		return err
+	})
+	return removed, err
+}
+
+// cleanStale is CleanStale, with the lock held.
+func cleanStale() ([]string, error) {
 	var removed []string
 	var first error
 	nums := nets()
@@ -179,12 +212,12 @@ func remove(num int, ownerPath string) error {
 	// by the kernel later, and the root end of its veth would linger.
 	gw := prefix + strconv.Itoa(num) + "gw"
 	if _, err := net.InterfaceByName(gw); err == nil {
-		keep(run(ctx, "ip", "link", "del", gw))
+		keep(gone(run(ctx, "ip", "link", "del", gw)))
 	}
 	ents, _ := os.ReadDir(nsDir)
 	for _, e := range ents {
 		if n, ok := netOf(e.Name()); ok && n == num {
-			keep(run(ctx, "ip", "netns", "del", e.Name()))
+			keep(gone(run(ctx, "ip", "netns", "del", e.Name())))
 		}
 	}
 	if first == nil {
@@ -214,7 +247,9 @@ func Leftovers() []string {
 	}
 	owners, _ := os.ReadDir(ownerDir)
 	for _, e := range owners {
-		out = append(out, "owner file "+filepath.Join(ownerDir, e.Name()))
+		if strings.HasSuffix(e.Name(), ".json") {
+			out = append(out, "owner file "+filepath.Join(ownerDir, e.Name()))
+		}
 	}
 	return out
 }
@@ -232,4 +267,14 @@ func Owned() []string {
 		}
 	}
 	return out
+}
+
+// gone is err, or nil when it only says that what was to be deleted is
+// already gone (another cleaner, or the kernel, was first).
+func gone(err error) error {
+	var ce *cmdError
+	if errors.As(err, &ce) && (strings.Contains(ce.msg, "No such file or directory") || strings.Contains(ce.msg, "Cannot find device")) {
+		return nil
+	}
+	return err
 }

@@ -42,12 +42,24 @@ func Alive(pid int) bool {
 }
 
 // Gone reports whether the process recorded as pid, started at start
-// (Start's value then; 0 where unknown), has ended: its pid is gone, or
-// now belongs to a process started at another time.
+// (Start's value then; 0 where unknown), has ended: its pid is gone, is
+// a zombie (ended, not yet reaped: where no init reaps orphans, one can
+// stay so for good), or now belongs to a process started at another time.
 func Gone(pid int, start uint64) bool {
-	if pid <= 0 || !Alive(pid) {
+	if pid <= 0 || !Alive(pid) || zombie(pid) {
 		return true
 	}
 	now := Start(pid)
 	return start != 0 && now != 0 && now != start
+}
+
+// zombie reports whether process pid is a zombie (state Z in
+// /proc/<pid>/stat); false where that cannot be read.
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
