@@ -148,10 +148,20 @@ func TestDownHostIsCutOffUntilUp(t *testing.T) {
 	if err := b.SetLink(ctx, netns.Link{}); err != nil {
 		t.Fatal(err)
 	}
+	// The dials into the void may have left a failed neighbour entry
+	// (ARP), which answers "no route to host" for a moment after the link
+	// is back: try until the link answers, for up to a minute.
 	remote := echoOnce(t, ln)
-	c, err = a.DialContext(ctx, "tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatalf("dial after the link came back up: %v", err)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err = a.DialContext(ctx, "tcp", ln.Addr().String())
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dial after the link came back up: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	roundTrip(t, c, "back")
 	c.Close()
