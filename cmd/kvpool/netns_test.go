@@ -139,35 +139,7 @@ func TestNetnsPartition(t *testing.T) {
 	}
 	defer cl.Close()
 
-	const n = 40
-	ids := make([]uint64, n)
-	payloads := make([][]byte, n)
-	for i := range ids {
-		ids[i] = uint64(1000 + i)
-		payloads[i] = itPayload(ids[i])
-	}
-	if _, err := cl.Put(ctx, ids, payloads, client.PutOptions{Hint: c.Nodes[1].Name}); err != nil {
-		t.Fatal(err)
-	}
-	// Sync: the nodes' heartbeats bring the blocks into the index.
-	var onNode1 []uint64
-	eventually(t, "the blocks are indexed", time.Minute, func() (bool, string) {
-		sets := replicaSets(ctx, t, cl, ids)
-		onNode1 = onNode1[:0]
-		indexed := 0
-		for _, id := range ids {
-			if len(sets[id]) > 0 {
-				indexed++
-			}
-			if slices.ContainsFunc(sets[id], func(r string) bool { return strings.HasPrefix(r, c.Nodes[1].Name+"/") }) {
-				onNode1 = append(onNode1, id)
-			}
-		}
-		return indexed == n, strconv.Itoa(indexed) + " indexed"
-	})
-	if len(onNode1) == 0 {
-		t.Fatal("no block placed on node-1; the partition would test nothing")
-	}
+	onNode1 := putOnNode(t, c, cl, 1, 1000, 40)
 	got, err := cl.Get(ctx, onNode1, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -357,27 +329,7 @@ func TestNetnsSlowAndDeadLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	const n = 64
-	ids := make([]uint64, n)
-	payloads := make([][]byte, n)
-	for i := range ids {
-		ids[i] = uint64(5000 + i)
-		payloads[i] = itPayload(ids[i])
-	}
-	if _, err := cl.Put(ctx, ids, payloads, client.PutOptions{Hint: c.Nodes[1].Name}); err != nil {
-		t.Fatal(err)
-	}
-	var remote []uint64
-	eventually(t, "the blocks are indexed on node-1", time.Minute, func() (bool, string) {
-		sets := replicaSets(ctx, t, cl, ids)
-		remote = remote[:0]
-		for _, id := range ids {
-			if slices.ContainsFunc(sets[id], func(r string) bool { return strings.HasPrefix(r, c.Nodes[1].Name+"/") }) {
-				remote = append(remote, id)
-			}
-		}
-		return len(remote) >= n/4, strconv.Itoa(len(remote)) + " on node-1"
-	})
+	remote := putOnNode(t, c, cl, 1, 5000, 64)
 
 	// Slow: 64 KiB/s for 16 KiB blocks, four blocks a second; a Get
 	// given 300 ms gets at most a few of them.
@@ -448,4 +400,43 @@ func TestNetnsSlowAndDeadLink(t *testing.T) {
 		}
 		return true, ""
 	})
+}
+
+// putOnNode puts blocks first … first+n−1 through cl with node i as the
+// placement hint, waits until the index lists every one, and returns
+// those placed on node i (failing t when none are: there would be
+// nothing to test).
+func putOnNode(t *testing.T, c *cluster.Cluster, cl *client.Client, i int, first uint64, n int) []uint64 {
+	t.Helper()
+	ctx := t.Context()
+	ids := make([]uint64, n)
+	payloads := make([][]byte, n)
+	for k := range ids {
+		ids[k] = first + uint64(k)
+		payloads[k] = itPayload(ids[k])
+	}
+	name := c.Nodes[i].Name
+	if _, err := cl.Put(ctx, ids, payloads, client.PutOptions{Hint: name}); err != nil {
+		t.Fatal(err)
+	}
+	// The nodes' heartbeats bring the blocks into the index.
+	var on []uint64
+	eventually(t, "the blocks are indexed", time.Minute, func() (bool, string) {
+		sets := replicaSets(ctx, t, cl, ids)
+		on = on[:0]
+		indexed := 0
+		for _, id := range ids {
+			if len(sets[id]) > 0 {
+				indexed++
+			}
+			if slices.ContainsFunc(sets[id], func(r string) bool { return strings.HasPrefix(r, name+"/") }) {
+				on = append(on, id)
+			}
+		}
+		return indexed == n, strconv.Itoa(indexed) + " indexed"
+	})
+	if len(on) == 0 {
+		t.Fatalf("no block placed on %s", name)
+	}
+	return on
 }
