@@ -159,8 +159,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	for _, a := range arms {
 		res.Arms = append(res.Arms, a.Name)
 	}
-	fmt.Fprintf(progress, "kvpool demo: %s, %d requests (%.0f s window from %.0f s, arrivals ×%g); %d nodes, payload %s, speed %g, %d RAM blocks per node\n",
-		w.Name, len(w.Requests), w.WindowSeconds, w.FromSeconds, w.Rate, base.Nodes, report.Bytes(int64(base.PayloadBytes)), base.Speed, base.RAMBlocks)
+	fmt.Fprintf(progress, "kvpool demo: %s, %d requests (%.0f s window from %.0f s, arrivals ×%g); %d nodes, payload %s, speed %g, %d RAM blocks per node; network: %s\n",
+		w.Name, len(w.Requests), w.WindowSeconds, w.FromSeconds, w.Rate, base.Nodes, report.Bytes(int64(base.PayloadBytes)), base.Speed, base.RAMBlocks,
+		base.ReplayOptions().NetDescription())
 	for i, a := range arms {
 		if ctx.Err() != nil {
 			res.Partial = true
@@ -316,6 +317,7 @@ func (r *Result) Report() *report.Report {
 		intro += "The trace is GENERATED (no published trace was found, or --generated was given). "
 	}
 	c := r.Config
+	intro += "Network: " + c.ReplayOptions().NetDescription() + ". "
 	intro += fmt.Sprintf("%d nodes, %d RAM blocks each (the recompute arm caches nothing), policy %s, payload %s per block, speed ×%g, "+
 		"verify %s (every hit read and checked before it is reused); each arm on a fresh cluster. ",
 		c.Nodes, c.RAMBlocks, c.Policy, report.Bytes(int64(c.PayloadBytes)), c.Speed, c.Verify)
