@@ -276,8 +276,14 @@ func (t *clusterTarget) indexed(ctx context.Context, ids []uint64) ([][]client.L
 		}
 		return reps, nil
 	}
+	return waitIndexed(ctx, c, ids)
+}
+
+// waitIndexed waits, through c's lookups, until the index lists every
+// block of ids (consecutive) and returns their replicas.
+func waitIndexed(ctx context.Context, c *client.Client, ids []uint64) ([][]client.Location, error) {
 	var p client.Prefix
-	err := poll(ctx, fmt.Sprintf("blocks %d..%d in the master's index", lo, hi), func(ctx context.Context) (string, error) {
+	err := poll(ctx, fmt.Sprintf("blocks %d..%d in the master's index", ids[0], ids[len(ids)-1]), func(ctx context.Context) (string, error) {
 		var lerr error
 		if p, lerr = c.Lookup(ctx, ids); lerr != nil {
 			return "", lerr

@@ -27,7 +27,6 @@ type netClusterTarget struct {
 	c       *cluster.Cluster
 	clients []*client.Client
 	sources []*netSource
-	blocks  int
 }
 
 // netSource is one remote node and the blocks it holds.
@@ -50,7 +49,6 @@ func (t *netClusterTarget) Start(ctx context.Context, spec Spec) ([]Worker, erro
 		bin = exe
 	}
 	n := spec.blocks()
-	t.blocks = n
 	share := (n + spec.Nodes - 2) / (spec.Nodes - 1) // on the remote nodes only
 	c, err := cluster.Start(ctx, cluster.Options{
 		Binary: bin, Nodes: spec.Nodes, Netns: true, Link: netns.Link{Rate: spec.LinkRate},
@@ -79,7 +77,7 @@ func (t *netClusterTarget) Start(ctx context.Context, spec Spec) ([]Worker, erro
 	for i, cl := range t.clients {
 		src := t.sources[i%len(t.sources)]
 		if len(src.ids) < spec.Batch {
-			return nil, fmt.Errorf("node %s holds %d blocks, fewer than a batch (%d): raise --data-bytes", src.from.Node, len(src.ids), spec.Batch)
+			return nil, fmt.Errorf("node %s holds %d blocks, fewer than a batch (%d): raise --data", src.from.Node, len(src.ids), spec.Batch)
 		}
 		dst := make([][]byte, spec.Batch)
 		for j := range dst {
@@ -125,22 +123,12 @@ func (t *netClusterTarget) store(ctx context.Context, spec Spec, n int) error {
 		if err := errors.Join(errs...); err != nil {
 			return fmt.Errorf("put blocks %d..%d: %w", lo, hi-1, err)
 		}
-		var p client.Prefix
-		err = poll(ctx, fmt.Sprintf("blocks %d..%d in the master's index", lo, hi-1), func(ctx context.Context) (string, error) {
-			var lerr error
-			if p, lerr = cl.Lookup(ctx, ids); lerr != nil {
-				return "", lerr
-			}
-			if p.Len == len(ids) {
-				return "", nil
-			}
-			return fmt.Sprintf("prefix %d of %d indexed", p.Len, len(ids)), nil
-		})
+		reps, err := waitIndexed(ctx, cl, ids)
 		if err != nil {
 			return err
 		}
-		for i, reps := range p.Replicas {
-			for _, r := range reps {
+		for i, rs := range reps {
+			for _, r := range rs {
 				if s := byNode[r.Node]; s != nil && r.Tier == client.TierRAM {
 					s.ids = append(s.ids, ids[i])
 					break
