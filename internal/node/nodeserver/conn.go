@@ -24,6 +24,12 @@ import (
 // 65,535 bytes).
 const lingerDrain = 128 << 10
 
+// refusedDrain is the most bytes of a frame over the frame limit read and
+// discarded after its ERROR is sent, so that a client still writing the
+// frame finishes and reads the refusal instead of a connection reset. A
+// longer frame's connection is closed at once.
+const refusedDrain = 64 << 20
+
 // copyChunk is the most bytes of a file block read into a buffer at once
 // when sendfile is not available: 1 MiB keeps the per-call overhead small
 // next to the copy and bounds the buffer a connection holds.
@@ -263,6 +269,7 @@ func (c *conn) serveFrame(ctx context.Context) error {
 		return err
 	}
 	c.cr.armed = true
+	start := c.r.Offset()
 	h, err := c.r.ReadHeader()
 	c.cr.armed = false
 	if derr := c.setReadDeadline(c.s.opts.ReadTimeout); derr != nil {
@@ -270,7 +277,7 @@ func (c *conn) serveFrame(ctx context.Context) error {
 	}
 	c.reqOp, c.reqCounted = h.Op, false
 	if err != nil {
-		err = c.headerError(h, err)
+		err = c.headerError(h, start, err)
 		c.reqCounted = true // a header that failed to decode is counted once, as a decode error
 		return err
 	}
@@ -279,9 +286,10 @@ func (c *conn) serveFrame(ctx context.Context) error {
 	return err
 }
 
-// headerError handles a failed ReadHeader: a recoverable decode error is
-// answered with ERROR; any other ends the connection.
-func (c *conn) headerError(h wire.Header, err error) error {
+// headerError handles a failed ReadHeader of the frame at byte start: a
+// recoverable decode error is answered with ERROR; any other ends the
+// connection.
+func (c *conn) headerError(h wire.Header, start int64, err error) error {
 	if serr := c.r.Skip(); serr != nil { // the stream is lost
 		if isDecodeError(err) {
 			c.s.ctr.decodeErrors.Add(1)
@@ -289,13 +297,26 @@ func (c *conn) headerError(h wire.Header, err error) error {
 			if serr == err && !errors.Is(err, io.ErrUnexpectedEOF) {
 				// The header itself lost the stream (a bad length): say
 				// why, best effort, before closing.
-				c.writeError(h.ReqID, c.frameTooLarge(err))
+				if c.writeError(h.ReqID, c.frameTooLarge(err)) == nil && errors.Is(err, frame.ErrFrameTooLarge) {
+					c.drainRefused(start + int64(h.Len) - c.cr.total)
+				}
 			}
 		}
 		return err
 	}
 	c.s.ctr.decodeErrors.Add(1)
 	return c.writeError(h.ReqID, err)
+}
+
+// drainRefused reads and discards the n bytes of a refused frame not yet
+// read, within the read timeout, when there are at most refusedDrain.
+// Closing a connection with unread bytes resets it, and a client still
+// writing the frame would see the reset rather than the ERROR before it.
+func (c *conn) drainRefused(n int64) {
+	if n <= 0 || n > refusedDrain || c.setReadDeadline(c.s.opts.ReadTimeout) != nil {
+		return
+	}
+	io.CopyN(io.Discard, &c.cr, n)
 }
 
 // frameTooLarge explains a frame over Limits.MaxFrame in the node's
