@@ -20,8 +20,11 @@ type benchFlags struct {
 	spec  bench.Spec
 	sizes []int
 	// vs is the comparison of --vs (vs.Against empty without it).
-	vs         bench.CompareOptions
-	redisBin   string
+	vs       bench.CompareOptions
+	redisBin string
+	// clusterVs is --target cluster --vs tcp: the cluster beside its
+	// raw-TCP limit over the same connections.
+	clusterVs  bool
 	asJSON     bool
 	cpuprofile string
 }
@@ -42,6 +45,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if len(f.vs.Against) > 0 {
 		return runBenchVs(ctx, f, stdout, stderr)
+	}
+	if f.clusterVs {
+		return runClusterVs(ctx, f, stdout)
 	}
 	var results []bench.Result
 	for _, sz := range f.sizes {
@@ -64,6 +70,25 @@ func runBenchVs(ctx context.Context, f benchFlags, stdout, stderr io.Writer) err
 	cs, err := bench.CompareWithRedis(ctx, f.vs, f.redisBin, stderr)
 	if err != nil {
 		return err
+	}
+	if f.asJSON {
+		return encodeJSON(stdout, cs)
+	}
+	return bench.WriteComparisons(stdout, cs)
+}
+
+// runClusterVs runs the cluster target beside its raw-TCP limit at each
+// block size (--target cluster --vs tcp).
+func runClusterVs(ctx context.Context, f benchFlags, stdout io.Writer) error {
+	var cs []bench.Comparison
+	for _, sz := range f.sizes {
+		spec := f.spec
+		spec.BlockSize = sz
+		c, err := bench.CompareCluster(ctx, spec)
+		if err != nil {
+			return err
+		}
+		cs = append(cs, c)
 	}
 	if f.asJSON {
 		return encodeJSON(stdout, cs)
@@ -96,11 +121,11 @@ func parseBench(args []string, stderr io.Writer) (benchFlags, error) {
 	fs.StringVar(&s.TracePath, "trace", "", "sim target's trace file (default: a generated chat trace)")
 	fs.StringVar(&s.Addr, "redis-addr", "", "address of a running redis-server (redis target, --vs redis)")
 	fs.StringVar(&f.redisBin, "redis-server", "redis-server", "redis-server binary --vs redis starts when --redis-addr is empty")
-	vs := fs.String("vs", "", "comparison points, comma-separated: redis,tcp,disk")
+	vs := fs.String("vs", "", "comparison points, comma-separated: redis,tcp,disk; with --target cluster, tcp: the cluster beside raw TCP over the same connections (target cluster-tcp)")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile (pprof) of the runs to this file")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: kvpool bench --target T [flags] | --vs redis,tcp,disk [flags]\n\n"+
+		fmt.Fprintln(stderr, "usage: kvpool bench --target T [flags] | --vs redis,tcp,disk [flags] | --target cluster --vs tcp [flags]\n\n"+
 			"Measures one target (a tier, a node, the master, a local cluster, the simulator,\n"+
 			"plain TCP or disk, or a redis-server) with a closed-loop load of --conns\n"+
 			"connections and prints throughput and latency percentiles; --vs runs kvpool's\n"+
@@ -111,8 +136,13 @@ func parseBench(args []string, stderr io.Writer) (benchFlags, error) {
 	if err := parseNoArgs(fs, args, "nodes"); err != nil {
 		return f, err
 	}
-	if (s.Target == "") == (*vs == "") {
-		return f, usageErrorf("give exactly one of --target and --vs")
+	if s.Target == bench.TargetCluster && *vs != "" {
+		if strings.TrimSpace(*vs) != bench.VsTCP {
+			return f, usageErrorf("--target cluster --vs %q: the cluster compares with raw TCP only: --vs tcp", *vs)
+		}
+		f.clusterVs, *vs = true, ""
+	} else if (s.Target == "") == (*vs == "") {
+		return f, usageErrorf("give exactly one of --target and --vs (or --target cluster --vs tcp)")
 	}
 	var err error
 	switch {

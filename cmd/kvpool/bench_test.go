@@ -28,6 +28,8 @@ func TestBenchCommand(t *testing.T) {
 		{name: "bad target", args: []string{"--target", "tape"}, code: 2, stderr: "--target"},
 		{name: "bad vs", args: []string{"--vs", "nfs"}, code: 2, stderr: "--vs"},
 		{name: "bad data", args: []string{"--target", "ram", "--data", "-1"}, code: 2, stderr: "--data"},
+		{name: "cluster vs tcp", args: []string{"--target", "cluster", "--vs", "tcp", "--block", "16KiB", "--count", "5", "--conns", "2", "--nodes", "2"}, stdout: "cluster-tcp"},
+		{name: "cluster vs redis", args: []string{"--target", "cluster", "--vs", "redis"}, code: 2, stderr: "--vs tcp"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer

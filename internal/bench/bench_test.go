@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/kvpool/kvpool/internal/option"
+	"github.com/kvpool/kvpool/internal/payload"
 	"github.com/kvpool/kvpool/trace/tracetest"
 )
 
@@ -397,6 +398,8 @@ func TestTargetsSmoke(t *testing.T) {
 		{Spec{Target: TargetNode, BlockSize: 1000}, 1000, 1},
 		{Spec{Target: TargetNode, BlockSize: 1000, Tier: TierSSD, BufferedIO: true}, 1000, 1},
 		{Spec{Target: TargetCluster, BlockSize: 1000, Batch: 4, Nodes: 2}, 1000, 4},
+		{Spec{Target: TargetClusterTCP, Batch: 4, Nodes: 2, DataBytes: 12 * size}, size, 4},
+		{Spec{Target: TargetClusterTCP, BlockSize: 1000, Batch: 5, Nodes: 3}, 1000, 5},
 	} {
 		spec := tc.spec
 		if spec.BlockSize == 0 {
@@ -579,6 +582,51 @@ func TestClusterDefaults(t *testing.T) {
 	}
 	if d := (Spec{Target: TargetCluster}).withDefaults(); d.Batch != DefaultClusterBatch || d.blocks() != DefaultWorkingBlocks {
 		t.Errorf("batch %d, %d blocks; want %d and %d", d.Batch, d.blocks(), DefaultClusterBatch, DefaultWorkingBlocks)
+	}
+}
+
+// TestClusterTCPTarget: the raw reference of the cluster target answers a
+// run of blocks with the right bytes from the server each block is
+// striped on, and CompareCluster refuses another target.
+func TestClusterTCPTarget(t *testing.T) {
+	const size, blocks, nodes, batch = 1000, 30, 3, 5
+	tgt := &clusterTCPTarget{}
+	spec := Spec{Target: TargetClusterTCP, BlockSize: size, Conns: 2, Batch: batch, Nodes: nodes, DataBytes: blocks * size}.withDefaults()
+	ws, err := tgt.Start(context.Background(), spec)
+	defer tgt.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != spec.Conns {
+		t.Fatalf("%d workers, want %d", len(ws), spec.Conns)
+	}
+	w := ws[1].(*clusterTCPWorker)
+	for range 20 {
+		op, err := w.Do(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op.Ops != batch || op.Bytes != batch*size {
+			t.Fatalf("op %+v, want %d blocks of %d bytes", op, batch, size)
+		}
+		n := 0
+		for j, ids := range w.ids {
+			for k, id := range ids {
+				if id%nodes != uint64(j) {
+					t.Fatalf("block %d asked of server %d, want server %d", id, j, id%nodes)
+				}
+				if got, want := w.bufs[j][k*size:(k+1)*size], payload.New(size, benchTenant, id); !bytes.Equal(got, want) {
+					t.Fatalf("server %d answered block %d with other bytes", j, id)
+				}
+				n++
+			}
+		}
+		if n != batch {
+			t.Fatalf("%d blocks asked for, want %d", n, batch)
+		}
+	}
+	if _, err := CompareCluster(context.Background(), Spec{Target: TargetNode}); err == nil || !strings.Contains(err.Error(), "target: node") {
+		t.Errorf("CompareCluster of the node target: %v, want an error naming the target", err)
 	}
 }
 

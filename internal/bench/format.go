@@ -44,13 +44,16 @@ func WriteComparisons(w io.Writer, cs []Comparison) error {
 				SizeName(c.BlockSize), c.Kvpool.Name, c.Kvpool.GBPerSec, c.Kvpool.P99Micros, c.Against, c.Goal, c.Skipped)
 			continue
 		}
-		met := "no"
-		if c.Met {
+		goal, met := fmt.Sprintf("%.1f", c.Goal), "no"
+		switch {
+		case c.Goal == 0:
+			goal, met = "-", "-" // a reference without a goal
+		case c.Met:
 			met = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.0f\t%s\t%.3f\t%.0f\t%.2f\t%.1f\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.0f\t%s\t%.3f\t%.0f\t%.2f\t%s\t%s\t\n",
 			SizeName(c.BlockSize), c.Kvpool.Name, c.Kvpool.GBPerSec, c.Kvpool.P99Micros, c.Against,
-			c.Other.GBPerSec, c.Other.P99Micros, c.Ratio, c.Goal, met)
+			c.Other.GBPerSec, c.Other.P99Micros, c.Ratio, goal, met)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write comparisons: %w", err)

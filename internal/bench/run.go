@@ -71,6 +71,8 @@ func newTarget(spec Spec) Target {
 			return &netClusterTarget{}
 		}
 		return &clusterTarget{}
+	case TargetClusterTCP:
+		return &clusterTCPTarget{}
 	default:
 		return &redisTarget{}
 	}

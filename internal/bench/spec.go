@@ -27,11 +27,15 @@ const (
 	// through the public client (lookup with lease, parallel MGETs,
 	// verification).
 	TargetCluster = "cluster"
+	// TargetClusterTCP is the cluster target's raw-TCP limit: Spec.Nodes
+	// minimal servers and the same connections, batches and working set,
+	// without lookup, framing or checksum.
+	TargetClusterTCP = "cluster-tcp"
 )
 
 // Targets returns the target names Run accepts.
 func Targets() []string {
-	return []string{TargetRAM, TargetSSD, TargetNode, TargetMaster, TargetSim, TargetTCP, TargetDisk, TargetRedis, TargetCluster}
+	return []string{TargetRAM, TargetSSD, TargetNode, TargetMaster, TargetSim, TargetTCP, TargetDisk, TargetRedis, TargetCluster, TargetClusterTCP}
 }
 
 // Defaults of Spec's zero fields. Each says where its value comes from.
@@ -204,7 +208,7 @@ func (s Spec) Validate() error {
 	if s.Nodes < 0 || s.Nodes > clusterMaxNodes {
 		return badSpec("Nodes", s.Nodes, fmt.Sprintf("want 0 (default) to %d", clusterMaxNodes))
 	}
-	if s.Depth > 1 && (s.Target == TargetCluster || s.Target == TargetNode || s.Target == TargetTCP || s.Target == TargetDisk || s.Target == TargetRAM || s.Target == TargetSSD || s.Target == TargetSim) {
+	if s.Depth > 1 && (s.clusterShaped() || s.Target == TargetNode || s.Target == TargetTCP || s.Target == TargetDisk || s.Target == TargetRAM || s.Target == TargetSSD || s.Target == TargetSim) {
 		return badSpec("Depth", s.Depth, "target "+s.Target+" serves one request at a time per connection; use Conns")
 	}
 	switch {
@@ -238,7 +242,7 @@ func (s Spec) Validate() error {
 	if s.DataBytes > 0 && s.DataBytes < int64(s.withDefaults().BlockSize) {
 		return badSpec("DataBytes", s.DataBytes, "want at least one block")
 	}
-	if d := s.withDefaults(); s.Target == TargetCluster && s.DataBytes > 0 && d.blocks() < d.Batch {
+	if d := s.withDefaults(); s.clusterShaped() && s.DataBytes > 0 && d.blocks() < d.Batch {
 		return badSpec("DataBytes", s.DataBytes, fmt.Sprintf("the cluster target reads runs of Batch = %d blocks: want at least %d bytes", d.Batch, int64(d.Batch)*int64(d.BlockSize)))
 	}
 	if s.Target == TargetRedis && s.Addr == "" {
@@ -272,7 +276,7 @@ func (s Spec) withDefaults() Spec {
 			s.Depth = DefaultMasterDepth
 		}
 	}
-	if s.Target == TargetCluster {
+	if s.clusterShaped() {
 		if s.Batch == 0 {
 			s.Batch = DefaultClusterBatch
 		}
@@ -291,7 +295,7 @@ func (s Spec) withDefaults() Spec {
 			s.DataBytes = DefaultDiskBytes
 		} else {
 			s.DataBytes = int64(DefaultWorkingBlocks) * int64(s.BlockSize)
-			if s.Target == TargetCluster {
+			if s.clusterShaped() {
 				// It reads runs of Batch blocks: at least one.
 				s.DataBytes = int64(max(DefaultWorkingBlocks, s.Batch)) * int64(s.BlockSize)
 			}
@@ -325,6 +329,12 @@ func maxObject(spec Spec) int {
 // onDisk reports whether the target's data set lives in files.
 func (s Spec) onDisk() bool {
 	return s.Target == TargetSSD || s.Target == TargetDisk || (s.Target == TargetNode && s.Tier == TierSSD)
+}
+
+// clusterShaped reports whether the target reads runs of Batch blocks
+// from Nodes servers: the cluster target and its raw-TCP limit.
+func (s Spec) clusterShaped() bool {
+	return s.Target == TargetCluster || s.Target == TargetClusterTCP
 }
 
 // blocks is the number of blocks in the data set (at least 1).
