@@ -404,8 +404,10 @@ func (p *Planner) Route(c Cluster, hs [][]Holder, req *trace.Request, t float64,
 		}
 		p.Plan(c, hs, chosen, req, dst)
 	case RoutingCacheAware, RoutingJoint:
+		// Joint routing counts pending blocks only where blocks are
+		// cached: in recompute mode it is cache-aware routing.
 		var pc PendingCluster
-		if p.joint {
+		if p.joint && p.cached {
 			var ok bool
 			if pc, ok = c.(PendingCluster); !ok {
 				return -1, fmt.Errorf("sim: joint routing of request at %g s: the cluster does not report pending blocks", t)
