@@ -471,9 +471,13 @@ func (p *Planner) Route(c Cluster, hs [][]Holder, req *trace.Request, t float64,
 		}
 		bestEst := 0.0
 		for i := range P {
+			r, plain := 0, false
+			if p.cached {
+				r, plain = p.view.plainRun(i)
+			}
 			var est float64
-			if p.cached && p.view.plain(i) {
-				est = p.plainEst(c, pc, i, req, t)
+			if plain {
+				est = p.plainEst(c, pc, i, r, req, t)
 			} else {
 				p.plan(c, i, req, &p.perInst)
 				if pc != nil {
@@ -563,14 +567,14 @@ func (p *Planner) plainAt(c Cluster, req *trace.Request, r int) *plainPlan {
 	return pp
 }
 
-// plainEst returns TTFTEst of plain instance i's plan for req arriving at
+// plainEst returns TTFTEst of plain instance i's plan (its RAM run is r
+// blocks) for req arriving at
 // t (joint routing's pending blocks counted when pc is not nil), as Plan,
 // extendPending and TTFTEst would compute it, in O(1) besides pc: its
 // ram-run plan costs the run's prefill; the global plan, taken when its
 // transfer plus prefill is no more, transfers what every plain instance
 // does, on its own ingress link.
-func (p *Planner) plainEst(c Cluster, pc PendingCluster, i int, req *trace.Request, t float64) float64 {
-	r := p.view.ramRun(i)
+func (p *Planner) plainEst(c Cluster, pc PendingCluster, i, r int, req *trace.Request, t float64) float64 {
 	pp := p.plainAt(c, req, r)
 	prefix, x, e := r, 0.0, pp.prefill
 	if pp.global {

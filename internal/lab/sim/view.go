@@ -84,20 +84,16 @@ func (v *holderView) tiers(i, j int) (ram, ssd bool) {
 	return v.bits[w]&b != 0, v.bits[w+v.words]&b != 0
 }
 
-// ramRun returns the number of leading blocks instance i holds in RAM.
-func (v *holderView) ramRun(i int) int {
-	if v.stamp[i] != v.gen {
-		return 0
-	}
-	return int(v.run[i])
-}
-
-// plain reports whether instance i holds none of the blocks past its RAM
-// run, in any tier: then its plans depend on i only through the run's
-// length and the load of its ingress link, and routing evaluates it in
+// plainRun reports whether instance i is plain, holding none of the
+// blocks past its RAM run in any tier, and returns the run's length.
+// The plans of a plain instance depend on i only through the run's
+// length and the load of its ingress link, so routing evaluates it in
 // O(1) (Planner.plainEst).
-func (v *holderView) plain(i int) bool {
-	return v.stamp[i] != v.gen || v.last[i] < v.run[i]
+func (v *holderView) plainRun(i int) (run int, plain bool) {
+	if v.stamp[i] != v.gen {
+		return 0, true
+	}
+	return int(v.run[i]), v.last[i] < v.run[i]
 }
 
 // source returns the holder a remote fetch of block j reads from (see
