@@ -194,7 +194,7 @@ type Planner struct {
 	prefillG float64
 }
 
-// plainPlan is what the plans of a plain instance (holderView.plain)
+// plainPlan is what the plans of a plain instance (holderView.plainRun)
 // whose RAM run is r blocks share with every plain instance of the same
 // run: the prefill of the run and, when the global prefix is longer, the
 // transfer of the rest from its sources, split into the estimate on every
@@ -568,12 +568,12 @@ func (p *Planner) plainAt(c Cluster, req *trace.Request, r int) *plainPlan {
 }
 
 // plainEst returns TTFTEst of plain instance i's plan (its RAM run is r
-// blocks) for req arriving at
-// t (joint routing's pending blocks counted when pc is not nil), as Plan,
-// extendPending and TTFTEst would compute it, in O(1) besides pc: its
-// ram-run plan costs the run's prefill; the global plan, taken when its
-// transfer plus prefill is no more, transfers what every plain instance
-// does, on its own ingress link.
+// blocks) for req arriving at t, joint routing's pending blocks counted
+// when pc is not nil, exactly as Plan, extendPending and TTFTEst would
+// compute it, in O(1) besides pc: the plan of the run costs the run's
+// prefill; the global plan, taken when its transfer plus prefill is no
+// more, transfers what every plain instance of the run does, on i's own
+// ingress link.
 func (p *Planner) plainEst(c Cluster, pc PendingCluster, i, r int, req *trace.Request, t float64) float64 {
 	pp := p.plainAt(c, req, r)
 	prefix, x, e := r, 0.0, pp.prefill
