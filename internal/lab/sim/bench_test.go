@@ -2,8 +2,10 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
+	"github.com/kvpool/kvpool/internal/lab/tracegen"
 	"github.com/kvpool/kvpool/trace"
 	"github.com/kvpool/kvpool/trace/tracetest"
 )
@@ -52,4 +54,33 @@ func BenchmarkSimConversationJoint(b *testing.B) {
 	b.ReportMetric(float64(len(reqs))*float64(b.N)/b.Elapsed().Seconds(), "requests/s")
 	b.ReportMetric(res.Summary.TokenHitRatio, "token_hit_ratio")
 	b.ReportMetric(res.Summary.TTFTMean, "ttft_mean_s")
+}
+
+// BenchmarkSimFleet runs generated chat traces (tracegen.ChatOptions, the
+// arrival rate scaled to 0.34 req/s per instance as bench/simscale.sh
+// does) on larger clusters, global mode, cache-aware routing: the cost per
+// request as the cluster grows. The full grid up to 1,000 instances × 1M
+// requests is bench/simscale.sh's.
+func BenchmarkSimFleet(b *testing.B) {
+	for _, c := range []struct{ instances, requests int }{
+		{10, 12_000}, {100, 12_000}, {100, 100_000}, {1000, 30_000}, {1000, 100_000},
+	} {
+		b.Run(fmt.Sprintf("instances=%d/requests=%d", c.instances, c.requests), func(b *testing.B) {
+			g := tracegen.ChatOptions()
+			g.Requests, g.Rate = c.requests, 0.34*float64(c.instances)
+			reqs, err := tracegen.Generate(g)
+			if err != nil {
+				b.Fatal(err)
+			}
+			o := Options{Instances: c.instances}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := Run(context.Background(), reqs, o); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(b.Elapsed().Seconds()*1e6/float64(len(reqs))/float64(b.N), "µs/request")
+		})
+	}
 }

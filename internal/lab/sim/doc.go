@@ -130,6 +130,21 @@
 // arrival asked for, transfers are free, and one central FIFO queue feeds
 // all instances.
 //
+// Cost. Per request, with B its blocks, H the replicas of its leading
+// held blocks (the lengths of its holder lists, summed) and P the
+// instances: the lookup reads B index entries; the planner reads the H
+// holders once into a per-request view (holderView: each instance's RAM
+// run and tier bits, each block's fetch source); cache-aware and joint
+// routing then estimate every instance, in O(1) for a plain one (none of
+// its replicas lie past its RAM run: its plans are those of every plain
+// instance with the same run, O(B) once per run length, on its own
+// ingress link) and in O(B) for the others, which hold the request's
+// later blocks and are few; the store at the end of the prefill makes B
+// cache accesses and an index update per insert or eviction, O(replicas
+// of the key). So O(P + H + B·(runs + others)), and at fleet scale the
+// O(P) scan of the instances leads; BENCHMARKS.md, "Simulator at fleet
+// scale", measures it.
+//
 // Determinism. Same inputs, same outputs, bit for bit: requests are sorted
 // stably by timestamp; simultaneous events run in a fixed order (transfer
 // completions, then prefill completions by sequence number, then

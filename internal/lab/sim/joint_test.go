@@ -418,3 +418,18 @@ func TestCeiling(t *testing.T) {
 		t.Errorf("NewCeiling(bad request) = %v, want a hash_ids error", err)
 	}
 }
+
+// TestJointRecomputeIsCacheAware: with no caches there is nothing
+// pending to count, so joint routing decides as cache-aware routing (it
+// used to ask the missing RAM cache and crash).
+func TestJointRecomputeIsCacheAware(t *testing.T) {
+	reqs := randomTrace(13, 300)
+	o := Options{Mode: ModeRecompute, Instances: 3}
+	want := mustRun(t, reqs, o)
+	o.Routing = RoutingJoint
+	got := mustRun(t, reqs, o)
+	got.Summary.Routing = want.Summary.Routing
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("recompute mode: joint routing differs from cache-aware routing:\n%+v\n%+v", got.Summary, want.Summary)
+	}
+}

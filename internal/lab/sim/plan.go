@@ -187,6 +187,25 @@ type Planner struct {
 	// Scratch.
 	cand, perInst Plan
 	agg           []linkLoad
+	view          holderView
+	// The plain plans of the request being routed, by RAM run length
+	// (plainAt), and its global prefix's prefill.
+	plains   []plainPlan
+	prefillG float64
+}
+
+// plainPlan is what the plans of a plain instance (holderView.plainRun)
+// whose RAM run is r blocks share with every plain instance of the same
+// run: the prefill of the run and, when the global prefix is longer, the
+// transfer of the rest from its sources, split into the estimate on every
+// link but the instance's ingress and the load the ingress takes.
+type plainPlan struct {
+	ok      bool
+	prefill float64 // PrefillSeconds of the run
+	global  bool    // the global prefix is longer than the run
+	common  float64 // transferEst's maximum over every link but the ingress
+	inBytes float64 // bytes the transfers bring in through the ingress
+	inFlows int     // transfers crossing the ingress
 }
 
 // NewPlanner returns a planner for o.
@@ -200,25 +219,19 @@ func NewPlanner(o PlanOptions) *Planner {
 	}
 }
 
-// localTiers reports whether instance i holds a block with holders hs in
-// RAM and in SSD.
-func localTiers(hs []Holder, i int32) (ram, ssd bool) {
-	for _, h := range hs {
-		if h.Inst == i {
-			if h.Tier == tierRAM {
-				ram = true
-			} else {
-				ssd = true
-			}
-		}
-	}
-	return ram, ssd
-}
-
 // Plan fills dst with the plan for req on instance i, given hs (the
 // holders of its leading blocks, up to the first block held nowhere).
-// See the package comment, "Fetch or recompute".
+// See the package comment, "Fetch or recompute". It costs O(holders in
+// hs + blocks).
 func (p *Planner) Plan(c Cluster, hs [][]Holder, i int, req *trace.Request, dst *Plan) {
+	if p.cached {
+		p.view.load(hs, p.o.Instances)
+	}
+	p.plan(c, i, req, dst)
+}
+
+// plan is Plan on the holders of p.view (loaded by the caller).
+func (p *Planner) plan(c Cluster, i int, req *trace.Request, dst *Plan) {
 	n := req.InputLength
 	if !p.cached {
 		dst.reset(0)
@@ -227,10 +240,10 @@ func (p *Planner) Plan(c Cluster, hs [][]Holder, i int, req *trace.Request, dst 
 		dst.EstPrefill = dst.Prefill
 		return
 	}
-	me := int32(i)
+	hs := p.view.hs
 	ramPrefix, localHit := len(hs), len(hs)
-	for j, h := range hs {
-		ram, ssd := localTiers(h, me)
+	for j := range hs {
+		ram, ssd := p.view.tiers(i, j)
 		if !ram && ramPrefix == len(hs) {
 			ramPrefix = j
 		}
@@ -244,15 +257,15 @@ func (p *Planner) Plan(c Cluster, hs [][]Holder, i int, req *trace.Request, dst 
 		globalHit = len(hs)
 	}
 
-	p.evalPlan(c, hs, i, req, ramPrefix, dst)
+	p.evalPlan(c, i, req, ramPrefix, dst)
 	if localHit > ramPrefix {
-		p.evalPlan(c, hs, i, req, localHit, &p.cand)
+		p.evalPlan(c, i, req, localHit, &p.cand)
 		if p.cand.Cost <= dst.Cost {
 			dst.copyFrom(&p.cand)
 		}
 	}
 	if globalHit > localHit {
-		p.evalPlan(c, hs, i, req, globalHit, &p.cand)
+		p.evalPlan(c, i, req, globalHit, &p.cand)
 		if p.cand.Cost <= dst.Cost {
 			dst.copyFrom(&p.cand)
 		}
@@ -262,15 +275,14 @@ func (p *Planner) Plan(c Cluster, hs [][]Holder, i int, req *trace.Request, dst 
 }
 
 // evalPlan fills dst with the plan that reuses the first prefix blocks of
-// req on instance i (all of which are held somewhere).
-func (p *Planner) evalPlan(c Cluster, hs [][]Holder, i int, req *trace.Request, prefix int, dst *Plan) {
+// req on instance i (all of which are held somewhere, as p.view says).
+func (p *Planner) evalPlan(c Cluster, i int, req *trace.Request, prefix int, dst *Plan) {
 	dst.reset(prefix)
 	me := int32(i)
 	for j := range prefix {
-		h := hs[j]
 		tok := min(trace.BlockTokens, req.InputLength-j*trace.BlockTokens)
 		var src Source
-		switch ram, ssd := localTiers(h, me); {
+		switch ram, ssd := p.view.tiers(i, j); {
 		case ram:
 			src = LocalRAM
 		case ssd:
@@ -278,7 +290,7 @@ func (p *Planner) evalPlan(c Cluster, hs [][]Holder, i int, req *trace.Request, 
 			p.addFlow(dst, i, Holder{me, tierSSD}, false)
 			dst.Fetches = append(dst.Fetches, Fetch{Block: j, From: Holder{me, tierSSD}})
 		default:
-			from := p.remoteSource(c, h, me)
+			from := p.view.source(p, c, j)
 			src = RemoteRAM
 			if from.Tier == tierSSD {
 				src = RemoteSSD
@@ -296,15 +308,12 @@ func (p *Planner) evalPlan(c Cluster, hs [][]Holder, i int, req *trace.Request, 
 	dst.EstPrefill = dst.Prefill
 }
 
-// remoteSource picks the holder to fetch from among hs, excluding instance
-// me: the fewest active egress transfers, then RAM before SSD, then the
-// lowest index.
-func (p *Planner) remoteSource(c Cluster, hs []Holder, me int32) Holder {
+// remoteSource picks the holder an instance holding none of hs's
+// replicas fetches from: the fewest active egress transfers, then RAM
+// before SSD, then the lowest index.
+func (p *Planner) remoteSource(c Cluster, hs []Holder) Holder {
 	best, bestLoad := Holder{Inst: -1}, 0
 	for _, h := range hs {
-		if h.Inst == me {
-			continue
-		}
 		load := c.Active(EgressLink(p.o.Instances, int(h.Inst)))
 		if best.Inst < 0 || load < bestLoad ||
 			(load == bestLoad && (h.Tier < best.Tier || (h.Tier == best.Tier && h.Inst < best.Inst))) {
@@ -370,15 +379,53 @@ func (p *Planner) transferEst(c Cluster, flows []flowSpec) float64 {
 	return t
 }
 
+// transferParts is transferEst for remote flows into one instance, split
+// at that instance's ingress link in: the maximum over every other link
+// (NaN if one is), and the bytes and flows on in. transferEst of the same
+// flows is max(common, inBytes/share of in), or +Inf if that is NaN.
+func (p *Planner) transferParts(c Cluster, flows []flowSpec, in int) (common, inBytes float64, inFlows int) {
+	p.agg = p.agg[:0]
+	for fi := range flows {
+		f := &flows[fi]
+		bytes := float64(f.blocks) * float64(p.blockBytes)
+	links:
+		for _, l := range f.links[:f.nlinks] {
+			for a := range p.agg {
+				if p.agg[a].link == l {
+					p.agg[a].bytes += bytes
+					p.agg[a].flows++
+					continue links
+				}
+			}
+			p.agg = append(p.agg, linkLoad{link: l, bytes: bytes, flows: 1})
+		}
+	}
+	for _, a := range p.agg {
+		if a.link == in {
+			inBytes, inFlows = a.bytes, a.flows
+			continue
+		}
+		k := float64(a.flows)
+		share := c.Capacity(a.link) * k / (float64(c.Active(a.link)) + k)
+		common = max(common, a.bytes/share)
+	}
+	return common, inBytes, inFlows
+}
+
 // TTFTEst estimates the TTFT of plan pl on instance i for a request
 // arriving at t: its queue and its transfer overlap with prefetch, add up
 // without.
 func (p *Planner) TTFTEst(c Cluster, i int, pl *Plan, t float64) float64 {
-	q := c.QueueEst(i, t)
+	return p.ttft(c.QueueEst(i, t), pl.Transfer, pl.EstPrefill)
+}
+
+// ttft is TTFTEst of a plan with transfer estimate x and expected prefill
+// e on an instance whose queue estimate is q.
+func (p *Planner) ttft(q, x, e float64) float64 {
 	if p.o.NoPrefetch {
-		return q + pl.Transfer + pl.EstPrefill
+		return q + x + e
 	}
-	return max(q, pl.Transfer) + pl.EstPrefill
+	return max(q, x) + e
 }
 
 // Route chooses the instance of req arriving at t by the routing policy
@@ -404,23 +451,47 @@ func (p *Planner) Route(c Cluster, hs [][]Holder, req *trace.Request, t float64,
 		}
 		p.Plan(c, hs, chosen, req, dst)
 	case RoutingCacheAware, RoutingJoint:
+		// Joint routing counts pending blocks only where blocks are
+		// cached: in recompute mode it is cache-aware routing.
 		var pc PendingCluster
-		if p.joint {
+		if p.joint && p.cached {
 			var ok bool
 			if pc, ok = c.(PendingCluster); !ok {
 				return -1, fmt.Errorf("sim: joint routing of request at %g s: the cluster does not report pending blocks", t)
 			}
 		}
+		// A plain instance's estimate comes from the plans it shares
+		// with every plain instance of its RAM run (plainEst, O(1));
+		// the others are planned in full. The chosen one is planned
+		// again into dst: Plan depends only on c, hs and i, which do
+		// not change here.
+		if p.cached {
+			p.view.load(hs, P)
+			p.startPlain(req)
+		}
 		bestEst := 0.0
 		for i := range P {
-			p.Plan(c, hs, i, req, &p.perInst)
-			if pc != nil {
-				p.extendPending(pc, i, req, &p.perInst)
+			r, plain := 0, false
+			if p.cached {
+				r, plain = p.view.plainRun(i)
 			}
-			if est := p.TTFTEst(c, i, &p.perInst, t); chosen < 0 || est < bestEst {
+			var est float64
+			if plain {
+				est = p.plainEst(c, pc, i, r, req, t)
+			} else {
+				p.plan(c, i, req, &p.perInst)
+				if pc != nil {
+					p.extendPending(pc, i, req, &p.perInst)
+				}
+				est = p.TTFTEst(c, i, &p.perInst, t)
+			}
+			if chosen < 0 || est < bestEst {
 				chosen, bestEst = i, est
-				dst.copyFrom(&p.perInst)
 			}
+		}
+		p.plan(c, chosen, req, dst)
+		if pc != nil {
+			p.extendPending(pc, chosen, req, dst)
 		}
 	default:
 		return -1, fmt.Errorf("sim: unknown routing %q", p.o.Routing)
@@ -432,15 +503,96 @@ func (p *Planner) Route(c Cluster, hs [][]Holder, req *trace.Request, t float64,
 // the request will find at the head of i's queue: past the planned
 // prefix, every leading block c says i will hold then.
 func (p *Planner) extendPending(c PendingCluster, i int, req *trace.Request, pl *Plan) {
+	pl.EstPrefill = p.pendingPrefill(c, i, req, pl.Prefix, pl.EstPrefill)
+}
+
+// pendingPrefill returns the expected prefill on instance i of req with
+// a plan of prefix blocks and expected prefill e, extended as
+// extendPending says.
+func (p *Planner) pendingPrefill(c PendingCluster, i int, req *trace.Request, prefix int, e float64) float64 {
 	keys := req.HashIDs
-	ext := pl.Prefix
+	ext := prefix
 	for ext < len(keys) && c.WillHold(i, keys[ext]) {
 		ext++
 	}
-	if ext == pl.Prefix {
-		return
+	if ext == prefix {
+		return e
 	}
-	pl.EstPrefill = p.o.Profile.PrefillSeconds(req.InputLength, min(ext*trace.BlockTokens, req.InputLength))
+	return p.o.Profile.PrefillSeconds(req.InputLength, min(ext*trace.BlockTokens, req.InputLength))
+}
+
+// startPlain forgets the plain plans of the previous request and
+// computes req's global prefix prefill.
+func (p *Planner) startPlain(req *trace.Request) {
+	g := len(p.view.hs)
+	p.plains = append(p.plains[:0], make([]plainPlan, g+1)...)
+	if p.global && g > 0 {
+		p.prefillG = p.o.Profile.PrefillSeconds(req.InputLength, prefixTokens(req, g))
+	}
+}
+
+// prefixTokens returns the tokens of req's first prefix blocks, summed
+// as evalPlan sums them.
+func prefixTokens(req *trace.Request, prefix int) int {
+	n := 0
+	for j := range prefix {
+		n += min(trace.BlockTokens, req.InputLength-j*trace.BlockTokens)
+	}
+	return n
+}
+
+// plainAt returns the shared plans of plain instances with a RAM run of r
+// blocks, computing them on first use: evalPlan of the run (no transfer)
+// and, in global mode, of the global prefix, whose blocks past the run
+// all come from their sources (holderView.source), into any instance.
+func (p *Planner) plainAt(c Cluster, req *trace.Request, r int) *plainPlan {
+	pp := &p.plains[r]
+	if pp.ok {
+		return pp
+	}
+	pp.ok = true
+	pp.prefill = p.o.Profile.PrefillSeconds(req.InputLength, prefixTokens(req, r))
+	g := len(p.view.hs)
+	if !p.global || g <= r {
+		return pp
+	}
+	pp.global = true
+	const into = 0 // any instance: only its ingress link differs
+	dst := &p.cand
+	dst.reset(g)
+	for j := r; j < g; j++ {
+		p.addFlow(dst, into, p.view.source(p, c, j), true)
+	}
+	pp.common, pp.inBytes, pp.inFlows = p.transferParts(c, dst.flows, IngressLink(p.o.Instances, into))
+	return pp
+}
+
+// plainEst returns TTFTEst of plain instance i's plan (its RAM run is r
+// blocks) for req arriving at t, joint routing's pending blocks counted
+// when pc is not nil, exactly as Plan, extendPending and TTFTEst would
+// compute it, in O(1) besides pc: the plan of the run costs the run's
+// prefill; the global plan, taken when its transfer plus prefill is no
+// more, transfers what every plain instance of the run does, on i's own
+// ingress link.
+func (p *Planner) plainEst(c Cluster, pc PendingCluster, i, r int, req *trace.Request, t float64) float64 {
+	pp := p.plainAt(c, req, r)
+	prefix, x, e := r, 0.0, pp.prefill
+	if pp.global {
+		l := IngressLink(p.o.Instances, i)
+		k := float64(pp.inFlows)
+		share := c.Capacity(l) * k / (float64(c.Active(l)) + k)
+		xg := max(pp.common, pp.inBytes/share)
+		if math.IsNaN(xg) {
+			xg = math.Inf(1)
+		}
+		if xg+p.prefillG <= pp.prefill {
+			prefix, x, e = len(p.view.hs), xg, p.prefillG
+		}
+	}
+	if pc != nil {
+		e = p.pendingPrefill(pc, i, req, prefix, e)
+	}
+	return p.ttft(c.QueueEst(i, t), x, e)
 }
 
 // Admit reports whether a request routed to instance i with plan pl at t

@@ -672,7 +672,9 @@ func (s *simulator) store(i, r int) {
 		a := s.access(keys, j, p)
 		a.Time = s.ramTime(i, a.Time)
 		s.curPos, s.curTime, s.demotions = p, a.Time, 0
-		resident := in.ram.Contains(k)
+		// Only the joint mechanisms ask whether k was resident before
+		// the access (a lookup in the policy's index per block).
+		resident := (s.hotRepl || s.redFirst) && in.ram.Contains(k)
 		if s.hotRepl && !resident && j < reused && s.fetched(i, k) && !s.hot(i, k) {
 			s.replicasSkipped++
 			s.touchSource(i, keys, j, p)
