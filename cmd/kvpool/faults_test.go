@@ -903,9 +903,10 @@ func nodePool(t *testing.T, cl *cluster.Cluster, i int, tenant string) *nodeclie
 	return p
 }
 
-// TestFaultDiskFullDuringReplay: node-1's SSD fills up early in a live
+// TestFaultDiskFullDuringReplay: node-1's SSD is full before a live
 // replay with a RAM tier of 16 blocks per node (so blocks are demoted all
-// the time): after its first 40 slot writes every one fails with ENOSPC.
+// the time): after its first 20 page-file writes every one fails with
+// ENOSPC, and the test fills it with blocks of its own first.
 // The replay completes with no wrong block; node-1 never exits, counts
 // its failed demotions, and with its disk still full takes new blocks and
 // serves them from RAM. (Its RAM hits during the replay are logged, not
@@ -917,10 +918,8 @@ func TestFaultDiskFullDuringReplay(t *testing.T) {
 	const (
 		// enospcAfter page-file writes (a demotion is one per run of
 		// adjacent pages: one for an object stored in one run; its
-		// side-table entries go to another file) fill node-1's disk
-		// within the first third of the replay: 20 demotions, as the 40
-		// writes of the fixed-slot format (payload and header) did. At
-		// 40 a run filled it only later (0 failures at a third).
+		// side-table entries go to another file) fill node-1's disk:
+		// 20 demotions.
 		enospcAfter = 20
 		tenant      = "faults"
 	)
@@ -930,10 +929,31 @@ func TestFaultDiskFullDuringReplay(t *testing.T) {
 	}
 	reqs := smallTrace(t, n)
 	var failedAt, ramHitsAt float64
-	fr := faultReplay{ramBlocks: 16, nodeEnv: map[int][]string{1: {fmt.Sprintf("%s=enospc-after=%d", faultFSEnv, enospcAfter)}}}
+	fr := faultReplay{
+		ramBlocks: 16,
+		nodeEnv:   map[int][]string{1: {fmt.Sprintf("%s=enospc-after=%d", faultFSEnv, enospcAfter)}},
+		// Fill node-1's disk before the replay, so that all of the
+		// replay runs on a full disk whatever the machine's load: put
+		// more blocks than its RAM tier and disk hold together, then
+		// wait for a demotion to have failed.
+		before: func(ctx context.Context, cl *cluster.Cluster) {
+			p := nodePool(t, cl, 1, tenant)
+			for i := range uint64(16 + enospcAfter + 8) {
+				id := 9_000_000 + i
+				if err := p.Put(ctx, id, itPayload(id)); err != nil {
+					t.Fatalf("put %d on node-1: %v", id, err)
+				}
+			}
+			admin := cl.Nodes[1].AdminAddr
+			eventually(t, "a failed demotion on node-1's full disk", 30*time.Second, func() (bool, string) {
+				f := nodeMetric(ctx, t, admin, "kvpool_node_demotion_failures_total", "")
+				return f > 0, fmt.Sprintf("%v failed demotions", f)
+			})
+		},
+	}
 	cl, logs, _ := replayUnderFaultWith(t, reqs, fr, func(ctx context.Context, cl *cluster.Cluster) {
-		// The disk fills by itself; a third into the replay, check that
-		// it has and note the RAM tier's hits so far.
+		// A third into the replay: note the failures and the RAM tier's
+		// hits so far.
 		admin := cl.Nodes[1].AdminAddr
 		failedAt = nodeMetric(ctx, t, admin, "kvpool_node_demotion_failures_total", "")
 		ramHitsAt = tierCounter(ctx, t, admin, "hits_total", "ram")
@@ -948,9 +968,6 @@ func TestFaultDiskFullDuringReplay(t *testing.T) {
 	ramHits := tierCounter(ctx, t, admin, "hits_total", "ram")
 	t.Logf("node-1 (disk full after %d page-file writes): %v demotions, %v failed (%v at a third of the replay), SSD io_errors %v, %v blocks on SSD; RAM hits %v at a third, %v at the end",
 		enospcAfter, demoted, failed, failedAt, ioErrs, onSSD, ramHitsAt, ramHits)
-	if failedAt == 0 {
-		t.Fatalf("node-1 had no failed demotion a third into the replay: its disk was not full yet (lower enospcAfter or RAM)")
-	}
 	if failed < failedAt || ioErrs == 0 {
 		t.Errorf("node-1 counted %v failed demotions (%v earlier) and %v SSD I/O errors; want the failures counted", failed, failedAt, ioErrs)
 	}
