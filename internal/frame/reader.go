@@ -141,6 +141,44 @@ func (r *Reader[O]) AppendFull(dst []byte, n, limit int) ([]byte, error) {
 	return dst, nil
 }
 
+// AppendFullFunc is AppendFull that also calls each with every piece of
+// dst as it arrives, in order, while the piece is still in the CPU's
+// caches (one call per read from the stream or copy out of the buffer):
+// a checksum fused with the read rather than a second pass over the
+// bytes. each must not keep the piece. On error, each has seen exactly
+// the bytes of the returned dst.
+func (r *Reader[O]) AppendFullFunc(dst []byte, n, limit int, each func([]byte)) ([]byte, error) {
+	need := len(dst) + n
+	limit = max(limit, need)
+	for len(dst) < need {
+		if len(dst) == cap(dst) {
+			c := min(limit, max(2*cap(dst), len(dst)+GrowChunk))
+			dst = append(make([]byte, 0, c), dst...)
+		}
+		start := len(dst)
+		end := min(need, cap(dst))
+		for start < end {
+			m, err := r.br.Read(dst[start:end])
+			r.off += int64(m)
+			if m > 0 {
+				each(dst[start : start+m])
+				start += m
+			}
+			if err != nil && start < end {
+				if errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+				return dst[:start], fmt.Errorf("got %d of %d bytes: %w", start-(need-n), n, err)
+			}
+			if m == 0 && err == nil {
+				return dst[:start], fmt.Errorf("got %d of %d bytes: %w", start-(need-n), n, io.ErrNoProgress)
+			}
+		}
+		dst = dst[:end]
+	}
+	return dst, nil
+}
+
 // Discard skips n stream bytes.
 func (r *Reader[O]) Discard(n int) error {
 	d, err := r.br.Discard(n)

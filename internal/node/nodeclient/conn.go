@@ -420,11 +420,14 @@ func (c *Conn) readBlock(k block.Key, dst []byte) (p []byte, sum uint32, blockEr
 	if bh.Code != wire.CodeOK {
 		return nil, 0, fmt.Errorf("block %s: %w", k, wire.ErrorFor(bh.Code)), nil
 	}
-	p, err = c.r.ReadPayload(dst)
+	// The checksum is computed as the payload arrives (wire.ReadPayloadSum),
+	// each piece while it is still in the CPU's caches: the same
+	// block.Checksum(k, p), without a second pass over p.
+	p, got, err := c.r.ReadPayloadSum(dst, block.KeySum(k))
 	if err != nil {
 		return nil, 0, nil, c.decodeErr(err)
 	}
-	if bh.ID != k.ID || !block.Verify(k, p, bh.Checksum) {
+	if bh.ID != k.ID || got != bh.Checksum {
 		c.ctr.corruptions.Add(1)
 		return nil, 0, fmt.Errorf("block %s: %d bytes received under id %016x with checksum %08x fail verification: %w",
 			k, len(p), bh.ID, bh.Checksum, kvpool.ErrCorrupt), nil
