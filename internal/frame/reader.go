@@ -7,11 +7,11 @@ import (
 	"io"
 )
 
-// readBufferSize is a Reader's bufio size: 64 KiB, the Linux loopback MTU,
+// ReadBufferSize is a Reader's bufio size: 64 KiB, the Linux loopback MTU,
 // so one read system call can take a whole segment. Reads at least this
 // long (a block's payload) bypass the buffer and land directly in the
 // caller's slice.
-const readBufferSize = 64 << 10
+const ReadBufferSize = 64 << 10
 
 // GrowChunk is the first step by which AppendFull grows a buffer before
 // the bytes it is for have arrived (1 MiB, sixteen loopback segments).
@@ -34,25 +34,51 @@ const GrowChunk = 1 << 20
 // A Reader is not safe for concurrent use.
 type Reader[O Op] struct {
 	br     *bufio.Reader
+	src    *cappedReader // br's source
+	ahead  int           // LimitNextFill's bound, 0 when none
 	prefix string
 	err    error
 	off    int64
 	hdr    [HeaderLen]byte
 }
 
+// cappedReader reads from rd, at most max bytes per Read while max > 0.
+type cappedReader struct {
+	rd  io.Reader
+	max int
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.max > 0 && len(p) > c.max {
+		p = p[:c.max]
+	}
+	return c.rd.Read(p)
+}
+
 // NewReader returns a Reader of rd whose errors are prefixed with prefix
 // ("wire").
 func NewReader[O Op](rd io.Reader, prefix string) *Reader[O] {
-	return &Reader[O]{br: bufio.NewReaderSize(rd, readBufferSize), prefix: prefix}
+	src := &cappedReader{rd: rd}
+	return &Reader[O]{br: bufio.NewReaderSize(src, ReadBufferSize), src: src, prefix: prefix}
 }
 
 // Reset discards all state, including a sticky error, and makes r read
 // from rd, keeping its buffer.
 func (r *Reader[O]) Reset(rd io.Reader) {
-	r.br.Reset(rd)
+	r.src.rd, r.src.max, r.ahead = rd, 0, 0
+	r.br.Reset(r.src)
 	r.err = nil
 	r.off = 0
 }
+
+// LimitNextFill bounds the read that fills the empty buffer for the next
+// ReadHeader to n bytes (n > 0): a caller expecting a frame whose head is
+// n bytes and whose payload is at least ReadBufferSize reads the head
+// alone, so that the payload lands straight in its slice instead of
+// partly through the buffer and a copy. It changes only how many bytes
+// one system call reads, never what is read; a frame that turns out
+// otherwise is read as usual.
+func (r *Reader[O]) LimitNextFill(n int) { r.ahead = max(n, 0) }
 
 // Offset returns the number of stream bytes r has consumed; bytes bufio
 // has read ahead are not counted.
@@ -82,7 +108,11 @@ func (r *Reader[O]) ReadHeader(maxFrame int) (Header[O], error) {
 		return Header[O]{}, r.err
 	}
 	start := r.off
+	if r.ahead > 0 && r.br.Buffered() == 0 {
+		r.src.max = max(r.ahead, HeaderLen)
+	}
 	n, err := io.ReadFull(r.br, r.hdr[:])
+	r.src.max, r.ahead = 0, 0
 	r.off += int64(n)
 	if err != nil {
 		if n == 0 && err == io.EOF {

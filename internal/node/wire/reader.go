@@ -106,6 +106,14 @@ func (r *Reader) Reset(rd io.Reader) {
 	r.handshake = ""
 }
 
+// ExpectLargeGet tells r that the next frame is expected to be a GET
+// response (by ID) whose payload is at least frame.ReadBufferSize: the
+// read that fills r's empty buffer then takes only the frame and block
+// headers, and the payload goes from the connection straight into
+// ReadPayload's slice, not through the buffer and a copy. Any frame is
+// still read correctly; only the size of one read changes.
+func (r *Reader) ExpectLargeGet() { r.fr.LimitNextFill(HeaderLen + BlockHeaderLen) }
+
 // Limits returns the limits r enforces, defaults filled in.
 func (r *Reader) Limits() Limits { return r.lim }
 
