@@ -449,11 +449,11 @@ func (c *Conn) get(k block.Key, dst []byte) (p []byte, sum uint32, blockErr, err
 		want = wire.OpGetNamedResponse
 	} else {
 		c.wbuf = wire.AppendGet(c.wbuf[:0], reqID, k.ID)
-		if cap(dst) >= frame.ReadBufferSize {
-			// A large block is expected: its payload bypasses the read
-			// buffer (a copy of up to 64 KiB per GET in the profile).
-			c.r.ExpectLargeGet()
-		}
+	}
+	if cap(dst) >= frame.ReadBufferSize {
+		// A large block is expected: its payload bypasses the read
+		// buffer (a copy of up to 64 KiB per GET in the profile).
+		c.r.ExpectLargeGet()
 	}
 	if err := c.write(c.wbuf); err != nil {
 		return nil, 0, nil, err

@@ -106,8 +106,8 @@ func (r *Reader) Reset(rd io.Reader) {
 	r.handshake = ""
 }
 
-// ExpectLargeGet tells r that the next frame is expected to be a GET
-// response (by ID) whose payload is at least frame.ReadBufferSize: the
+// ExpectLargeGet tells r that the next frame is expected to be a GET or
+// GET named response (one block entry, no name in it) whose payload is at least frame.ReadBufferSize: the
 // read that fills r's empty buffer then takes only the frame and block
 // headers, and the payload goes from the connection straight into
 // ReadPayload's slice, not through the buffer and a copy. Any frame is
