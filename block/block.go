@@ -128,6 +128,12 @@ func ChecksumSegments(k Key, segs [][]byte) uint32 {
 	return crc
 }
 
+// UpdateChecksum returns the checksum state crc (KeySum, or an earlier
+// UpdateChecksum) after the bytes p: Checksum(k, a+b) is
+// UpdateChecksum(UpdateChecksum(KeySum(k), a), b), for a caller that
+// checksums a payload piece by piece as it arrives.
+func UpdateChecksum(crc uint32, p []byte) uint32 { return crc32.Update(crc, castagnoli, p) }
+
 // KeySum returns the checksum state after the key part: Checksum(k, p) is
 // crc32.Update(KeySum(k), crc32.MakeTable(crc32.Castagnoli), p), for a
 // caller that checksums a payload arriving in pieces.

@@ -104,9 +104,9 @@ func parseBench(args []string, stderr io.Writer) (benchFlags, error) {
 	s := &f.spec
 	fs.StringVar(&s.Target, "target", "", "target: "+strings.Join(bench.Targets(), ", "))
 	fs.StringVar(&s.Tier, "tier", "ram", "node target's tier under test: ram or ssd")
-	blocks := fs.String("block", "", "block (value) size, or a comma-separated list (default 256KiB; with --vs 32KiB,256KiB,4MiB); nodes and tiers take objects up to it")
+	blocks := fs.String("block", "", "block (value) size, or a comma-separated list (default 256KiB; with --vs 32KiB,256KiB,1MiB,4MiB); nodes and tiers take objects up to it")
 	fs.IntVar(&s.Conns, "conns", 0, fmt.Sprintf("connections (0 = the target's default: %d; sim: 1)", bench.DefaultConns))
-	fs.IntVar(&s.Batch, "batch", 0, fmt.Sprintf("keys per master lookup / blocks per client.Get for cluster (0 = the target's default: master %d, cluster %d)", bench.DefaultMasterBatch, bench.DefaultClusterBatch))
+	fs.IntVar(&s.Batch, "batch", 0, fmt.Sprintf("keys per master lookup / blocks per client.Get for cluster / random blocks per MGET for node (0 = the target's default: master %d, cluster %d, node 1)", bench.DefaultMasterBatch, bench.DefaultClusterBatch))
 	fs.IntVar(&s.Nodes, "nodes", bench.DefaultClusterNodes, "nodes of the cluster target")
 	fs.BoolVar(&s.Netns, "netns", false, "cluster target on real hosts: master and nodes as processes, each in a network namespace of its own, the workers on node-0's host reading the other nodes' blocks (Linux, root, iproute2)")
 	linkRate := fs.String("link-rate", "", "with --netns: every node's link rate each way, enforced by the kernel (e.g. 50MB/s, 400Mbps; empty = unshaped)")

@@ -190,6 +190,9 @@ func TestSpecValidate(t *testing.T) {
 		{"write fraction > 1", Spec{Target: TargetRAM, WriteFraction: 1.5}, "WriteFraction"},
 		{"write fraction NaN", Spec{Target: TargetRAM, WriteFraction: nan()}, "WriteFraction"},
 		{"writes on tcp", Spec{Target: TargetTCP, WriteFraction: 0.5}, "WriteFraction"},
+		{"node batch with writes", Spec{Target: TargetNode, Batch: 32, WriteFraction: 0.5}, "Batch"},
+		{"depth on tcp-set", Spec{Target: TargetTCPSet, Depth: 2}, "Depth"},
+		{"depth on disk-node", Spec{Target: TargetDiskNode, Depth: 2}, "Depth"},
 		{"negative duration", Spec{Target: TargetRAM, Duration: -time.Second}, "Duration"},
 		{"negative count", Spec{Target: TargetRAM, Count: -1}, "Count"},
 		{"data under a block", Spec{Target: TargetRAM, DataBytes: 10}, "DataBytes"},
@@ -380,8 +383,15 @@ func TestTargetsSmoke(t *testing.T) {
 		{Spec{Target: TargetMaster, Batch: 8}, 0, 8},
 		{Spec{Target: TargetCluster, Batch: 4, Nodes: 2, DataBytes: 12 * size}, size, 4},
 		{Spec{Target: TargetSim, Conns: 1, TracePath: trace}, 0, 0},
+		{Spec{Target: TargetNode, Batch: 4}, size, 4},
+		{Spec{Target: TargetNode, Batch: 3, Named: true}, size, 3},
+		{Spec{Target: TargetNode, Batch: 4, Tier: TierSSD, DataBytes: 32 * size}, size, 4},
 		{Spec{Target: TargetTCP}, size, 1},
+		{Spec{Target: TargetTCPSet}, size, 1},
+		{Spec{Target: TargetTCPSet, BlockSize: 1000}, 1000, 1},
 		{Spec{Target: TargetDisk, DataBytes: 8 * size}, size, 1},
+		{Spec{Target: TargetDiskNode, DataBytes: 8 * size}, size, 1},
+		{Spec{Target: TargetDiskNode, BlockSize: 1000, DataBytes: 8 * size}, 1000, 1},
 		{Spec{Target: TargetDisk, DataBytes: 8 * size, BufferedIO: true}, size, 1},
 		{Spec{Target: TargetRedis, Addr: redis, Depth: 4}, size, 4},
 		{Spec{Target: TargetRedis, Addr: redis, Depth: 3, WriteFraction: 0.5}, size, 3},
@@ -484,15 +494,21 @@ func TestCompare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cs) != 2 {
-		t.Fatalf("%d comparisons, want 2", len(cs))
+	if len(cs) != 3 {
+		t.Fatalf("%d comparisons, want 3", len(cs))
 	}
-	tcp, rd := cs[0], cs[1]
-	if tcp.Against != VsTCP || tcp.Kvpool.Name != "node-ram" || tcp.Other.Name != TargetTCP || tcp.Goal != GoalTCP {
-		t.Errorf("tcp comparison %+v", tcp)
+	one, set, rd := cs[0], cs[1], cs[2]
+	if one.Against != VsTCP || one.Reference != RefTCPOneBuffer || one.Kvpool.Name != "node-ram" || one.Other.Name != TargetTCP || one.Goal != 0 || one.Met {
+		t.Errorf("tcp (one buffer) comparison %+v, want no goal", one)
 	}
-	if tcp.Ratio <= 0 || tcp.Met != (tcp.Ratio >= tcp.Goal) {
-		t.Errorf("ratio %v met %v goal %v", tcp.Ratio, tcp.Met, tcp.Goal)
+	// 16 KiB is not one of GoalSizes: the fair reference is there, without a goal.
+	if set.Against != VsTCP || set.Reference != RefTCPWorkingSet || set.Other.Name != TargetTCPSet || set.Goal != 0 || set.Met {
+		t.Errorf("tcp (working set) comparison %+v", set)
+	}
+	for _, c := range []Comparison{one, set} {
+		if c.Ratio <= 0 {
+			t.Errorf("%s: ratio %v", c.Reference, c.Ratio)
+		}
 	}
 	if rd.Skipped != "not installed" || rd.Met {
 		t.Errorf("redis comparison %+v, want skipped", rd)
@@ -519,7 +535,7 @@ func TestCompareNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cs) != 1 || cs[0].Kvpool.Name != "node-ram-named" || !cs[0].Kvpool.Spec.Named || cs[0].Other.Name != TargetTCP || cs[0].Other.Spec.Named {
+	if len(cs) != 2 || cs[0].Kvpool.Name != "node-ram-named" || !cs[0].Kvpool.Spec.Named || cs[0].Other.Name != TargetTCP || cs[0].Other.Spec.Named || cs[1].Other.Name != TargetTCPSet {
 		t.Fatalf("comparisons %+v, want node-ram-named against tcp", cs)
 	}
 	if cs[0].Kvpool.Ops <= 0 || cs[0].Ratio <= 0 {

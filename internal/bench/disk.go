@@ -10,21 +10,36 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/kvpool/kvpool/internal/tier/ssd"
 	"github.com/kvpool/kvpool/internal/vfs"
 )
 
 // diskTarget is the raw disk read limit of the SSD directory: one file of
-// DataBytes written once, then read in BlockSize chunks, sequentially
-// across all workers (each takes the next chunk), with O_DIRECT where the
-// platform and filesystem allow it.
+// DataBytes written once, then read with O_DIRECT where the platform and
+// filesystem allow it, by Conns workers with one read each in flight.
+//
+// Without node (target disk, "disk (sequential)") the reads are BlockSize
+// chunks taken in file order across all workers (each takes the next
+// chunk): the disk's streaming limit. With node (target disk-node, "disk
+// (node I/O)") they are what a node GET from SSD asks of the disk: one
+// read of the block's whole pages (BlockSize rounded up to ssd.PageSize,
+// the record of a chain key whose name sits in the head entry) at a
+// random page-aligned slot of the file, Conns reads in flight (the node
+// target's connections, each with one GET outstanding) — the fair
+// reference for node GET from SSD.
 type diskTarget struct {
+	node    bool
 	f       *os.File
 	cleanup func() error
 	notes   []string
 }
 
 func (t *diskTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
-	if spec.BlockSize%vfs.DirectIOAlign != 0 && !spec.BufferedIO {
+	ioSize := spec.BlockSize
+	if t.node {
+		ioSize = (spec.BlockSize + ssd.PageSize - 1) / ssd.PageSize * ssd.PageSize
+	}
+	if ioSize%vfs.DirectIOAlign != 0 && !spec.BufferedIO {
 		return nil, fmt.Errorf("block size %d is not a multiple of %d, as O_DIRECT needs (or ask for buffered I/O)", spec.BlockSize, vfs.DirectIOAlign)
 	}
 	dir, cleanup, err := workDir(spec, "disk")
@@ -32,9 +47,9 @@ func (t *diskTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 		return nil, err
 	}
 	t.cleanup = cleanup
-	chunks := spec.blocks()
+	chunks := max(1, int(spec.DataBytes/int64(ioSize)))
 	path := filepath.Join(dir, "disk.dat")
-	if err := writeDataFile(ctx, path, chunks, spec.BlockSize); err != nil {
+	if err := writeDataFile(ctx, path, chunks, ioSize); err != nil {
 		return nil, err
 	}
 	flag := os.O_RDONLY
@@ -57,7 +72,11 @@ func (t *diskTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 	next := new(atomic.Int64)
 	ws := make([]Worker, spec.Conns)
 	for i := range ws {
-		ws[i] = &diskWorker{f: f, buf: alignedBuf(spec.BlockSize), next: next, chunks: int64(chunks)}
+		w := &diskWorker{f: f, buf: alignedBuf(ioSize), next: next, chunks: int64(chunks), payload: spec.BlockSize}
+		if t.node {
+			w.mix = newMix(i, chunks, 0)
+		}
+		ws[i] = w
 	}
 	return ws, nil
 }
@@ -121,18 +140,25 @@ func (t *diskTarget) Close() error {
 }
 
 type diskWorker struct {
-	f      *os.File
-	buf    []byte
-	next   *atomic.Int64
-	chunks int64
+	f       *os.File
+	buf     []byte
+	next    *atomic.Int64
+	mix     mix // picks a random chunk (disk-node); zero: the next chunk
+	chunks  int64
+	payload int // the block size: bytes counted per read
 }
 
 func (w *diskWorker) Do(ctx context.Context) (Op, error) {
-	i := (w.next.Add(1) - 1) % w.chunks
+	var i int64
+	if w.mix.rng != nil {
+		id, _ := w.mix.next()
+		i = int64(id)
+	} else {
+		i = (w.next.Add(1) - 1) % w.chunks
+	}
 	off := i * int64(len(w.buf))
-	n, err := w.f.ReadAt(w.buf, off)
-	if err != nil {
+	if _, err := w.f.ReadAt(w.buf, off); err != nil {
 		return Op{}, fmt.Errorf("read %d bytes at %d of %s: %w", len(w.buf), off, w.f.Name(), err)
 	}
-	return Op{Ops: 1, Bytes: int64(n)}, nil
+	return Op{Ops: 1, Bytes: int64(w.payload)}, nil
 }

@@ -3,8 +3,10 @@
 // target — a tier in process (ram, ssd), a whole node over loopback (node),
 // the master's lookups (master), a master and N nodes read through the
 // public client (cluster), the hit-ratio engine (sim), or a
-// comparison point (tcp: raw loopback TCP; disk: raw sequential reads of the
-// SSD directory; redis: a redis-server over RESP) — from a number of
+// comparison point (tcp: raw loopback TCP from one buffer; tcp-set: the
+// same from a working set of the node target's size; disk: raw sequential
+// reads of the SSD directory; disk-node: raw reads of a node GET's I/O
+// size at random slots; redis: a redis-server over RESP) — from a number of
 // connections for a duration or a count, and reports throughput (ops/s,
 // GB/s) and latency (p50, p99, max) as a Result that prints as a table row
 // or JSON.
@@ -14,9 +16,10 @@
 // timed request (one GET, one pipelined burst, one batch lookup, one trace
 // replay). Compare runs kvpool's node next to the comparison points in one
 // invocation, with the same block size and connections, and reports
-// kvpool's figures as ratios to each (by default at 32 KiB, 256 KiB and
-// 4 MiB, the sizes of BENCHMARKS.md's speed targets for objects of any
-// size).
+// kvpool's figures as ratios to each (by default at 32 KiB, 256 KiB,
+// 1 MiB and 4 MiB, the sizes of BENCHMARKS.md's speed targets for objects
+// of any size and of issue 19's), tcp and disk each against the old
+// reference and the fair one, the goals on the fair ones.
 //
 // Objects of any size. The block size (Spec.BlockSize) is the size of
 // every object of a run's data set. The tiers and nodes a target builds

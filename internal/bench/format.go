@@ -39,20 +39,24 @@ func WriteComparisons(w io.Writer, cs []Comparison) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "block\tkvpool\tGB/s\tp99 µs\tvs\tGB/s\tp99 µs\tratio\tgoal\tmet\t")
 	for _, c := range cs {
+		ref := c.Reference
+		if ref == "" {
+			ref = c.Against
+		}
+		goal, met := "-", "-"
+		if c.Goal > 0 {
+			goal, met = fmt.Sprintf("%.1f", c.Goal), "not met"
+			if c.Met {
+				met = "met"
+			}
+		}
 		if c.Skipped != "" {
-			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.0f\t%s\t-\t-\t-\t%.1f\tskipped: %s\t\n",
-				SizeName(c.BlockSize), c.Kvpool.Name, c.Kvpool.GBPerSec, c.Kvpool.P99Micros, c.Against, c.Goal, c.Skipped)
+			fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.0f\t%s\t-\t-\t-\t%s\tskipped: %s\t\n",
+				SizeName(c.BlockSize), c.Kvpool.Name, c.Kvpool.GBPerSec, c.Kvpool.P99Micros, ref, goal, c.Skipped)
 			continue
 		}
-		goal, met := fmt.Sprintf("%.1f", c.Goal), "no"
-		switch {
-		case c.Goal == 0:
-			goal, met = "-", "-" // a reference without a goal
-		case c.Met:
-			met = "yes"
-		}
 		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.0f\t%s\t%.3f\t%.0f\t%.2f\t%s\t%s\t\n",
-			SizeName(c.BlockSize), c.Kvpool.Name, c.Kvpool.GBPerSec, c.Kvpool.P99Micros, c.Against,
+			SizeName(c.BlockSize), c.Kvpool.Name, c.Kvpool.GBPerSec, c.Kvpool.P99Micros, ref,
 			c.Other.GBPerSec, c.Other.P99Micros, c.Ratio, goal, met)
 	}
 	if err := tw.Flush(); err != nil {

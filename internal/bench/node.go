@@ -110,7 +110,18 @@ func (t *nodeTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 	}
 	ws := make([]Worker, spec.Conns)
 	for i, c := range t.conns {
-		ws[i] = &nodeWorker{c: c, d: d, mix: newMix(i, n, spec.WriteFraction), dst: make([]byte, 0, spec.BlockSize), size: spec.BlockSize}
+		w := &nodeWorker{c: c, d: d, mix: newMix(i, n, spec.WriteFraction), dst: make([]byte, 0, spec.BlockSize), size: spec.BlockSize}
+		if spec.Batch > 1 {
+			w.ids = make([]uint64, spec.Batch)
+			w.dsts = make([][]byte, spec.Batch)
+			for j := range w.dsts {
+				w.dsts[j] = make([]byte, 0, spec.BlockSize)
+			}
+			if d.names != nil {
+				w.names = make([]string, spec.Batch)
+			}
+		}
+		ws[i] = w
 	}
 	return ws, nil
 }
@@ -204,16 +215,23 @@ func put(ctx context.Context, c *nodeclient.Conn, d *dataset, id uint64) error {
 }
 
 // nodeWorker GETs (or PUTs) random blocks over one connection, by chain
-// id or, for a named data set, by name (the node's named ops).
+// id or, for a named data set, by name (the node's named ops); with ids
+// set, it MGETs len(ids) random blocks per request.
 type nodeWorker struct {
-	c    *nodeclient.Conn
-	d    *dataset
-	mix  mix
-	dst  []byte
-	size int
+	c     *nodeclient.Conn
+	d     *dataset
+	mix   mix
+	dst   []byte
+	size  int
+	ids   []uint64 // a batch's ids (Spec.Batch > 1), nil for single GETs
+	names []string // a named batch's names
+	dsts  [][]byte // a batch's buffers
 }
 
 func (w *nodeWorker) Do(ctx context.Context) (Op, error) {
+	if w.ids != nil {
+		return w.batch(ctx)
+	}
 	id, write := w.mix.next()
 	if write {
 		if err := put(ctx, w.c, w.d, id); err != nil {
@@ -237,6 +255,44 @@ func (w *nodeWorker) Do(ctx context.Context) (Op, error) {
 		return Op{}, err
 	}
 	return Op{Ops: 1, Bytes: int64(len(p))}, nil
+}
+
+// batch MGETs len(w.ids) random blocks (verified by the client, as a
+// GET) and checks that each came back whole and with its own checksum.
+func (w *nodeWorker) batch(ctx context.Context) (Op, error) {
+	for i := range w.ids {
+		w.ids[i], _ = w.mix.next()
+	}
+	var (
+		res []nodeclient.Result
+		err error
+	)
+	if w.names != nil {
+		for i, id := range w.ids {
+			w.names[i] = w.d.names[id]
+		}
+		res, err = w.c.MGetNamed(ctx, w.names, w.dsts)
+	} else {
+		res, err = w.c.MGet(ctx, w.ids, w.dsts)
+	}
+	if err != nil {
+		return Op{}, fmt.Errorf("mget %d blocks: %w", len(w.ids), err)
+	}
+	var n int64
+	for i, r := range res {
+		id := w.ids[i]
+		if r.Err != nil {
+			return Op{}, fmt.Errorf("mget %s: %w", w.d.what(id), r.Err)
+		}
+		if err := checkLen("mget block", id, len(r.Payload), w.size); err != nil {
+			return Op{}, err
+		}
+		if r.Sum != w.d.sums[id] {
+			return Op{}, fmt.Errorf("mget %s: checksum %08x, stored %08x", w.d.what(id), r.Sum, w.d.sums[id])
+		}
+		n += int64(len(r.Payload))
+	}
+	return Op{Ops: int64(len(res)), Bytes: n}, nil
 }
 
 // procStatus returns a byte figure of /proc/self/status (field "VmRSS:"

@@ -64,8 +64,12 @@ func newTarget(spec Spec) Target {
 		return &simTarget{}
 	case TargetTCP:
 		return &tcpTarget{}
+	case TargetTCPSet:
+		return &tcpTarget{set: true}
 	case TargetDisk:
 		return &diskTarget{}
+	case TargetDiskNode:
+		return &diskTarget{node: true}
 	case TargetCluster:
 		if spec.Netns {
 			return &netClusterTarget{}

@@ -20,9 +20,19 @@ const (
 	TargetNode   = "node"
 	TargetMaster = "master"
 	TargetSim    = "sim"
+	// TargetTCP is raw loopback TCP sending one buffer ("tcp (one
+	// buffer)"); TargetTCPSet the same from a working set of the node
+	// target's size ("tcp (working set)", the fair reference of node GET
+	// from RAM).
 	TargetTCP    = "tcp"
-	TargetDisk   = "disk"
-	TargetRedis  = "redis"
+	TargetTCPSet = "tcp-set"
+	// TargetDisk is raw disk reads in file order ("disk (sequential)");
+	// TargetDiskNode reads of a node GET's I/O size at random slots with
+	// the node's queue depth ("disk (node I/O)", the fair reference of
+	// node GET from SSD).
+	TargetDisk     = "disk"
+	TargetDiskNode = "disk-node"
+	TargetRedis    = "redis"
 	// TargetCluster is a master and Spec.Nodes nodes in process, read
 	// through the public client (lookup with lease, parallel MGETs,
 	// verification).
@@ -35,7 +45,7 @@ const (
 
 // Targets returns the target names Run accepts.
 func Targets() []string {
-	return []string{TargetRAM, TargetSSD, TargetNode, TargetMaster, TargetSim, TargetTCP, TargetDisk, TargetRedis, TargetCluster, TargetClusterTCP}
+	return []string{TargetRAM, TargetSSD, TargetNode, TargetMaster, TargetSim, TargetTCP, TargetTCPSet, TargetDisk, TargetDiskNode, TargetRedis, TargetCluster, TargetClusterTCP}
 }
 
 // Defaults of Spec's zero fields. Each says where its value comes from.
@@ -123,8 +133,10 @@ type Spec struct {
 	// targets), each with its own goroutine(s) (DefaultConns; 1 for sim).
 	Conns int `json:"conns"`
 	// Batch is the number of keys per master lookup (master:
-	// DefaultMasterBatch) or of consecutive blocks per client.Get
-	// (cluster: DefaultClusterBatch). Only those targets batch.
+	// DefaultMasterBatch), of consecutive blocks per client.Get
+	// (cluster: DefaultClusterBatch), or of random blocks per MGET of the
+	// node target (0 or 1: one GET per request; reads only). Only those
+	// targets batch.
 	Batch int `json:"batch,omitempty"`
 	// Nodes is the cluster target's number of in-process nodes
 	// (DefaultClusterNodes). Other targets ignore it.
@@ -208,7 +220,7 @@ func (s Spec) Validate() error {
 	if s.Nodes < 0 || s.Nodes > clusterMaxNodes {
 		return badSpec("Nodes", s.Nodes, fmt.Sprintf("want 0 (default) to %d", clusterMaxNodes))
 	}
-	if s.Depth > 1 && (s.clusterShaped() || s.Target == TargetNode || s.Target == TargetTCP || s.Target == TargetDisk || s.Target == TargetRAM || s.Target == TargetSSD || s.Target == TargetSim) {
+	if s.Depth > 1 && (s.clusterShaped() || s.Target == TargetNode || s.Target == TargetTCP || s.Target == TargetTCPSet || s.Target == TargetDisk || s.Target == TargetDiskNode || s.Target == TargetRAM || s.Target == TargetSSD || s.Target == TargetSim) {
 		return badSpec("Depth", s.Depth, "target "+s.Target+" serves one request at a time per connection; use Conns")
 	}
 	switch {
@@ -244,6 +256,9 @@ func (s Spec) Validate() error {
 	}
 	if d := s.withDefaults(); s.clusterShaped() && s.DataBytes > 0 && d.blocks() < d.Batch {
 		return badSpec("DataBytes", s.DataBytes, fmt.Sprintf("the cluster target reads runs of Batch = %d blocks: want at least %d bytes", d.Batch, int64(d.Batch)*int64(d.BlockSize)))
+	}
+	if s.Target == TargetNode && s.Batch > 1 && s.WriteFraction > 0 {
+		return badSpec("Batch", s.Batch, "the node target's batches read (MGET); give no WriteFraction with it")
 	}
 	if s.Target == TargetRedis && s.Addr == "" {
 		return badSpec("Addr", `""`, "the redis target needs a server address")
@@ -328,7 +343,7 @@ func maxObject(spec Spec) int {
 
 // onDisk reports whether the target's data set lives in files.
 func (s Spec) onDisk() bool {
-	return s.Target == TargetSSD || s.Target == TargetDisk || (s.Target == TargetNode && s.Tier == TierSSD)
+	return s.Target == TargetSSD || s.Target == TargetDisk || s.Target == TargetDiskNode || (s.Target == TargetNode && s.Tier == TierSSD)
 }
 
 // clusterShaped reports whether the target reads runs of Batch blocks

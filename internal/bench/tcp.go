@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +19,16 @@ const tcpRequestLen = 8
 // every 8-byte request with BlockSize bytes from memory, and clients that
 // read them with io.ReadFull. No framing, no checksum: what a node GET
 // could reach at best on this machine.
+//
+// Without set (target tcp, "tcp (one buffer)") every answer is the same
+// buffer, which stays in the CPU's caches: a limit no store serving a data
+// set reaches. With set (target tcp-set, "tcp (working set)") the server
+// holds the node target's working set, Spec.blocks() buffers of BlockSize
+// bytes, and the request names the buffer (a little-endian index, drawn
+// at random like the node target's ids): the same bytes from memory a node
+// GET from RAM sends, which is the fair reference for it.
 type tcpTarget struct {
+	set   bool
 	ln    net.Listener
 	wg    sync.WaitGroup
 	mu    sync.Mutex
@@ -31,9 +41,16 @@ func (t *tcpTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	t.ln = ln
-	value := make([]byte, spec.BlockSize)
-	for i := range value {
-		value[i] = byte(i)
+	n := 1
+	if t.set {
+		n = spec.blocks()
+	}
+	values := make([][]byte, n)
+	for v := range values {
+		values[v] = make([]byte, spec.BlockSize)
+		for i := range values[v] {
+			values[v][i] = byte(i + v)
+		}
 	}
 	t.wg.Go(func() {
 		for {
@@ -42,7 +59,7 @@ func (t *tcpTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 				return // listener closed by Close
 			}
 			t.track(c)
-			t.wg.Go(func() { serveRaw(c, value) })
+			t.wg.Go(func() { serveRaw(c, values) })
 		}
 	})
 	var d net.Dialer
@@ -53,7 +70,11 @@ func (t *tcpTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 			return nil, fmt.Errorf("dial %s: %w", ln.Addr(), err)
 		}
 		t.track(c)
-		ws[i] = &tcpWorker{c: c, buf: make([]byte, spec.BlockSize)}
+		w := &tcpWorker{c: c, buf: make([]byte, spec.BlockSize)}
+		if t.set {
+			w.mix = newMix(i, n, 0)
+		}
+		ws[i] = w
 	}
 	return ws, nil
 }
@@ -64,14 +85,19 @@ func (t *tcpTarget) track(c net.Conn) {
 	t.mu.Unlock()
 }
 
-// serveRaw answers each request read from c with value until c fails.
-func serveRaw(c net.Conn, value []byte) {
+// serveRaw answers each request read from c with the value it names
+// (values[0] when there is one) until c fails or names no value.
+func serveRaw(c net.Conn, values [][]byte) {
 	var req [tcpRequestLen]byte
 	for {
 		if _, err := io.ReadFull(c, req[:]); err != nil {
 			return
 		}
-		if _, err := c.Write(value); err != nil {
+		i := binary.LittleEndian.Uint64(req[:])
+		if i >= uint64(len(values)) {
+			return // the worker sees the connection end: its request failed
+		}
+		if _, err := c.Write(values[i]); err != nil {
 			return
 		}
 	}
@@ -95,11 +121,16 @@ func (t *tcpTarget) Close() error {
 
 type tcpWorker struct {
 	c   net.Conn
+	mix mix // picks the value of a working set; zero for one buffer
 	req [tcpRequestLen]byte
 	buf []byte
 }
 
 func (w *tcpWorker) Do(ctx context.Context) (Op, error) {
+	if w.mix.rng != nil {
+		id, _ := w.mix.next()
+		binary.LittleEndian.PutUint64(w.req[:], id)
+	}
 	if _, err := w.c.Write(w.req[:]); err != nil {
 		return Op{}, fmt.Errorf("send request: %w", err)
 	}

@@ -7,11 +7,11 @@ import (
 	"io"
 )
 
-// readBufferSize is a Reader's bufio size: 64 KiB, the Linux loopback MTU,
+// ReadBufferSize is a Reader's bufio size: 64 KiB, the Linux loopback MTU,
 // so one read system call can take a whole segment. Reads at least this
 // long (a block's payload) bypass the buffer and land directly in the
 // caller's slice.
-const readBufferSize = 64 << 10
+const ReadBufferSize = 64 << 10
 
 // GrowChunk is the first step by which AppendFull grows a buffer before
 // the bytes it is for have arrived (1 MiB, sixteen loopback segments).
@@ -34,25 +34,51 @@ const GrowChunk = 1 << 20
 // A Reader is not safe for concurrent use.
 type Reader[O Op] struct {
 	br     *bufio.Reader
+	src    *cappedReader // br's source
+	ahead  int           // LimitNextFill's bound, 0 when none
 	prefix string
 	err    error
 	off    int64
 	hdr    [HeaderLen]byte
 }
 
+// cappedReader reads from rd, at most max bytes per Read while max > 0.
+type cappedReader struct {
+	rd  io.Reader
+	max int
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.max > 0 && len(p) > c.max {
+		p = p[:c.max]
+	}
+	return c.rd.Read(p)
+}
+
 // NewReader returns a Reader of rd whose errors are prefixed with prefix
 // ("wire").
 func NewReader[O Op](rd io.Reader, prefix string) *Reader[O] {
-	return &Reader[O]{br: bufio.NewReaderSize(rd, readBufferSize), prefix: prefix}
+	src := &cappedReader{rd: rd}
+	return &Reader[O]{br: bufio.NewReaderSize(src, ReadBufferSize), src: src, prefix: prefix}
 }
 
 // Reset discards all state, including a sticky error, and makes r read
 // from rd, keeping its buffer.
 func (r *Reader[O]) Reset(rd io.Reader) {
-	r.br.Reset(rd)
+	r.src.rd, r.src.max, r.ahead = rd, 0, 0
+	r.br.Reset(r.src)
 	r.err = nil
 	r.off = 0
 }
+
+// LimitNextFill bounds the read that fills the empty buffer for the next
+// ReadHeader to n bytes (n > 0): a caller expecting a frame whose head is
+// n bytes and whose payload is at least ReadBufferSize reads the head
+// alone, so that the payload lands straight in its slice instead of
+// partly through the buffer and a copy. It changes only how many bytes
+// one system call reads, never what is read; a frame that turns out
+// otherwise is read as usual.
+func (r *Reader[O]) LimitNextFill(n int) { r.ahead = max(n, 0) }
 
 // Offset returns the number of stream bytes r has consumed; bytes bufio
 // has read ahead are not counted.
@@ -82,7 +108,11 @@ func (r *Reader[O]) ReadHeader(maxFrame int) (Header[O], error) {
 		return Header[O]{}, r.err
 	}
 	start := r.off
+	if r.ahead > 0 && r.br.Buffered() == 0 {
+		r.src.max = max(r.ahead, HeaderLen)
+	}
 	n, err := io.ReadFull(r.br, r.hdr[:])
+	r.src.max, r.ahead = 0, 0
 	r.off += int64(n)
 	if err != nil {
 		if n == 0 && err == io.EOF {
@@ -137,6 +167,44 @@ func (r *Reader[O]) AppendFull(dst []byte, n, limit int) ([]byte, error) {
 		if err := r.ReadFull(dst[start:]); err != nil {
 			return dst[:start], err
 		}
+	}
+	return dst, nil
+}
+
+// AppendFullFunc is AppendFull that also calls each with every piece of
+// dst as it arrives, in order, while the piece is still in the CPU's
+// caches (one call per read from the stream or copy out of the buffer):
+// a checksum fused with the read rather than a second pass over the
+// bytes. each must not keep the piece. On error, each has seen exactly
+// the bytes of the returned dst.
+func (r *Reader[O]) AppendFullFunc(dst []byte, n, limit int, each func([]byte)) ([]byte, error) {
+	need := len(dst) + n
+	limit = max(limit, need)
+	for len(dst) < need {
+		if len(dst) == cap(dst) {
+			c := min(limit, max(2*cap(dst), len(dst)+GrowChunk))
+			dst = append(make([]byte, 0, c), dst...)
+		}
+		start := len(dst)
+		end := min(need, cap(dst))
+		for start < end {
+			m, err := r.br.Read(dst[start:end])
+			r.off += int64(m)
+			if m > 0 {
+				each(dst[start : start+m])
+				start += m
+			}
+			if err != nil && start < end {
+				if errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+				return dst[:start], fmt.Errorf("got %d of %d bytes: %w", start-(need-n), n, err)
+			}
+			if m == 0 && err == nil {
+				return dst[:start], fmt.Errorf("got %d of %d bytes: %w", start-(need-n), n, io.ErrNoProgress)
+			}
+		}
+		dst = dst[:end]
 	}
 	return dst, nil
 }

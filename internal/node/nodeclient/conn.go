@@ -420,11 +420,14 @@ func (c *Conn) readBlock(k block.Key, dst []byte) (p []byte, sum uint32, blockEr
 	if bh.Code != wire.CodeOK {
 		return nil, 0, fmt.Errorf("block %s: %w", k, wire.ErrorFor(bh.Code)), nil
 	}
-	p, err = c.r.ReadPayload(dst)
+	// The checksum is computed as the payload arrives (wire.ReadPayloadSum),
+	// each piece while it is still in the CPU's caches: the same
+	// block.Checksum(k, p), without a second pass over p.
+	p, got, err := c.r.ReadPayloadSum(dst, block.KeySum(k))
 	if err != nil {
 		return nil, 0, nil, c.decodeErr(err)
 	}
-	if bh.ID != k.ID || !block.Verify(k, p, bh.Checksum) {
+	if bh.ID != k.ID || got != bh.Checksum {
 		c.ctr.corruptions.Add(1)
 		return nil, 0, fmt.Errorf("block %s: %d bytes received under id %016x with checksum %08x fail verification: %w",
 			k, len(p), bh.ID, bh.Checksum, kvpool.ErrCorrupt), nil
@@ -446,6 +449,11 @@ func (c *Conn) get(k block.Key, dst []byte) (p []byte, sum uint32, blockErr, err
 		want = wire.OpGetNamedResponse
 	} else {
 		c.wbuf = wire.AppendGet(c.wbuf[:0], reqID, k.ID)
+	}
+	if cap(dst) >= frame.ReadBufferSize {
+		// A large block is expected: its payload bypasses the read
+		// buffer (a copy of up to 64 KiB per GET in the profile).
+		c.r.ExpectLargeGet()
 	}
 	if err := c.write(c.wbuf); err != nil {
 		return nil, 0, nil, err

@@ -249,7 +249,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("store: open SSD tier: %w", err)
 		}
 		s.ssd = t
-		bs := t.BlockSize()
+		// Whole pages: an SSD read lands straight in the buffer when its
+		// last page's tail fits (ssd.Tier.Get); a buffer this large
+		// starts on a page boundary in Go's allocator, which the tier
+		// checks before relying on it.
+		bs := (t.BlockSize() + ssd.PageSize - 1) / ssd.PageSize * ssd.PageSize
 		s.bufs.New = func() any { b := make([]byte, 0, bs); return &b }
 		for _, it := range t.Items() {
 			s.quota.Set(it.Key, int64(it.Size))

@@ -68,15 +68,17 @@ type Reader struct {
 	err error // sticky: the frame boundary is lost (also fr.Err())
 
 	st         state
-	hdr        Header // current frame
-	start      int64  // stream offset of the current frame
-	remain     int    // unread body bytes of the current frame
-	nblocks    int    // block entries in the current frame
-	blocksLeft int    // block entries not yet started
-	entryLen   int    // least bytes of one block entry: BlockHeaderLen (+ HintLen in ACCESS, + a name in a named op)
-	payload    int    // unread payload bytes of the current block
-	emptyOK    bool   // the last NextBlock had an empty payload, already consumed
-	handshake  string // "hello" or "hello-ack" while reading one, for errors
+	hdr        Header       // current frame
+	start      int64        // stream offset of the current frame
+	remain     int          // unread body bytes of the current frame
+	nblocks    int          // block entries in the current frame
+	blocksLeft int          // block entries not yet started
+	entryLen   int          // least bytes of one block entry: BlockHeaderLen (+ HintLen in ACCESS, + a name in a named op)
+	payload    int          // unread payload bytes of the current block
+	emptyOK    bool         // the last NextBlock had an empty payload, already consumed
+	handshake  string       // "hello" or "hello-ack" while reading one, for errors
+	sum        uint32       // ReadPayloadSum's running checksum
+	sumEach    func([]byte) // r.addSum, made once so a read does not allocate
 
 	scratch [scratchLen]byte
 }
@@ -88,8 +90,12 @@ func NewReader(rd io.Reader, lim Limits) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{fr: frame.NewReader[Op](rd, "wire"), lim: l}, nil
+	r := &Reader{fr: frame.NewReader[Op](rd, "wire"), lim: l}
+	r.sumEach = r.addSum
+	return r, nil
 }
+
+func (r *Reader) addSum(p []byte) { r.sum = block.UpdateChecksum(r.sum, p) }
 
 // Reset discards all state, including a sticky error, and makes r read
 // from rd, reusing its buffers.
@@ -99,6 +105,14 @@ func (r *Reader) Reset(rd io.Reader) {
 	r.resetFrame()
 	r.handshake = ""
 }
+
+// ExpectLargeGet tells r that the next frame is expected to be a GET or
+// GET named response (one block entry, no name in it) whose payload is at least frame.ReadBufferSize: the
+// read that fills r's empty buffer then takes only the frame and block
+// headers, and the payload goes from the connection straight into
+// ReadPayload's slice, not through the buffer and a copy. Any frame is
+// still read correctly; only the size of one read changes.
+func (r *Reader) ExpectLargeGet() { r.fr.LimitNextFill(HeaderLen + BlockHeaderLen) }
 
 // Limits returns the limits r enforces, defaults filled in.
 func (r *Reader) Limits() Limits { return r.lim }
@@ -657,6 +671,35 @@ func (r *Reader) endBlock() error {
 // Verify the checksum with block.Verify against the connection's tenant.
 func (r *Reader) ReadPayload(dst []byte) ([]byte, error) {
 	return r.appendPayload(dst[:0], false)
+}
+
+// ReadPayloadSum is ReadPayload that also returns the checksum state sum
+// (block.KeySum of the key the block should be) carried over the payload
+// with block.UpdateChecksum, computed piece by piece as the bytes arrive
+// rather than in a second pass: the block verifies when the result equals
+// its header's Checksum. On error the checksum is meaningless.
+func (r *Reader) ReadPayloadSum(dst []byte, sum uint32) ([]byte, uint32, error) {
+	if r.err != nil {
+		return dst[:0], 0, r.err
+	}
+	if r.emptyOK {
+		r.emptyOK = false
+		return dst[:0], sum, nil
+	}
+	if r.st != stPayload {
+		return dst[:0], 0, r.misuse("ReadPayloadSum")
+	}
+	n := r.payload
+	if n > r.remain {
+		return dst[:0], 0, r.bad(frame.ErrMalformed, "payload needs %d bytes, %d left in the frame", n, r.remain)
+	}
+	r.remain -= n
+	r.sum = sum
+	dst, err := r.fr.AppendFullFunc(dst[:0], n, n, r.sumEach)
+	if err != nil {
+		return dst, 0, r.fail(fmt.Errorf("wire: %s: read payload: %w", r.where(), err))
+	}
+	return dst, r.sum, r.endBlock()
 }
 
 // appendPayload appends the current block's payload to dst; toFrameEnd as

@@ -210,6 +210,12 @@ func keyBytes(k block.Key) string { return k.Tenant + k.Name }
 // one: the head entry needs a page even for an empty record).
 func pagesFor(n int) int { return max(1, (n+PageSize-1)/PageSize) }
 
+// aligned reports whether b starts at a vfs.DirectIOAlign boundary, as
+// O_DIRECT requires of a buffer.
+func aligned(b []byte) bool {
+	return len(b) > 0 && uintptr(unsafe.Pointer(&b[0]))%vfs.DirectIOAlign == 0
+}
+
 // alignedBuf returns n bytes whose address is a multiple of
 // vfs.DirectIOAlign, as O_DIRECT requires.
 func alignedBuf(n int) []byte {

@@ -1112,6 +1112,19 @@ func (t *Tier) readRecord(runs []pageRun, pre, pay []byte) error {
 			return nil
 		}
 		pf, off := t.locate(e.page)
+		if t.opts.DirectIO && e.rec >= len(pre) {
+			// Pages wholly of the payload go straight into pay when its
+			// memory there is aligned and has room for the last page's
+			// tail (in its spare capacity): no copy through the bounce
+			// buffer.
+			at := e.rec - len(pre)
+			if direct := pay[at:cap(pay)]; len(direct) >= e.n*PageSize && aligned(direct) {
+				if _, err := pf.f.ReadAt(direct[:e.n*PageSize], off); err != nil {
+					return fmt.Errorf("read pages %d..%d: %w", e.page, int(e.page)+e.n-1, err)
+				}
+				continue
+			}
+		}
 		if t.opts.DirectIO {
 			b := (*bp)[:e.n*PageSize]
 			if _, err := pf.f.ReadAt(b, off); err != nil {
