@@ -27,7 +27,9 @@ import (
 //     partial block (the old copy, if any, may be gone).
 //   - Get appends the payload to dst[:0] and returns it with its checksum,
 //     having verified the checksum; on mismatch it drops the copy and
-//     returns ErrCorrupt, never the bytes.
+//     returns ErrCorrupt, never the bytes. All of dst's capacity is the
+//     tier's to write, past the payload's length too (the SSD tier reads
+//     whole pages into it): pass a slice whose capacity is yours.
 //   - Delete removes k; deleting an absent key returns ErrNotFound.
 //   - Contains never changes recency or any policy state.
 //   - A tier may evict blocks at any Put to make room.

@@ -940,7 +940,10 @@ func (t *Tier) invalidateHeld(id, head int32) error {
 	return err
 }
 
-// Get returns the payload of k appended to dst[:0] (see tier.Tier).
+// Get returns the payload of k appended to dst[:0] (see tier.Tier). With
+// direct I/O, when dst's capacity is page-aligned and holds the payload's
+// last page whole, the pages are read straight into it: the bytes past the
+// payload's length, up to the page's end, are overwritten too.
 func (t *Tier) Get(ctx context.Context, k block.Key, dst []byte) ([]byte, uint32, error) {
 	if err := ctx.Err(); err != nil {
 		return dst[:0], 0, fmt.Errorf("ssd: get %s: %w", k, err)
