@@ -188,9 +188,6 @@ func (m *Master) checkReplica(k block.Key, reps []replica, i int, tally map[*nod
 			return invariantError("%v: two %v replicas on %q", k, r.tier, r.node.id)
 		}
 	}
-	if _, ok := r.node.items[meta.ItemKey{Key: k, Tier: r.tier}]; !ok {
-		return invariantError("%v %v on %q: not in the node's inventory set", k, r.tier, r.node.id)
-	}
 	t.items++
 	if r.tier == meta.TierSSD {
 		if r.handle != 0 || r.evicting {
@@ -227,12 +224,12 @@ func (m *Master) checkReplica(k block.Key, reps []replica, i int, tally map[*nod
 
 // checkNode compares n's own accounting with the index's tally.
 func (m *Master) checkNode(n *node, t *nodeTally) error {
-	if !n.alive && (len(n.items) > 0 || len(n.tasks) > 0 || n.ramUsed.Load() != 0) {
-		return invariantError("dropped node %q keeps %d items, %d tasks, %d RAM bytes", n.id, len(n.items), len(n.tasks), n.ramUsed.Load())
+	if !n.alive && (n.ramCount+n.ssdCount > 0 || len(n.tasks) > 0 || n.ramUsed.Load() != 0) {
+		return invariantError("dropped node %q keeps %d items, %d tasks, %d RAM bytes", n.id, n.ramCount+n.ssdCount, len(n.tasks), n.ramUsed.Load())
 	}
 	switch {
-	case len(n.items) != t.items:
-		return invariantError("node %q: inventory set has %d items, index %d", n.id, len(n.items), t.items)
+	case n.ramCount+n.ssdCount != t.items:
+		return invariantError("node %q: counts %d items, index %d", n.id, n.ramCount+n.ssdCount, t.items)
 	case n.ramCount != t.ram || n.ssdCount != t.ssd || n.evicting != t.evicting:
 		return invariantError("node %q: counts RAM %d SSD %d evicting %d, index %d %d %d", n.id, n.ramCount, n.ssdCount, n.evicting, t.ram, t.ssd, t.evicting)
 	case n.ramUsed.Load() != t.ramUsed || n.ssdUsed != t.ssdUsed:

@@ -99,7 +99,9 @@ type node struct {
 	removed  bool // deleted from the membership map: re-resolve the ID
 	lastHB   time.Time
 	reported meta.NodeUsage
-	items    map[meta.ItemKey]struct{} // the node's replicas in the index
+	// ramCount and ssdCount are the node's replicas in the index. The
+	// index is the only record of which they are: a walk of the shards
+	// (nodeItems) lists them, so a key costs no per-node entry.
 	ramCount int
 	ssdCount int
 	evicting int
@@ -126,7 +128,6 @@ func newNode(id meta.NodeID) *node {
 	return &node{
 		id:         id,
 		idHash:     block.Mix64(block.FNV1a(string(id))),
-		items:      make(map[meta.ItemKey]struct{}),
 		tasks:      make(map[uint64]*task),
 		evictByKey: make(map[block.Key]uint64),
 		promoByKey: make(map[block.Key]uint64),
@@ -219,7 +220,7 @@ func (m *Master) Register(info meta.NodeInfo, inv meta.Inventory, usage meta.Nod
 	n.info = info
 	n.ramBytes.Store(info.RAMBytes)
 	n.slot.Store(info.BlockSize)
-	for ik := range n.items {
+	for _, ik := range m.nodeItems(n) {
 		if _, ok := want[ik]; !ok {
 			m.removeReplica(n, ik)
 		}
@@ -449,7 +450,6 @@ func (m *Master) addReplica(n *node, it *meta.Item) {
 	}
 	s.m[it.Key] = append(reps, replica{node: n, handle: h, size: it.Size, sum: it.Sum, tier: it.Tier})
 	s.mu.Unlock()
-	n.items[meta.ItemKey{Key: it.Key, Tier: it.Tier}] = struct{}{}
 	if it.Tier == meta.TierRAM {
 		n.ramCount++
 		m.c.ramReplicas.Add(1)
@@ -488,13 +488,9 @@ func (m *Master) takeReplica(n *node, ik meta.ItemKey) (replica, bool) {
 // removeReplica removes n's replica ik from the index; false if the index
 // does not hold it. n.mu is held.
 func (m *Master) removeReplica(n *node, ik meta.ItemKey) bool {
-	if _, ok := n.items[ik]; !ok {
-		return false
-	}
-	delete(n.items, ik)
 	r, ok := m.takeReplica(n, ik)
 	if !ok {
-		return false // unreachable while the invariants hold
+		return false
 	}
 	if ik.Tier == meta.TierRAM {
 		n.ramCount--
@@ -516,19 +512,51 @@ func (m *Master) removeReplica(n *node, ik meta.ItemKey) bool {
 
 // removeAll removes every replica of n. n.mu is held.
 func (m *Master) removeAll(n *node) {
-	for ik := range n.items {
+	for _, ik := range m.nodeItems(n) {
 		m.removeReplica(n, ik)
 	}
+}
+
+// nodeItems lists n's replicas: a walk of every shard, O(index), taken
+// only when n has replicas (a node re-registering or being dropped).
+// n.mu is held, so the list stays true until it is released.
+func (m *Master) nodeItems(n *node) []meta.ItemKey {
+	want := n.ramCount + n.ssdCount
+	if want == 0 {
+		return nil
+	}
+	out := make([]meta.ItemKey, 0, want)
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.RLock()
+		for k, reps := range s.m {
+			for j := range reps {
+				if reps[j].node == n {
+					out = append(out, meta.ItemKey{Key: k, Tier: reps[j].tier})
+				}
+			}
+		}
+		s.mu.RUnlock()
+	}
+	return out
+}
+
+// hasReplica reports whether the index holds n's replica of k in tier t.
+func (m *Master) hasReplica(n *node, k block.Key, t meta.Tier) bool {
+	s := m.shardFor(k)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return find(s.m[k], n, t) >= 0
 }
 
 // moveReplica moves n's replica of mv.Key between tiers; false if the
 // index does not hold the source. n.mu is held.
 func (m *Master) moveReplica(n *node, mv *meta.Move) bool {
-	from, to := meta.ItemKey{Key: mv.Key, Tier: mv.From}, meta.ItemKey{Key: mv.Key, Tier: mv.To}
-	if _, ok := n.items[from]; !ok {
+	from := meta.ItemKey{Key: mv.Key, Tier: mv.From}
+	if !m.hasReplica(n, mv.Key, mv.From) {
 		return false
 	}
-	if _, ok := n.items[to]; ok {
+	if m.hasReplica(n, mv.Key, mv.To) {
 		return m.removeReplica(n, from) // merged into the copy already there
 	}
 	var h uint64
@@ -547,8 +575,6 @@ func (m *Master) moveReplica(n *node, mv *meta.Move) bool {
 	old := replica{handle: r.handle, size: r.size, evicting: r.evicting}
 	r.tier, r.handle, r.evicting = mv.To, h, false
 	s.mu.Unlock()
-	delete(n.items, from)
-	n.items[to] = struct{}{}
 	if mv.To == meta.TierSSD {
 		n.ramCount--
 		n.ssdCount++

@@ -197,7 +197,7 @@ func (m *Master) considerPromotions(n *node, hits []block.Key) {
 			m.c.promoIgnored.Add(1)
 			continue
 		}
-		if _, ok := n.items[meta.ItemKey{Key: k, Tier: meta.TierRAM}]; ok {
+		if m.hasReplica(n, k, meta.TierRAM) {
 			m.c.promoIgnored.Add(1)
 			continue
 		}
@@ -234,14 +234,11 @@ func (m *Master) considerPromotions(n *node, hits []block.Key) {
 // replica's size when indexed, else one slot. n.mu is held.
 func (m *Master) promotionCharge(n *node, k block.Key) int64 {
 	size := n.info.BlockSize
-	if _, ok := n.items[meta.ItemKey{Key: k, Tier: meta.TierSSD}]; ok {
-		s := m.shardFor(k)
-		s.mu.RLock()
-		reps := s.m[k]
-		if i := find(reps, n, meta.TierSSD); i >= 0 {
-			size = reps[i].size
-		}
-		s.mu.RUnlock()
+	s := m.shardFor(k)
+	s.mu.RLock()
+	if i := find(s.m[k], n, meta.TierSSD); i >= 0 {
+		size = s.m[k][i].size
 	}
+	s.mu.RUnlock()
 	return charge(n, k, size)
 }
