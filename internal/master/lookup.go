@@ -29,8 +29,8 @@ func extendLease(r *replica, until int64) bool {
 
 // visible reports whether readers may see r: its node is alive (within its
 // TTL) and no eviction order is pending. The shard lock is held.
-func visible(r *replica, nowNs int64) bool {
-	return !r.evicting && r.node.deadline.Load() >= nowNs
+func (m *Master) visible(r *replica, nowNs int64) bool {
+	return !r.evicting && m.nodeAt(r.node).deadline.Load() >= nowNs
 }
 
 // Lookup finds the longest prefix of ids (blocks of tenant) present on live
@@ -59,6 +59,7 @@ func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *meta.Looku
 	m.maybeExpire(nowNs)
 	until := nowNs + m.leaseTTL
 	th := block.FNV1a(tenant)
+	tid := m.tenants.id(tenant)
 	granted := 0
 	// handles collects the policy handles to touch, in a buffer on the
 	// stack. They are touched under polMu, which comes before the shard
@@ -67,11 +68,11 @@ func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *meta.Looku
 	var handleBuf [64]uint64
 	handles := handleBuf[:0]
 	for _, id := range ids {
-		k := block.Key{Tenant: tenant, ID: id}
-		s := m.shardOf(keyHash(th, id))
+		h := keyHash(th, id)
+		p := keyPlace{s: m.shardOf(h), h: h, tid: tid}
 		start := len(dst.Replicas)
 		var g int
-		g, handles = m.collect(s, k, nowNs, until, lease, dst, handles)
+		g, handles = m.collect(p, block.Key{ID: id}, nowNs, until, lease, dst, handles)
 		granted += g
 		if len(handles) >= len(handleBuf)/2 {
 			m.touch(handles)
@@ -93,7 +94,7 @@ func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *meta.Looku
 	}
 	s := m.shardOf(keyHash(th, first)) // stripe the counters
 	s.lookups.Add(1)
-	s.keys.Add(int64(len(ids)))
+	s.lookupKeys.Add(int64(len(ids)))
 	s.hitKeys.Add(int64(dst.Hit))
 	if granted > 0 {
 		m.c.leasesGranted.Add(int64(granted))
@@ -127,10 +128,10 @@ func (m *Master) Locate(keys []block.Key, lease bool, dst *meta.LookupResult) er
 	var handleBuf [64]uint64
 	handles := handleBuf[:0]
 	for _, k := range keys {
-		s := m.shardFor(k)
+		p := m.keyAt(k, false)
 		start := len(dst.Replicas)
 		var g int
-		g, handles = m.collect(s, k, nowNs, until, lease, dst, handles)
+		g, handles = m.collect(p, k, nowNs, until, lease, dst, handles)
 		granted += g
 		if len(handles) >= len(handleBuf)/2 {
 			m.touch(handles)
@@ -149,7 +150,7 @@ func (m *Master) Locate(keys []block.Key, lease bool, dst *meta.LookupResult) er
 	if len(keys) > 0 {
 		s := m.shardFor(keys[0]) // stripe the counters
 		s.lookups.Add(1)
-		s.keys.Add(int64(len(keys)))
+		s.lookupKeys.Add(int64(len(keys)))
 		s.hitKeys.Add(int64(found))
 	}
 	if granted > 0 {
@@ -172,10 +173,11 @@ func (m *Master) ExistsKeys(keys []block.Key, dst []bool) ([]bool, error) {
 	_, nowNs := m.now()
 	m.maybeExpire(nowNs)
 	for _, k := range keys {
-		s := m.shardFor(k)
-		s.mu.RLock()
-		found := s.live(k, s.m[k], nowNs)
-		s.mu.RUnlock()
+		p := m.keyAt(k, false)
+		p.s.mu.RLock()
+		e1 := p.entryOf(k)
+		found := e1 != 0 && m.live(p.s, e1-1, nowNs)
+		p.s.mu.RUnlock()
 		dst = append(dst, found)
 	}
 	return dst, nil
@@ -221,15 +223,18 @@ func (m *Master) Exists(tenant string, ids []uint64, dst []bool) ([]bool, error)
 	_, nowNs := m.now()
 	m.maybeExpire(nowNs)
 	th := block.FNV1a(tenant)
+	tid := m.tenants.id(tenant)
 	for _, id := range ids {
-		s := m.shardOf(keyHash(th, id))
+		h := keyHash(th, id)
+		s := m.shardOf(h)
 		found := false
 		s.mu.RLock()
-		reps := s.m[block.Key{Tenant: tenant, ID: id}]
-		for i := range reps {
-			if visible(&reps[i], nowNs) {
-				found = true
-				break
+		if e1 := s.lookup(tid, h, id, ""); e1 != 0 {
+			for r := range s.replicas(e1 - 1) {
+				if m.visible(r, nowNs) {
+					found = true
+					break
+				}
 			}
 		}
 		s.mu.RUnlock()
@@ -244,23 +249,28 @@ func (m *Master) Exists(tenant string, ids []uint64, dst []bool) ([]bool, error)
 // changes nothing.
 func (m *Master) Query(k block.Key) []meta.ReplicaStatus {
 	_, nowNs := m.now()
-	s := m.shardFor(k)
+	p := m.keyAt(k, false)
+	s := p.s
+	var out []meta.ReplicaStatus
 	s.mu.RLock()
-	reps := s.m[k]
-	out := make([]meta.ReplicaStatus, 0, len(reps))
-	for i := range reps {
-		r := &reps[i]
-		st := meta.ReplicaStatus{
-			Replica:   meta.Replica{Node: r.node.id, Tier: r.tier, Size: r.size, Sum: r.sum},
-			NodeAlive: r.node.deadline.Load() >= nowNs,
-			Evicting:  r.evicting,
+	if e1 := p.entryOf(k); e1 != 0 {
+		for r := range s.replicas(e1 - 1) {
+			n := m.nodeAt(r.node)
+			st := meta.ReplicaStatus{
+				Replica:   meta.Replica{Node: n.id, Tier: r.tier, Size: r.size, Sum: r.sum},
+				NodeAlive: n.deadline.Load() >= nowNs,
+				Evicting:  r.evicting,
+			}
+			if l := atomic.LoadInt64(&r.lease); l != 0 {
+				st.LeaseUntil = time.Unix(0, l)
+			}
+			out = append(out, st)
 		}
-		if l := atomic.LoadInt64(&r.lease); l != 0 {
-			st.LeaseUntil = time.Unix(0, l)
-		}
-		out = append(out, st)
 	}
 	s.mu.RUnlock()
+	if out == nil {
+		out = []meta.ReplicaStatus{}
+	}
 	slices.SortFunc(out, func(a, b meta.ReplicaStatus) int {
 		switch {
 		case replicaLess(&a.Replica, &b.Replica):
@@ -273,30 +283,33 @@ func (m *Master) Query(k block.Key) []meta.ReplicaStatus {
 	return out
 }
 
-// collect appends the replicas of k (in shard s) visible at nowNs to dst
-// and, with lease, extends their leases to until and gathers the policy
-// handles due a touch. It returns the leases granted and handles.
-func (m *Master) collect(s *shard, k block.Key, nowNs, until int64, lease bool, dst *meta.LookupResult, handles []uint64) (int, []uint64) {
+// collect appends the replicas of k (at p; k.Tenant is not read: p has
+// its number) visible at nowNs to dst and, with lease, extends their
+// leases to until and gathers the policy handles due a touch. It returns
+// the leases granted and handles.
+func (m *Master) collect(p keyPlace, k block.Key, nowNs, until int64, lease bool, dst *meta.LookupResult, handles []uint64) (int, []uint64) {
 	granted := 0
+	s := p.s
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.expired(k, nowNs) {
+	e1 := s.lookup(p.tid, p.h, k.ID, k.Name)
+	if e1 == 0 || s.expired(e1-1, nowNs) {
 		return 0, handles
 	}
-	reps := s.m[k]
-	for i := range reps {
-		r := &reps[i]
-		if !visible(r, nowNs) {
+	nodes := *m.nodeTab.Load()
+	for r, h := range s.replicas(e1 - 1) {
+		n := nodes[r.node-1]
+		if r.evicting || n.deadline.Load() < nowNs {
 			continue
 		}
-		dst.Replicas = append(dst.Replicas, meta.Replica{Node: r.node.id, Tier: r.tier, Size: r.size, Sum: r.sum})
+		dst.Replicas = append(dst.Replicas, meta.Replica{Node: n.id, Tier: r.tier, Size: r.size, Sum: r.sum})
 		if lease {
 			if extendLease(r, until) {
 				granted++
 			}
-			if r.handle != 0 && nowNs-atomic.LoadInt64(&r.touched) >= m.recency {
+			if r.tier == meta.TierRAM && nowNs-atomic.LoadInt64(&r.touched) >= m.recency {
 				atomic.StoreInt64(&r.touched, nowNs)
-				handles = append(handles, r.handle)
+				handles = append(handles, h)
 			}
 		}
 	}
