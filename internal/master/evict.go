@@ -82,14 +82,10 @@ func (m *Master) evict() int {
 		return 0
 	}
 	defer m.evictMu.Unlock()
-	m.polMu.Lock()
-	budget := m.pol.Len()
-	m.polMu.Unlock()
+	budget := m.policyLen()
 	ordered := 0
 	for ; budget > 0 && m.overLow(); budget-- {
-		m.polMu.Lock()
-		h, ok := m.pol.Victim()
-		m.polMu.Unlock()
+		h, ok := m.victim()
 		if !ok {
 			break
 		}
@@ -118,11 +114,41 @@ func (m *Master) evict() int {
 			m.c.evictFreedBytes.Add(c)
 		case victimLeased:
 			m.c.evictSkippedLeased.Add(1)
-			m.retouch(h)
+			if !m.lru { // markEvicting moved it to its shard's front
+				m.retouch(h)
+			}
 		}
 		n.mu.Unlock()
 	}
 	return ordered
+}
+
+// policyLen returns the number of replicas in the eviction order.
+func (m *Master) policyLen() int {
+	if !m.lru {
+		m.polMu.Lock()
+		defer m.polMu.Unlock()
+		return m.pol.Len()
+	}
+	m.lruMu.Lock()
+	defer m.lruMu.Unlock()
+	return m.lruLen
+}
+
+// victim returns the handle of the replica the policy would evict next:
+// with lru, the LRU list's tail.
+func (m *Master) victim() (uint64, bool) {
+	if !m.lru {
+		m.polMu.Lock()
+		defer m.polMu.Unlock()
+		return m.pol.Victim()
+	}
+	m.lruMu.Lock()
+	defer m.lruMu.Unlock()
+	if m.lruTail == 0 {
+		return 0, false
+	}
+	return lruHandle(m.lruTail), true
 }
 
 // victimAt returns the node and key of the RAM replica policy handle h
@@ -137,7 +163,7 @@ func (m *Master) victimAt(h uint64) (*node, block.Key, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	r, ei := s.repAt(h)
-	if r == nil || r.tier != meta.TierRAM || r.evicting {
+	if r == nil || r.tier() != meta.TierRAM || r.evicting() {
 		return nil, block.Key{}, false
 	}
 	return m.nodeAt(r.node), s.keyOf(s.ent(ei)), true
@@ -157,16 +183,23 @@ func (m *Master) markEvicting(n *node, key block.Key, h uint64, nowNs int64) (vi
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ei := s.repAt(h)
-	if r == nil || r.node != n.num || r.tier != meta.TierRAM || r.evicting ||
+	if r == nil || r.node != n.num || r.tier() != meta.TierRAM || r.evicting() ||
 		!s.matches(s.ent(ei), p.tid, key.ID, key.Name) {
 		return victimGone, 0
 	}
-	if leaseActive(r, nowNs) {
+	nowMs := m.ms(nowNs)
+	if m.leaseActive(r, nowMs) {
+		if m.lru { // re-touch: away from the eviction end
+			m.lruMu.Lock()
+			m.lruUnlink(lruLink(h), r)
+			m.lruPush(lruLink(h), r)
+			m.lruMu.Unlock()
+		}
 		return victimLeased, 0
 	}
-	r.evicting = true
-	m.polRemove(h)
-	return victimMarked, r.size
+	m.polRemove(s, h, r)
+	r.setEvicting(true)
+	return victimMarked, r.size()
 }
 
 // retouch moves a leased victim away from the eviction end of the policy:

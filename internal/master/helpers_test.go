@@ -121,7 +121,7 @@ func dump(m *Master) []row {
 		for ei := range s.entries() {
 			k := s.keyOf(s.ent(ei))
 			for r := range s.replicas(ei) {
-				out = append(out, row{m.nodeAt(r.node).id, k, r.tier, r.size, r.sum})
+				out = append(out, row{m.nodeAt(r.node).id, k, r.tier(), r.size(), r.sum})
 			}
 		}
 		s.mu.RUnlock()

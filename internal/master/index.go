@@ -3,6 +3,7 @@ package master
 import (
 	"encoding/binary"
 	"iter"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -41,18 +42,20 @@ const numShards = 64
 const shardBits = 6
 
 const (
-	// chunkBits sizes the entry and overflow chunks: 1024 entries (56
+	// chunkBits sizes the entry and overflow chunks: 1024 entries (48
 	// KiB), small enough that a half-empty last chunk per shard costs
 	// under 4 bytes a key at 1M keys, large enough that the chunk table
 	// stays short (1,600 chunks a shard at 100M keys).
 	chunkBits = 10
 	chunkLen  = 1 << chunkBits
-	// slotIdxBits is the width of the entry number in a slot: 2^26 − 1
-	// entries a shard, 4.3 billion keys over the 64 shards. The 6 bits
+	// slotIdxBits is the width of the entry number in a slot. The 6 bits
 	// above hold the tag.
 	slotIdxBits = 26
 	slotIdxMask = 1<<slotIdxBits - 1
-	maxEntries  = slotIdxMask - 1
+	// maxEntries bounds a shard's entries and its overflow replicas:
+	// 2^25 − 2, so that an LRU link (lruLink) holds one plus a flag in 32
+	// bits; 2.1 billion keys over the 64 shards.
+	maxEntries = 1<<25 - 2
 	// minSlots is the smallest hash table; a power of two.
 	minSlots = 64
 	// The table grows (doubles) when it would be over 7/8 full: a hit
@@ -75,12 +78,15 @@ type shard struct {
 	si      uint8        // the shard's index in Master.shards
 	tenants *tenantTable // the master's, to hash entries
 
-	slots   []uint32 // tag<<slotIdxBits | entry+1; 0 is empty
-	keys    int      // live entries (occupied slots)
-	ents    [][]entry
+	slots []uint32 // tag<<slotIdxBits | entry+1; 0 is empty
+	keys  int      // live entries (occupied slots)
+	// ents and ovfs are the chunk tables, replaced (never changed in
+	// place) under mu held for writing, so that the holder of the
+	// master's lruMu can follow an LRU link into any shard's chunks.
+	ents    atomic.Pointer[[]*[chunkLen]entry]
 	nEnts   uint32 // entries handed out (live and free)
 	freeEnt uint32 // head of the free entries, +1 (0: none)
-	ovfs    [][]overflow
+	ovfs    atomic.Pointer[[]*[chunkLen]overflow]
 	nOvfs   uint32
 	freeOvf uint32
 	nOvfUse int // overflow replicas in use
@@ -101,23 +107,85 @@ type shard struct {
 	_ [64]byte // keep neighbouring shards off each other's cache lines
 }
 
-// replica is one copy of a block in the index: 32 bytes.
+// replica is one copy of a block in the index: 28 bytes.
 type replica struct {
-	// lease is the unix-nanosecond end of the read lease (atomic).
-	lease int64
+	// lease is the end of the read lease in milliseconds of the master's
+	// clock (Master.ms: 32 bits that wrap every 49.7 days, compared
+	// modulo 2^32), 0 for none (atomic).
+	lease uint32
 	// touched is when a leased lookup last recorded an access to the
-	// replica in the eviction policy (unix ns, atomic).
-	touched int64
-	size    int64
+	// replica in the eviction order (Master.ms; atomic): what
+	// RecencyResolution is measured from.
+	touched uint32
+	sizeLo  uint32 // the low 32 bits of the size
 	sum     uint32
 	// node is the holder's number plus one (Master.nodeAt); 0 marks an
 	// empty inline replica.
-	node     uint16
-	tier     meta.Tier
-	evicting bool // an eviction order is pending; hidden from readers
+	node   uint16
+	flags  uint8 // flagSSD, flagEvicting, flagSize40
+	sizeHi uint8 // bits 32 to 39 of the size
+	// prev and next link the LRU list (lruLink codes; 0: none) when the
+	// policy is lru, for RAM replicas not evicting. Guarded by the
+	// master's lruMu (and the replica's shard lock, without which the
+	// replica cannot join or leave the list).
+	prev, next uint32
 }
 
-// entry is one key of a shard: 56 bytes.
+const (
+	flagSSD      = 1 << iota // tier: SSD, else RAM
+	flagEvicting             // an eviction order is pending; hidden from readers
+	flagSize40               // bit 40 of the size (meta.MaxItemSize is 2^40)
+)
+
+func (r *replica) tier() meta.Tier {
+	if r.flags&flagSSD != 0 {
+		return meta.TierSSD
+	}
+	return meta.TierRAM
+}
+
+func (r *replica) setTier(t meta.Tier) {
+	r.flags &^= flagSSD
+	if t == meta.TierSSD {
+		r.flags |= flagSSD
+	}
+}
+
+func (r *replica) evicting() bool { return r.flags&flagEvicting != 0 }
+
+func (r *replica) setEvicting(on bool) {
+	r.flags &^= flagEvicting
+	if on {
+		r.flags |= flagEvicting
+	}
+}
+
+func (r *replica) size() int64 {
+	sz := int64(r.sizeHi)<<32 | int64(r.sizeLo)
+	if r.flags&flagSize40 != 0 {
+		sz |= 1 << 40
+	}
+	return sz
+}
+
+// setSize stores sz, 0 to meta.MaxItemSize (validated).
+func (r *replica) setSize(sz int64) {
+	r.sizeLo, r.sizeHi = uint32(sz), uint8(sz>>32)
+	r.flags &^= flagSize40
+	if sz>>40&1 != 0 {
+		r.flags |= flagSize40
+	}
+}
+
+// newReplica returns the replica of it on node number num.
+func newReplica(num uint16, it *meta.Item) replica {
+	r := replica{node: num, sum: it.Sum}
+	r.setTier(it.Tier)
+	r.setSize(it.Size)
+	return r
+}
+
+// entry is one key of a shard: 48 bytes.
 type entry struct {
 	id  uint64
 	rep replica // the first replica (rep.node 0: none inline)
@@ -131,14 +199,14 @@ type entry struct {
 	more uint32
 }
 
-// overflow is a key's second or later replica: 40 bytes.
+// overflow is a key's second or later replica: 36 bytes.
 type overflow struct {
 	rep replica // rep.node 0 marks a free one
 	// next is the key's next overflow replica plus one (0: none); in a
 	// free one, the next free one plus one.
 	next uint32
-	// owner is the entry of the key (the padding would take the 4 bytes
-	// anyway): an eviction victim's key is found from its handle.
+	// owner is the entry of the key: an eviction victim's key is found
+	// from its handle.
 	owner uint32
 }
 
@@ -190,9 +258,27 @@ func slotTag(h uint64) uint32 { return uint32(h>>(64-(32-slotIdxBits))) << slotI
 // home is the slot a key of hash h probes first in a table of mask+1.
 func home(h uint64, mask int) int { return int(h>>shardBits) & mask }
 
-func (s *shard) ent(ei uint32) *entry { return &s.ents[ei>>chunkBits][ei&(chunkLen-1)] }
+func (s *shard) ent(ei uint32) *entry { return &(*s.ents.Load())[ei>>chunkBits][ei&(chunkLen-1)] }
 
-func (s *shard) ovf(oi uint32) *overflow { return &s.ovfs[oi>>chunkBits][oi&(chunkLen-1)] }
+func (s *shard) ovf(oi uint32) *overflow { return &(*s.ovfs.Load())[oi>>chunkBits][oi&(chunkLen-1)] }
+
+// addChunk appends a new chunk to the chunk table t.
+func addChunk[T any](t *atomic.Pointer[[]*[chunkLen]T]) {
+	var old []*[chunkLen]T
+	if p := t.Load(); p != nil {
+		old = *p
+	}
+	tab := append(slices.Clip(old), new([chunkLen]T))
+	t.Store(&tab)
+}
+
+// chunks returns the number of chunks in table t.
+func chunks[T any](t *atomic.Pointer[[]*[chunkLen]T]) int {
+	if p := t.Load(); p != nil {
+		return len(*p)
+	}
+	return 0
+}
 
 // name returns the name bytes at arena offset off (e.name − 1).
 func (s *shard) nameAt(off uint32) []byte {
@@ -253,13 +339,13 @@ func (s *shard) insert(tid uint32, h, id uint64, name string) (uint32, bool) {
 		s.freeEnt = s.ent(ei).more
 	} else {
 		ei = s.nEnts
-		if int(ei>>chunkBits) == len(s.ents) {
-			s.ents = append(s.ents, make([]entry, chunkLen))
+		if int(ei>>chunkBits) == chunks(&s.ents) {
+			addChunk(&s.ents)
 		}
 		s.nEnts++
 	}
 	e := s.ent(ei)
-	*e = entry{id: id, tenant: tid}
+	*e = entry{id: id, tenant: tid} // a free entry's replica is off the LRU list
 	if name != "" {
 		e.name = uint32(len(s.names)) + 1
 		s.names = binary.AppendUvarint(s.names, uint64(len(name)))
@@ -373,7 +459,7 @@ func (s *shard) replicas(ei uint32) iter.Seq2[*replica, uint64] {
 // tier t and its handle, or nil.
 func (s *shard) findRep(ei uint32, num uint16, t meta.Tier) (*replica, uint64) {
 	for r, h := range s.replicas(ei) {
-		if r.node == num && r.tier == t {
+		if r.node == num && r.tier() == t {
 			return r, h
 		}
 	}
@@ -395,8 +481,8 @@ func (s *shard) addRep(ei uint32, r replica) (*replica, uint64) {
 		s.freeOvf = s.ovf(oi).next
 	case s.nOvfs < maxEntries:
 		oi = s.nOvfs
-		if int(oi>>chunkBits) == len(s.ovfs) {
-			s.ovfs = append(s.ovfs, make([]overflow, chunkLen))
+		if int(oi>>chunkBits) == chunks(&s.ovfs) {
+			addChunk(&s.ovfs)
 		}
 		s.nOvfs++
 	default:
@@ -533,3 +619,74 @@ func (t *tenantTable) info(id uint32) tenantInfo { return (*t.list.Load())[id-1]
 func (t *tenantTable) hash(id uint32) uint64 { return t.info(id).hash }
 
 func (t *tenantTable) name(id uint32) string { return t.info(id).name }
+
+// LRU links. With the lru policy, the RAM replicas not under an eviction
+// order form one list (Master.lruHead), most recently used first, linked
+// through their prev and next fields by link codes: the shard in the top
+// 6 bits, lruOvf for an overflow replica, and the replica's number plus
+// one in the low 25 bits.
+const (
+	lruShardShift = 26
+	lruOvf        = 1 << 25
+	lruIdxMask    = lruOvf - 1
+)
+
+// lruLink is the link code of the replica of handle h.
+func lruLink(h uint64) uint32 {
+	si, ovf, idx, _ := decodeHandle(h)
+	l := uint32(si)<<lruShardShift | (idx + 1)
+	if ovf {
+		l |= lruOvf
+	}
+	return l
+}
+
+// lruRep returns the replica of link l; lruMu is held (or the replica's
+// shard lock, for its own links).
+func (m *Master) lruRep(l uint32) *replica {
+	s := &m.shards[l>>lruShardShift]
+	idx := l&lruIdxMask - 1
+	if l&lruOvf != 0 {
+		return &s.ovf(idx).rep
+	}
+	return &s.ent(idx).rep
+}
+
+// lruHandle returns the policy handle of link l.
+func lruHandle(l uint32) uint64 {
+	si, idx := uint8(l>>lruShardShift), l&lruIdxMask-1
+	if l&lruOvf != 0 {
+		return ovfHandle(si, idx)
+	}
+	return inlineHandle(si, idx)
+}
+
+// lruPush puts replica r (link l) at the front of the LRU list. lruMu
+// and r's shard lock are held.
+func (m *Master) lruPush(l uint32, r *replica) {
+	if m.lruHead != 0 {
+		m.lruRep(m.lruHead).prev = l
+	} else {
+		m.lruTail = l
+	}
+	r.prev, r.next = 0, m.lruHead
+	m.lruHead = l
+	m.lruLen++
+}
+
+// lruUnlink takes replica r (link l) off the LRU list. lruMu and r's
+// shard lock are held.
+func (m *Master) lruUnlink(l uint32, r *replica) {
+	if r.prev != 0 {
+		m.lruRep(r.prev).next = r.next
+	} else {
+		m.lruHead = r.next
+	}
+	if r.next != 0 {
+		m.lruRep(r.next).prev = r.prev
+	} else {
+		m.lruTail = r.prev
+	}
+	r.prev, r.next = 0, 0
+	m.lruLen--
+}

@@ -47,6 +47,12 @@ func (m *Master) CheckInvariants() error {
 		}
 	}
 	var tot invariantTotals
+	if m.lru {
+		var err error
+		if tot.onLRU, err = m.checkLRU(); err != nil {
+			return err
+		}
+	}
 	for si := range m.shards {
 		if err := m.checkShard(si, tally, &tot); err != nil {
 			return err
@@ -92,9 +98,10 @@ func (m *Master) stopTheWorld() ([]*node, func()) {
 // invariantTotals are the sums CheckInvariants compares with the master's
 // counters and gauges.
 type invariantTotals struct {
-	ramReps, ssdReps, inPolicy int64 // from the index
-	poolBytes, poolUsed        int64 // RAM of the live nodes
-	promos, queued             int64 // promotion tasks, and those not yet delivered
+	ramReps, ssdReps, inPolicy int64           // from the index
+	onLRU                      map[uint32]bool // the LRU list's members (lru)
+	poolBytes, poolUsed        int64           // RAM of the live nodes
+	promos, queued             int64           // promotion tasks, and those not yet delivered
 }
 
 // addNode adds node n's RAM and promotion tasks. Called with n.mu held.
@@ -127,6 +134,14 @@ func (m *Master) checkShard(si int, tally map[*node]*nodeTally, tot *invariantTo
 	if err := s.checkTables(); err != nil {
 		return fmt.Errorf("shard %d: %w", si, err)
 	}
+	// inPolicy reports whether the replica of handle h is in the
+	// eviction order: on its shard's LRU list (lru), or in the policy.
+	var inPolicy func(h uint64) bool
+	if m.lru {
+		inPolicy = func(h uint64) bool { return tot.onLRU[lruLink(h)] }
+	} else {
+		inPolicy = m.pol.Contains
+	}
 	nameBytes := 0
 	for ei := range s.entries() {
 		e := s.ent(ei)
@@ -147,13 +162,16 @@ func (m *Master) checkShard(si int, tally map[*node]*nodeTally, tot *invariantTo
 		}
 		var seen []*replica
 		for r, rh := range s.replicas(ei) {
-			if err := m.checkReplica(k, r, rh, seen, tally); err != nil {
+			if err := m.checkReplica(k, r, rh, seen, tally, inPolicy); err != nil {
 				return err
 			}
+			if m.lru && !inPolicy(rh) && (r.prev != 0 || r.next != 0) {
+				return invariantError("%v: replica off the LRU list has links %d, %d", k, r.prev, r.next)
+			}
 			seen = append(seen, r)
-			if r.tier == meta.TierRAM {
+			if r.tier() == meta.TierRAM {
 				tot.ramReps++
-				if !r.evicting {
+				if !r.evicting() {
 					tot.inPolicy++
 				}
 			} else {
@@ -246,6 +264,40 @@ func (s *shard) checkTables() error {
 	return nil
 }
 
+// checkLRU walks the LRU list, checking its links and its length, and
+// returns its members; checkReplica checks that they are exactly the RAM
+// replicas not evicting. The caller has stopped the world, so no replica
+// joins or leaves the list; lruMu is taken for the links lookups move.
+func (m *Master) checkLRU() (map[uint32]bool, error) {
+	m.lruMu.Lock()
+	defer m.lruMu.Unlock()
+	on := make(map[uint32]bool, m.lruLen)
+	var prev uint32
+	for l := m.lruHead; l != 0; l = m.lruRep(l).next {
+		s := &m.shards[l>>lruShardShift]
+		idx := l&lruIdxMask - 1
+		switch {
+		case on[l] || len(on) > m.lruLen:
+			return nil, invariantError("LRU list has a cycle or more than its %d members", m.lruLen)
+		case l&lruIdxMask == 0, l&lruOvf == 0 && (idx >= s.nEnts || s.ent(idx).tenant == 0), l&lruOvf != 0 && idx >= s.nOvfs:
+			return nil, invariantError("LRU link %#x names no replica", l)
+		}
+		r := m.lruRep(l)
+		switch {
+		case r.node == 0 || r.tier() != meta.TierRAM || r.evicting():
+			return nil, invariantError("LRU list holds link %#x, a free, SSD or evicting replica", l)
+		case r.prev != prev:
+			return nil, invariantError("LRU link %#x: prev %#x, want %#x", l, r.prev, prev)
+		}
+		on[l] = true
+		prev = l
+	}
+	if m.lruTail != prev || len(on) != m.lruLen {
+		return nil, invariantError("LRU list: tail %#x, last %#x; %d members, length says %d", m.lruTail, prev, len(on), m.lruLen)
+	}
+	return on, nil
+}
+
 // validName reports whether b starts with a uvarint length and that many
 // bytes, 1 to block.MaxNameLen.
 func validName(b []byte) bool {
@@ -257,9 +309,12 @@ func validName(b []byte) bool {
 // pool gauges and the promotion statistics. The caller has stopped the
 // world.
 func (m *Master) checkTotals(tot *invariantTotals) error {
-	m.polMu.Lock()
-	inPol := m.pol.Len()
-	m.polMu.Unlock()
+	inPol := len(tot.onLRU)
+	if !m.lru {
+		m.polMu.Lock()
+		inPol = m.pol.Len()
+		m.polMu.Unlock()
+	}
 	switch {
 	case inPol != int(tot.inPolicy):
 		// Every evictable RAM replica's handle is in the policy
@@ -283,7 +338,7 @@ func (m *Master) checkTotals(tot *invariantTotals) error {
 // checkReplica checks replica r of key k, at handle h, against the
 // replicas of k seen before it, and adds it to its node's tally. The
 // shard's lock and polMu are held.
-func (m *Master) checkReplica(k block.Key, r *replica, h uint64, seen []*replica, tally map[*node]*nodeTally) error {
+func (m *Master) checkReplica(k block.Key, r *replica, h uint64, seen []*replica, tally map[*node]*nodeTally, inPolicy func(uint64) bool) error {
 	if r.node == 0 || int(r.node) > len(*m.nodeTab.Load()) || m.nodeAt(r.node) == nil {
 		return invariantError("%v: replica on node number %d, which names no node", k, r.node)
 	}
@@ -294,27 +349,27 @@ func (m *Master) checkReplica(k block.Key, r *replica, h uint64, seen []*replica
 		return invariantError("%v: replica on node %q, which is not registered", k, n.id)
 	case !n.alive:
 		return invariantError("%v: replica on dropped node %q", k, n.id)
-	case !r.tier.Valid():
-		return invariantError("%v on %q: bad tier %v", k, n.id, r.tier)
+	case r.flags&^(flagSSD|flagEvicting|flagSize40) != 0 || r.size() > meta.MaxItemSize:
+		return invariantError("%v on %q: bad flags %#x or size %d", k, n.id, r.flags, r.size())
 	}
 	for _, o := range seen {
-		if o.node == r.node && o.tier == r.tier {
-			return invariantError("%v: two %v replicas on %q", k, r.tier, n.id)
+		if o.node == r.node && o.tier() == r.tier() {
+			return invariantError("%v: two %v replicas on %q", k, r.tier(), n.id)
 		}
 	}
 	t.items++
-	if r.tier == meta.TierSSD {
-		if r.evicting || m.pol.Contains(h) {
-			return invariantError("%v: SSD replica on %q is evicting (%v) or in the policy (%v)", k, n.id, r.evicting, m.pol.Contains(h))
+	if r.tier() == meta.TierSSD {
+		if r.evicting() || inPolicy(h) {
+			return invariantError("%v: SSD replica on %q is evicting (%v) or in the policy (%v)", k, n.id, r.evicting(), inPolicy(h))
 		}
 		t.ssd++
-		t.ssdUsed += r.size
+		t.ssdUsed += r.size()
 		return nil
 	}
 	t.ram++
-	if r.evicting {
+	if r.evicting() {
 		t.evicting++
-		if m.pol.Contains(h) {
+		if inPolicy(h) {
 			return invariantError("%v on %q: evicting, yet still in the policy", k, n.id)
 		}
 		id, ok := n.evictByKey[k]
@@ -323,8 +378,8 @@ func (m *Master) checkReplica(k block.Key, r *replica, h uint64, seen []*replica
 		}
 		return nil
 	}
-	t.ramUsed += charge(n, k, r.size)
-	if !m.pol.Contains(h) {
+	t.ramUsed += charge(n, k, r.size())
+	if !inPolicy(h) {
 		return invariantError("%v on %q: RAM replica (handle %#x) not in the policy", k, n.id, h)
 	}
 	return nil

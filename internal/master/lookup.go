@@ -11,17 +11,47 @@ import (
 	"github.com/kvpool/kvpool/internal/policy"
 )
 
-// leaseActive reports whether r's read lease is still running at nowNs.
-func leaseActive(r *replica, nowNs int64) bool { return atomic.LoadInt64(&r.lease) > nowNs }
+// ms returns the master's clock at unix nanoseconds ns in milliseconds
+// since the master was made (rounded down), in 32 bits that wrap every
+// 49.7 days: the unit of read leases and recency in the index, compared
+// modulo 2^32.
+func (m *Master) ms(ns int64) uint32 { return uint32(floorDiv(ns-m.epoch, msNs)) }
 
-// extendLease makes r's lease run at least until until (never shortens it).
-func extendLease(r *replica, until int64) bool {
+// msCeil is ms rounded up.
+func (m *Master) msCeil(ns int64) uint32 { return uint32(-floorDiv(m.epoch-ns, msNs)) }
+
+const msNs = int64(time.Millisecond)
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// leaseActive reports whether r's read lease runs past nowMs: its end is
+// at most leaseSpan milliseconds ahead (a lease is never granted further;
+// so an end that wrapped round is not taken for a running lease, except,
+// conservatively, for one LeaseTTL every 49.7 days).
+func (m *Master) leaseActive(r *replica, nowMs uint32) bool {
+	l := atomic.LoadUint32(&r.lease)
+	d := l - nowMs
+	return l != 0 && d != 0 && d <= m.leaseSpan
+}
+
+// extendLease makes r's lease run at least until untilMs (never shortens
+// a running one).
+func (m *Master) extendLease(r *replica, untilMs, nowMs uint32) bool {
+	if untilMs == 0 {
+		untilMs = 1 // 0 is no lease: a millisecond longer
+	}
 	for {
-		cur := atomic.LoadInt64(&r.lease)
-		if cur >= until {
+		cur := atomic.LoadUint32(&r.lease)
+		if cur != 0 && cur-nowMs != 0 && cur-nowMs <= m.leaseSpan && cur-nowMs >= untilMs-nowMs {
 			return false
 		}
-		if atomic.CompareAndSwapInt64(&r.lease, cur, until) {
+		if atomic.CompareAndSwapUint32(&r.lease, cur, untilMs) {
 			return true
 		}
 	}
@@ -30,7 +60,7 @@ func extendLease(r *replica, until int64) bool {
 // visible reports whether readers may see r: its node is alive (within its
 // TTL) and no eviction order is pending. The shard lock is held.
 func (m *Master) visible(r *replica, nowNs int64) bool {
-	return !r.evicting && m.nodeAt(r.node).deadline.Load() >= nowNs
+	return !r.evicting() && m.nodeAt(r.node).deadline.Load() >= nowNs
 }
 
 // Lookup finds the longest prefix of ids (blocks of tenant) present on live
@@ -183,7 +213,8 @@ func (m *Master) ExistsKeys(keys []block.Key, dst []bool) ([]bool, error) {
 	return dst, nil
 }
 
-// touch records an access to each handle still in the policy.
+// touch records an access to each handle still in the policy (not lru:
+// the lru moves a replica to its shard's front in collect).
 func (m *Master) touch(handles []uint64) {
 	m.polMu.Lock()
 	for _, h := range handles {
@@ -257,12 +288,14 @@ func (m *Master) Query(k block.Key) []meta.ReplicaStatus {
 		for r := range s.replicas(e1 - 1) {
 			n := m.nodeAt(r.node)
 			st := meta.ReplicaStatus{
-				Replica:   meta.Replica{Node: n.id, Tier: r.tier, Size: r.size, Sum: r.sum},
+				Replica:   meta.Replica{Node: n.id, Tier: r.tier(), Size: r.size(), Sum: r.sum},
 				NodeAlive: n.deadline.Load() >= nowNs,
-				Evicting:  r.evicting,
+				Evicting:  r.evicting(),
 			}
-			if l := atomic.LoadInt64(&r.lease); l != 0 {
-				st.LeaseUntil = time.Unix(0, l)
+			if l := atomic.LoadUint32(&r.lease); l != 0 {
+				// The lease's end nearest to now (it is within 2^31 ms).
+				now := floorDiv(nowNs-m.epoch, msNs)
+				st.LeaseUntil = time.Unix(0, m.epoch+(now+int64(int32(l-uint32(now))))*msNs)
 			}
 			out = append(out, st)
 		}
@@ -297,20 +330,33 @@ func (m *Master) collect(p keyPlace, k block.Key, nowNs, until int64, lease bool
 		return 0, handles
 	}
 	nodes := *m.nodeTab.Load()
+	nowMs, untilMs := m.ms(nowNs), m.msCeil(until)
 	for r, h := range s.replicas(e1 - 1) {
 		n := nodes[r.node-1]
-		if r.evicting || n.deadline.Load() < nowNs {
+		if r.evicting() || n.deadline.Load() < nowNs {
 			continue
 		}
-		dst.Replicas = append(dst.Replicas, meta.Replica{Node: n.id, Tier: r.tier, Size: r.size, Sum: r.sum})
-		if lease {
-			if extendLease(r, until) {
-				granted++
-			}
-			if r.tier == meta.TierRAM && nowNs-atomic.LoadInt64(&r.touched) >= m.recency {
-				atomic.StoreInt64(&r.touched, nowNs)
-				handles = append(handles, h)
-			}
+		dst.Replicas = append(dst.Replicas, meta.Replica{Node: n.id, Tier: r.tier(), Size: r.size(), Sum: r.sum})
+		if !lease {
+			continue
+		}
+		if m.extendLease(r, untilMs, nowMs) {
+			granted++
+		}
+		if r.tier() != meta.TierRAM || nowMs-atomic.LoadUint32(&r.touched) < m.recencyMs {
+			continue
+		}
+		atomic.StoreUint32(&r.touched, nowMs)
+		if m.lru {
+			// To the front now, under the shard's read lock: the
+			// replica cannot leave the list meanwhile.
+			l := lruLink(h)
+			m.lruMu.Lock()
+			m.lruUnlink(l, r)
+			m.lruPush(l, r)
+			m.lruMu.Unlock()
+		} else {
+			handles = append(handles, h)
 		}
 	}
 	return granted, handles

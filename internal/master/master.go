@@ -29,7 +29,8 @@ import (
 //     nodes' at once;
 //  5. sketchMu — the promotion count-min sketch (a leaf);
 //  6. shard.mu — one index shard; never two shards at once;
-//  7. polMu — the eviction policy (a leaf).
+//  7. polMu or lruMu — the eviction policy, or the LRU list threaded
+//     through the index (a leaf).
 //
 // A RAM replica enters and leaves the eviction policy under its shard's
 // lock (polMu taken inside it), so whoever holds a shard's lock sees the
@@ -44,7 +45,20 @@ import (
 type Master struct {
 	opts Options
 	// Durations in nanoseconds, for the hot paths.
-	nodeTTL, leaseTTL, taskTimeout, recency int64
+	nodeTTL, leaseTTL, taskTimeout int64
+	// epoch is the master's birth (unix ns), the origin of Master.ms;
+	// leaseSpan is the furthest ahead a lease ends, in ms; recencyMs is
+	// RecencyResolution in ms, rounded up, at least 1.
+	epoch     int64
+	leaseSpan uint32
+	recencyMs uint32
+	// lru: the eviction policy is LRU, kept as one list linked through
+	// the index's replicas (index.go) under lruMu; pol is nil. Otherwise
+	// pol is the policy, under polMu.
+	lru              bool
+	lruMu            sync.Mutex
+	lruHead, lruTail uint32 // lruLink codes; 0: empty
+	lruLen           int
 
 	shards [numShards]shard
 
@@ -147,9 +161,13 @@ func New(opts Options) (*Master, error) {
 		return nil, err
 	}
 	o := opts.withDefaults()
-	pol, err := policy.NewEviction(o.Eviction, o.PolicyCapacity)
-	if err != nil {
-		return nil, fmt.Errorf("master: build eviction policy: %w", err)
+	var pol policy.Eviction
+	lru := o.Eviction == "lru"
+	if !lru {
+		var err error
+		if pol, err = policy.NewEviction(o.Eviction, o.PolicyCapacity); err != nil {
+			return nil, fmt.Errorf("master: build eviction policy: %w", err)
+		}
 	}
 	sk, err := policy.NewCMSWith(o.Promotion.SketchKeys, policy.CMSOptions{Threshold: o.Promotion.Threshold})
 	if err != nil {
@@ -160,7 +178,10 @@ func New(opts Options) (*Master, error) {
 		nodeTTL:     int64(o.NodeTTL),
 		leaseTTL:    int64(o.LeaseTTL),
 		taskTimeout: int64(o.Promotion.TaskTimeout),
-		recency:     int64(o.RecencyResolution),
+		epoch:       o.Clock.Now().UnixNano(),
+		leaseSpan:   uint32((o.LeaseTTL+time.Millisecond-1)/time.Millisecond) + 2,
+		recencyMs:   uint32(max(1, (o.RecencyResolution+time.Millisecond-1)/time.Millisecond)),
+		lru:         lru,
 		nodes:       make(map[meta.NodeID]*node),
 		pol:         pol,
 		sketch:      sk,
@@ -459,23 +480,41 @@ func (m *Master) addRAMUsed(n *node, d int64) {
 	}
 }
 
-// polInsert puts handle h in the eviction policy. Its shard's lock is
-// held.
-func (m *Master) polInsert(h uint64) {
+// polInsert puts replica r of s, handle h, in the eviction order as its
+// most recent member. s.mu is held for writing.
+func (m *Master) polInsert(s *shard, h uint64, r *replica) {
+	if m.lru {
+		m.lruMu.Lock()
+		m.lruPush(lruLink(h), r)
+		m.lruMu.Unlock()
+		return
+	}
 	m.polMu.Lock()
 	m.polSeq++
 	m.pol.Insert(policy.Access{Key: h, Time: m.polSeq})
 	m.polMu.Unlock()
 }
 
-// polRemove takes handle h out of the eviction policy. Its shard's lock
-// is held.
-func (m *Master) polRemove(h uint64) {
+// polRemove takes replica r of s, handle h, out of the eviction order.
+// s.mu is held for writing.
+func (m *Master) polRemove(s *shard, h uint64, r *replica) {
+	if m.lru {
+		m.lruMu.Lock()
+		m.lruUnlink(lruLink(h), r)
+		m.lruMu.Unlock()
+		return
+	}
 	m.polMu.Lock()
 	if m.pol.Contains(h) {
 		m.pol.Remove(h)
 	}
 	m.polMu.Unlock()
+}
+
+// nowMs returns the clock in Master.ms.
+func (m *Master) nowMs() uint32 {
+	_, ns := m.now()
+	return m.ms(ns)
 }
 
 // keyPlace is where a key lives in the index: its shard, its hash, and its
@@ -511,8 +550,9 @@ func (m *Master) addReplica(n *node, it *meta.Item) {
 	e1 := p.entryOf(it.Key)
 	if e1 != 0 {
 		if r, _ := s.findRep(e1-1, n.num, it.Tier); r != nil {
-			old, evicting := r.size, r.evicting
-			r.size, r.sum = it.Size, it.Sum
+			old, evicting := r.size(), r.evicting()
+			r.setSize(it.Size)
+			r.sum = it.Sum
 			s.mu.Unlock()
 			switch {
 			case it.Tier == meta.TierSSD:
@@ -531,7 +571,7 @@ func (m *Master) addReplica(n *node, it *meta.Item) {
 		}
 		e1 = ei + 1
 	}
-	r, h := s.addRep(e1-1, replica{node: n.num, size: it.Size, sum: it.Sum, tier: it.Tier})
+	r, h := s.addRep(e1-1, newReplica(n.num, it))
 	if r == nil {
 		if !hasReps(s.ent(e1 - 1)) {
 			s.removeKey(e1 - 1)
@@ -541,7 +581,10 @@ func (m *Master) addReplica(n *node, it *meta.Item) {
 		return
 	}
 	if it.Tier == meta.TierRAM {
-		m.polInsert(h)
+		// Recorded long enough ago that the next leased lookup records
+		// its access.
+		atomic.StoreUint32(&r.touched, m.nowMs()-m.recencyMs)
+		m.polInsert(s, h, r)
 	}
 	s.mu.Unlock()
 	if it.Tier == meta.TierRAM {
@@ -556,47 +599,48 @@ func (m *Master) addReplica(n *node, it *meta.Item) {
 }
 
 // takeReplica deletes n's replica ik from its shard (and from the eviction
-// policy) and returns it.
-func (m *Master) takeReplica(n *node, ik meta.ItemKey) (replica, bool) {
+// policy) and returns its size and whether it was evicting.
+func (m *Master) takeReplica(n *node, ik meta.ItemKey) (size int64, evicting, ok bool) {
 	p := m.keyAt(ik.Key, false)
 	s := p.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e1 := p.entryOf(ik.Key)
 	if e1 == 0 {
-		return replica{}, false
+		return 0, false, false
 	}
 	r, h := s.findRep(e1-1, n.num, ik.Tier)
 	if r == nil {
-		return replica{}, false
+		return 0, false, false
 	}
-	out := *r
-	if r.tier == meta.TierRAM && !r.evicting {
-		m.polRemove(h)
+	// Field by field: the links may be moving (lruMu).
+	size, evicting = r.size(), r.evicting()
+	if r.tier() == meta.TierRAM && !evicting {
+		m.polRemove(s, h, r)
 	}
 	s.dropRep(e1-1, h) // a key SET again starts without a TTL
-	return out, true
+	return size, evicting, true
 }
 
 // removeReplica removes n's replica ik from the index; false if the index
 // does not hold it. n.mu is held.
 func (m *Master) removeReplica(n *node, ik meta.ItemKey) bool {
-	r, ok := m.takeReplica(n, ik)
+	size, evicting, ok := m.takeReplica(n, ik)
 	if !ok {
 		return false
 	}
 	if ik.Tier == meta.TierRAM {
 		n.ramCount--
 		m.c.ramReplicas.Add(-1)
-		if r.evicting {
+		if evicting {
 			n.evicting--
 			m.closeEviction(n, ik.Key)
 		} else {
-			m.addRAMUsed(n, -charge(n, ik.Key, r.size))
+			m.addRAMUsed(n, -charge(n, ik.Key, size))
 		}
 	} else {
 		n.ssdCount--
-		n.ssdUsed -= r.size
+		n.ssdUsed -= size
 		m.c.ssdReplicas.Add(-1)
 	}
 	return true
@@ -624,7 +668,7 @@ func (m *Master) nodeItems(n *node) []meta.ItemKey {
 		for ei := range s.entries() {
 			for r := range s.replicas(ei) {
 				if r.node == n.num {
-					out = append(out, meta.ItemKey{Key: s.keyOf(s.ent(ei)), Tier: r.tier})
+					out = append(out, meta.ItemKey{Key: s.keyOf(s.ent(ei)), Tier: r.tier()})
 				}
 			}
 		}
@@ -669,34 +713,36 @@ func (m *Master) moveReplica(n *node, mv *meta.Move) bool {
 		s.mu.Unlock()
 		return false // unreachable: n.mu is held since hasReplica
 	}
-	old := *r
-	r.tier, r.evicting = mv.To, false
+	oldSize, oldEvicting := r.size(), r.evicting()
 	switch {
 	case mv.To == meta.TierRAM:
-		m.polInsert(h)
-	case !old.evicting:
-		m.polRemove(h)
+		r.setTier(mv.To)
+		m.polInsert(s, h, r)
+	case !oldEvicting:
+		m.polRemove(s, h, r)
 	}
+	r.setTier(mv.To)
+	r.setEvicting(false)
 	s.mu.Unlock()
 	if mv.To == meta.TierSSD {
 		n.ramCount--
 		n.ssdCount++
-		n.ssdUsed += old.size
+		n.ssdUsed += oldSize
 		m.c.ramReplicas.Add(-1)
 		m.c.ssdReplicas.Add(1)
-		if old.evicting {
+		if oldEvicting {
 			n.evicting--
 			m.closeEviction(n, mv.Key)
 		} else {
-			m.addRAMUsed(n, -charge(n, mv.Key, old.size))
+			m.addRAMUsed(n, -charge(n, mv.Key, oldSize))
 		}
 	} else {
 		n.ssdCount--
-		n.ssdUsed -= old.size
+		n.ssdUsed -= oldSize
 		m.c.ssdReplicas.Add(-1)
 		m.c.ramReplicas.Add(1)
 		n.ramCount++
-		m.addRAMUsed(n, charge(n, mv.Key, old.size))
+		m.addRAMUsed(n, charge(n, mv.Key, oldSize))
 	}
 	return true
 }

@@ -155,9 +155,10 @@ func (m *Master) Stats() Stats {
 		st.LookupKeys += s.lookupKeys.Load()
 		st.LookupHitKeys += s.hitKeys.Load()
 		s.mu.RLock()
+		leaseNow := m.ms(nowNs)
 		for ei := range s.entries() {
 			for r := range s.replicas(ei) {
-				if leaseActive(r, nowNs) {
+				if m.leaseActive(r, leaseNow) {
 					st.LeasesActive++
 				}
 			}

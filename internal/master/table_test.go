@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,5 +171,46 @@ func TestIndexNodeNumbers(t *testing.T) {
 	}
 	if got := layout(lookup(t, m, "t", false, 3, 4)); got != "new:ram|new:ram" {
 		t.Errorf("blocks 3, 4: %q, want new:ram|new:ram", got)
+	}
+}
+
+// TestReplicaPacking checks the packed replica fields: sizes up to
+// meta.MaxItemSize, tiers and the evicting flag round-trip, and leases
+// in wrapping 32-bit milliseconds stay right across the wrap.
+func TestReplicaPacking(t *testing.T) {
+	var r replica
+	for _, sz := range []int64{0, 1, 1<<32 - 1, 1 << 32, 1<<40 - 1, meta.MaxItemSize} {
+		r.setSize(sz)
+		if got := r.size(); got != sz {
+			t.Errorf("size %d reads back as %d", sz, got)
+		}
+	}
+	for _, tier := range modelTiers {
+		for _, ev := range []bool{false, true} {
+			r.setTier(tier)
+			r.setEvicting(ev)
+			if r.tier() != tier || r.evicting() != ev || r.size() != meta.MaxItemSize {
+				t.Errorf("tier %v evicting %v: read %v %v, size %d", tier, ev, r.tier(), r.evicting(), r.size())
+			}
+		}
+	}
+	m, _ := newTest(t, Options{LeaseTTL: 5 * time.Second})
+	for _, now := range []uint32{0, 1000, 1<<32 - 2000, 1<<32 - 1} {
+		r := replica{}
+		if m.leaseActive(&r, now) {
+			t.Errorf("now %d: a replica never leased is leased", now)
+		}
+		if !m.extendLease(&r, now+5000, now) || !m.leaseActive(&r, now) || !m.leaseActive(&r, now+4999) {
+			t.Errorf("now %d: a lease to now+5s is not running before its end", now)
+		}
+		if m.leaseActive(&r, now+5000) || m.leaseActive(&r, now+25*24*3600*1000) {
+			t.Errorf("now %d: a lease runs at its end or 25 days later", now)
+		}
+		if m.extendLease(&r, now+3000, now+1000) || atomic.LoadUint32(&r.lease) != now+5000 {
+			t.Errorf("now %d: a shorter lease shortened a running one", now)
+		}
+		if !m.extendLease(&r, now+9000, now+6000) || !m.leaseActive(&r, now+8999) {
+			t.Errorf("now %d: an ended lease is not renewed", now)
+		}
 	}
 }

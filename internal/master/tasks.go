@@ -48,13 +48,13 @@ func (m *Master) withdrawEviction(n *node, t *task) {
 	if e1 := p.entryOf(t.Key); e1 != 0 {
 		r, h = s.findRep(e1-1, n.num, meta.TierRAM)
 	}
-	if r == nil || !r.evicting {
+	if r == nil || !r.evicting() {
 		s.mu.Unlock()
 		return // unreachable while the invariants hold
 	}
-	r.evicting = false
-	size := r.size
-	m.polInsert(h)
+	r.setEvicting(false)
+	size := r.size()
+	m.polInsert(s, h, r)
 	s.mu.Unlock()
 	n.evicting--
 	m.addRAMUsed(n, charge(n, t.Key, size))
@@ -242,7 +242,7 @@ func (m *Master) promotionCharge(n *node, k block.Key) int64 {
 	p.s.mu.RLock()
 	if e1 := p.entryOf(k); e1 != 0 {
 		if r, _ := p.s.findRep(e1-1, n.num, meta.TierSSD); r != nil {
-			size = r.size
+			size = r.size()
 		}
 	}
 	p.s.mu.RUnlock()
