@@ -55,6 +55,8 @@ type masterIndexTarget struct {
 	pause0                                  *metrics.Float64Histogram
 	bytesPerKey, buildSeconds, fullGCMillis float64
 	gcCycles0                               uint32
+	// cpu0 is the process's CPU time when the timed run began.
+	cpu0 time.Duration
 }
 
 func (t *masterIndexTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
@@ -88,6 +90,7 @@ func (t *masterIndexTarget) Start(ctx context.Context, spec Spec) ([]Worker, err
 		fmt.Fprintf(spec.Progress, "master-index: %d keys built in %.1f s, %.1f bytes/key, full GC %.1f ms\n",
 			t.keys, t.buildSeconds, t.bytesPerKey, t.fullGCMillis)
 	}
+	t.cpu0 = processCPU()
 	ws := make([]Worker, spec.Conns*spec.Depth)
 	for i := range ws {
 		ws[i] = &indexWorker{m: m, n: uint64(t.keys), ids: make([]uint64, spec.Batch), rng: rand.New(rand.NewPCG(uint64(i)+1, 0x6b7670))}
@@ -141,7 +144,12 @@ func (t *masterIndexTarget) Annotate(res *Result) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	p99, pmax := pauseQuantiles(t.pause0, gcPauses())
+	var perCPU float64
+	if cpu := processCPU() - t.cpu0; t.cpu0 > 0 && cpu > 0 {
+		perCPU = float64(res.Ops) / cpu.Seconds()
+	}
 	res.Index = &IndexResult{
+		KeysPerCPUSecond: perCPU,
 		Keys:             t.keys,
 		BytesPerKey:      t.bytesPerKey,
 		BuildSeconds:     t.buildSeconds,

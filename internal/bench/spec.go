@@ -406,4 +406,9 @@ type IndexResult struct {
 	// bound of their bucket in runtime/metrics' /gc/pauses:seconds).
 	GCPauseP99Micros float64 `json:"gc_pause_p99_us"`
 	GCPauseMaxMicros float64 `json:"gc_pause_max_us"`
+	// KeysPerCPUSecond is the keys looked up per second of this
+	// process's CPU time (user and system) over the timed run: on a
+	// shared machine it moves less with the neighbours' load than keys
+	// per wall-clock second do (0 where the CPU time is not known).
+	KeysPerCPUSecond float64 `json:"keys_per_cpu_second,omitempty"`
 }

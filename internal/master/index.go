@@ -177,6 +177,15 @@ func (r *replica) setSize(sz int64) {
 	}
 }
 
+// set stores v's fields in r, all but the LRU links, which only the
+// holder of the master's lruMu writes (a replica joins the list with its
+// links zero and leaves it with them zeroed). The shard's write lock is
+// held.
+func (r *replica) set(v replica) {
+	r.lease, r.touched, r.sizeLo, r.sum = v.lease, v.touched, v.sizeLo, v.sum
+	r.node, r.flags, r.sizeHi = v.node, v.flags, v.sizeHi
+}
+
 // newReplica returns the replica of it on node number num.
 func newReplica(num uint16, it *meta.Item) replica {
 	r := replica{node: num, sum: it.Sum}
@@ -345,7 +354,8 @@ func (s *shard) insert(tid uint32, h, id uint64, name string) (uint32, bool) {
 		s.nEnts++
 	}
 	e := s.ent(ei)
-	*e = entry{id: id, tenant: tid} // a free entry's replica is off the LRU list
+	e.id, e.tenant, e.name, e.more = id, tid, 0, 0
+	e.rep.set(replica{})
 	if name != "" {
 		e.name = uint32(len(s.names)) + 1
 		s.names = binary.AppendUvarint(s.names, uint64(len(name)))
@@ -407,7 +417,8 @@ func (s *shard) removeKey(ei uint32) {
 		s.nameGarbage += w + int(n)
 	}
 	delete(s.exp, ei)
-	*e = entry{more: s.freeEnt}
+	e.id, e.tenant, e.name, e.more = 0, 0, 0, s.freeEnt
+	e.rep.set(replica{})
 	s.freeEnt = ei + 1
 	if s.keys == 0 {
 		s.names, s.nameGarbage = s.names[:0], 0
@@ -471,7 +482,7 @@ func (s *shard) findRep(ei uint32, num uint16, t meta.Tier) (*replica, uint64) {
 func (s *shard) addRep(ei uint32, r replica) (*replica, uint64) {
 	e := s.ent(ei)
 	if e.rep.node == 0 {
-		e.rep = r
+		e.rep.set(r)
 		return &e.rep, inlineHandle(s.si, ei)
 	}
 	var oi uint32
@@ -489,7 +500,8 @@ func (s *shard) addRep(ei uint32, r replica) (*replica, uint64) {
 		return nil, 0
 	}
 	ov := s.ovf(oi)
-	*ov = overflow{rep: r, next: e.more, owner: ei}
+	ov.rep.set(r)
+	ov.next, ov.owner = e.more, ei
 	e.more = oi + 1
 	s.nOvfUse++
 	return &ov.rep, ovfHandle(s.si, oi)
@@ -501,13 +513,14 @@ func (s *shard) dropRep(ei uint32, h uint64) {
 	e := s.ent(ei)
 	_, ovf, idx, _ := decodeHandle(h)
 	if !ovf {
-		e.rep = replica{}
+		e.rep.set(replica{})
 	} else {
 		for p := &e.more; *p != 0; p = &s.ovf(*p - 1).next {
 			if *p-1 == idx {
 				ov := s.ovf(idx)
 				*p = ov.next
-				*ov = overflow{next: s.freeOvf}
+				ov.rep.set(replica{})
+				ov.next, ov.owner = s.freeOvf, 0
 				s.freeOvf = idx + 1
 				s.nOvfUse--
 				break

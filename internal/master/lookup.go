@@ -213,9 +213,27 @@ func (m *Master) ExistsKeys(keys []block.Key, dst []bool) ([]bool, error) {
 	return dst, nil
 }
 
-// touch records an access to each handle still in the policy (not lru:
-// the lru moves a replica to its shard's front in collect).
+// touch records an access to each handle still in the policy, or with
+// lru moves each LRU link still on the list to its front: under one lock
+// for a whole batch (one per key would serialise lookups on it). The
+// replica may have left since collect saw it, and its place may hold
+// another replica; a link is on the list when it has a neighbour or is
+// the head (links are zero off the list), and moving another replica
+// forward is only a recency slip.
 func (m *Master) touch(handles []uint64) {
+	if m.lru {
+		m.lruMu.Lock()
+		for _, h := range handles {
+			l := uint32(h)
+			r := m.lruRep(l)
+			if l != m.lruHead && (r.prev != 0 || r.next != 0) {
+				m.lruUnlink(l, r)
+				m.lruPush(l, r)
+			}
+		}
+		m.lruMu.Unlock()
+		return
+	}
 	m.polMu.Lock()
 	for _, h := range handles {
 		if m.pol.Contains(h) {
@@ -348,16 +366,9 @@ func (m *Master) collect(p keyPlace, k block.Key, nowNs, until int64, lease bool
 		}
 		atomic.StoreUint32(&r.touched, nowMs)
 		if m.lru {
-			// To the front now, under the shard's read lock: the
-			// replica cannot leave the list meanwhile.
-			l := lruLink(h)
-			m.lruMu.Lock()
-			m.lruUnlink(l, r)
-			m.lruPush(l, r)
-			m.lruMu.Unlock()
-		} else {
-			handles = append(handles, h)
+			h = uint64(lruLink(h))
 		}
+		handles = append(handles, h)
 	}
 	return granted, handles
 }
