@@ -80,6 +80,9 @@ type shard struct {
 
 	slots []uint32 // tag<<slotIdxBits | entry+1; 0 is empty
 	keys  int      // live entries (occupied slots)
+	// view is slots for warm, which reads without the lock: every write
+	// of a slot, and of an entry's id, is atomic.
+	view atomic.Pointer[[]uint32]
 	// ents and ovfs are the chunk tables, replaced (never changed in
 	// place) under mu held for writing, so that the holder of the
 	// master's lruMu can follow an LRU link into any shard's chunks.
@@ -354,7 +357,8 @@ func (s *shard) insert(tid uint32, h, id uint64, name string) (uint32, bool) {
 		s.nEnts++
 	}
 	e := s.ent(ei)
-	e.id, e.tenant, e.name, e.more = id, tid, 0, 0
+	atomic.StoreUint64(&e.id, id)
+	e.tenant, e.name, e.more = tid, 0, 0
 	e.rep.set(replica{})
 	if name != "" {
 		e.name = uint32(len(s.names)) + 1
@@ -373,13 +377,14 @@ func (s *shard) place(v uint32, h uint64) {
 	for s.slots[p] != 0 {
 		p = (p + 1) & mask
 	}
-	s.slots[p] = v
+	atomic.StoreUint32(&s.slots[p], v)
 }
 
 // grow rebuilds the hash table with size slots.
 func (s *shard) grow(size int) {
 	old := s.slots
 	s.slots = make([]uint32, size)
+	defer func() { sl := s.slots; s.view.Store(&sl) }()
 	for _, v := range old {
 		if v != 0 {
 			s.place(v, s.hashOf(s.ent(v&slotIdxMask-1)))
@@ -405,11 +410,11 @@ func (s *shard) removeKey(ei uint32) {
 		h := home(s.hashOf(s.ent(s.slots[q]&slotIdxMask-1)), mask)
 		// Move q to p unless its home lies cyclically in (p, q].
 		if (q > p && (h <= p || h > q)) || (q < p && h <= p && h > q) {
-			s.slots[p] = s.slots[q]
+			atomic.StoreUint32(&s.slots[p], s.slots[q])
 			p = q
 		}
 	}
-	s.slots[p] = 0
+	atomic.StoreUint32(&s.slots[p], 0)
 	s.keys--
 	if e.name != 0 {
 		off := int(e.name - 1)
@@ -417,7 +422,8 @@ func (s *shard) removeKey(ei uint32) {
 		s.nameGarbage += w + int(n)
 	}
 	delete(s.exp, ei)
-	e.id, e.tenant, e.name, e.more = 0, 0, 0, s.freeEnt
+	atomic.StoreUint64(&e.id, 0)
+	e.tenant, e.name, e.more = 0, 0, s.freeEnt
 	e.rep.set(replica{})
 	s.freeEnt = ei + 1
 	if s.keys == 0 {
@@ -444,6 +450,29 @@ func (s *shard) compactNames() {
 		out = append(out, name...)
 	}
 	s.names, s.nameGarbage = out, 0
+}
+
+// warm loads, without the lock, the home slot of the key of hash h and
+// the entry it names, so that a batch's cache misses overlap (each key's
+// lookup under its shard's lock then finds them in cache) rather than
+// come one after the other behind each lock's barrier. What it reads is
+// only a hint and is returned to be ignored.
+func (s *shard) warm(h uint64) uint64 {
+	p := s.view.Load()
+	if p == nil {
+		return 0
+	}
+	sl := *p
+	v := atomic.LoadUint32(&sl[home(h, len(sl)-1)])
+	if v == 0 {
+		return 0
+	}
+	ei := v&slotIdxMask - 1
+	tab := s.ents.Load()
+	if tab == nil || int(ei>>chunkBits) >= len(*tab) {
+		return 0
+	}
+	return atomic.LoadUint64(&(*tab)[ei>>chunkBits][ei&(chunkLen-1)].id)
 }
 
 // hasReps reports whether entry e has a replica.

@@ -97,6 +97,14 @@ func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *meta.Looku
 	// buffer is half full, and at the end.
 	var handleBuf [64]uint64
 	handles := handleBuf[:0]
+	if tid != 0 {
+		var hint uint64
+		for _, id := range ids {
+			h := keyHash(th, id)
+			hint ^= m.shardOf(h).warm(h)
+		}
+		_ = hint
+	}
 	for _, id := range ids {
 		h := keyHash(th, id)
 		p := keyPlace{s: m.shardOf(h), h: h, tid: tid}
