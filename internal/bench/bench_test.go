@@ -664,8 +664,10 @@ func TestMasterIndexTarget(t *testing.T) {
 		t.Fatal("no index figures")
 	case x.Keys != 20000 || res.Ops != 200*DefaultMasterBatch:
 		t.Errorf("keys %d, ops %d; want 20000 keys, %d ops", x.Keys, res.Ops, 200*DefaultMasterBatch)
-	case x.BytesPerKey <= 0 || x.BuildSeconds <= 0 || x.GCCycles < 1:
-		t.Errorf("figures %+v: want bytes, build time and a GC cycle", *x)
+	case x.BuildSeconds <= 0 || x.GCCycles < 2:
+		// Not BytesPerKey: it is the whole process's heap, which the
+		// other tests running beside this one move either way.
+		t.Errorf("figures %+v: want a build time and the two forced GC cycles", *x)
 	}
 	var b strings.Builder
 	if err := WriteTable(&b, []Result{res}); err != nil || !strings.Contains(b.String(), "bytes/key") {

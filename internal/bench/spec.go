@@ -391,7 +391,9 @@ type IndexResult struct {
 	// Keys is the number of keys indexed, one RAM replica each.
 	Keys int64 `json:"keys"`
 	// BytesPerKey is the heap in use after a full GC with the index built,
-	// less the heap in use before the master was created, over Keys.
+	// less the heap in use before the master was created, over Keys: the
+	// whole process's heap, so it means the index's only when nothing
+	// else in the process allocates meanwhile (kvpool bench runs alone).
 	BytesPerKey float64 `json:"bytes_per_key"`
 	// BuildSeconds is the time to register the nodes and add every key
 	// through heartbeat deltas.
