@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -114,6 +116,7 @@ func parseBench(args []string, stderr io.Writer) (benchFlags, error) {
 	fs.Float64Var(&s.WriteFraction, "write-fraction", 0, "share of requests that write, 0..1 (0 = reads only)")
 	fs.DurationVar(&s.Duration, "duration", 0, fmt.Sprintf("length of each run (0 = %v, or until --count requests)", bench.DefaultDuration))
 	fs.Int64Var(&s.Count, "count", 0, "number of requests per run instead of a duration (0 = run for --duration)")
+	keys := fs.String("keys", "", fmt.Sprintf("master-index target's index size in keys: a count like 1000000, 1M or 10M (k, M, G are powers of 1000; default %d)", bench.DefaultIndexKeys))
 	data := fs.String("data", "", "data set size (default: 64 blocks in memory, 256MiB on disk)")
 	fs.StringVar(&s.Dir, "dir", "", "directory for the ssd/disk files (default: a temporary directory)")
 	fs.BoolVar(&s.BufferedIO, "buffered-io", false, "do not use O_DIRECT for ssd, disk and node --tier ssd")
@@ -161,6 +164,16 @@ func parseBench(args []string, stderr io.Writer) (benchFlags, error) {
 			return f, usageErrorf("--data %q: want a size like 256MiB", *data)
 		}
 		s.DataBytes = int64(sz)
+	}
+	if *keys != "" {
+		n, err := parseCount(*keys)
+		if err != nil {
+			return f, usageErrorf("--keys %q: %v", *keys, err)
+		}
+		if n < 1 {
+			return f, usageErrorf("--keys must be at least 1 (got %q)", *keys)
+		}
+		s.Keys = n
 	}
 	if *linkRate != "" {
 		r, err := config.ParseBandwidth(*linkRate)
@@ -212,6 +225,37 @@ func parseBlockSizes(s string) ([]int, error) {
 		sizes = append(sizes, int(sz))
 	}
 	return sizes, nil
+}
+
+// parseCount parses a count: a whole number, or a decimal number with a
+// suffix k, M or G (powers of 1000, case-insensitive) whose value is whole
+// ("1M", "2.5k", "10M").
+func parseCount(s string) (int64, error) {
+	const syntax = "want a count like 1000000, 1M or 10M"
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	if t != "" {
+		switch t[len(t)-1] {
+		case 'k', 'K':
+			mult = 1e3
+		case 'm', 'M':
+			mult = 1e6
+		case 'g', 'G':
+			mult = 1e9
+		}
+		if mult > 1 {
+			t = strings.TrimSpace(t[:len(t)-1])
+		}
+	}
+	r, ok := new(big.Rat).SetString(t)
+	if !ok || strings.ContainsAny(t, "/eE") {
+		return 0, errors.New(syntax)
+	}
+	r.Mul(r, new(big.Rat).SetInt64(mult))
+	if !r.IsInt() || !r.Num().IsInt64() {
+		return 0, fmt.Errorf("%s is not a whole number that fits in 64 bits: %s", s, syntax)
+	}
+	return r.Num().Int64(), nil
 }
 
 // startCPUProfile writes a CPU profile to path until the returned stop is

@@ -186,6 +186,10 @@ func TestSpecValidate(t *testing.T) {
 		{"named on master", Spec{Target: TargetMaster, Named: true}, "Named"},
 		{"negative conns", Spec{Target: TargetRAM, Conns: -1}, "Conns"},
 		{"negative batch", Spec{Target: TargetMaster, Batch: -1}, "Batch"},
+		{"ok master-index", Spec{Target: TargetMasterIndex, Keys: 1000}, ""},
+		{"negative keys", Spec{Target: TargetMasterIndex, Keys: -1}, "Keys"},
+		{"too many keys", Spec{Target: TargetMasterIndex, Keys: MaxIndexKeys + 1}, "Keys"},
+		{"keys on master", Spec{Target: TargetMaster, Keys: 10}, "Keys"},
 		{"depth on node", Spec{Target: TargetNode, Depth: 4}, "Depth"},
 		{"write fraction > 1", Spec{Target: TargetRAM, WriteFraction: 1.5}, "WriteFraction"},
 		{"write fraction NaN", Spec{Target: TargetRAM, WriteFraction: nan()}, "WriteFraction"},
@@ -707,5 +711,30 @@ func TestClusterTarget(t *testing.T) {
 	closed = true
 	if err := tgt.Close(); err != nil {
 		t.Fatalf("close: %v", err)
+	}
+}
+
+// TestMasterIndexTarget builds a small index and looks it up: every
+// lookup finds its whole batch (the worker fails otherwise) and the index
+// figures are filled in.
+func TestMasterIndexTarget(t *testing.T) {
+	res, err := Run(context.Background(), Spec{Target: TargetMasterIndex, Keys: 20000, Count: 200, Conns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := res.Index
+	switch {
+	case x == nil:
+		t.Fatal("no index figures")
+	case x.Keys != 20000 || res.Ops != 200*DefaultMasterBatch:
+		t.Errorf("keys %d, ops %d; want 20000 keys, %d ops", x.Keys, res.Ops, 200*DefaultMasterBatch)
+	case x.BuildSeconds <= 0 || x.GCCycles < 2:
+		// Not BytesPerKey: it is the whole process's heap, which the
+		// other tests running beside this one move either way.
+		t.Errorf("figures %+v: want a build time and the two forced GC cycles", *x)
+	}
+	var b strings.Builder
+	if err := WriteTable(&b, []Result{res}); err != nil || !strings.Contains(b.String(), "bytes/key") {
+		t.Errorf("table %q (err %v) does not report bytes/key", b.String(), err)
 	}
 }

@@ -60,6 +60,8 @@ func newTarget(spec Spec) Target {
 		return &nodeTarget{}
 	case TargetMaster:
 		return &masterTarget{}
+	case TargetMasterIndex:
+		return &masterIndexTarget{}
 	case TargetSim:
 		return &simTarget{}
 	case TargetTCP:

@@ -41,11 +41,14 @@ const (
 	// minimal servers and the same connections, batches and working set,
 	// without lookup, framing or checksum.
 	TargetClusterTCP = "cluster-tcp"
+	// TargetMasterIndex is a master's index of Spec.Keys keys built in
+	// process, looked up through Master.Lookup (masterindex.go).
+	TargetMasterIndex = "master-index"
 )
 
 // Targets returns the target names Run accepts.
 func Targets() []string {
-	return []string{TargetRAM, TargetSSD, TargetNode, TargetMaster, TargetSim, TargetTCP, TargetTCPSet, TargetDisk, TargetDiskNode, TargetRedis, TargetCluster, TargetClusterTCP}
+	return []string{TargetRAM, TargetSSD, TargetNode, TargetMaster, TargetSim, TargetTCP, TargetTCPSet, TargetDisk, TargetDiskNode, TargetRedis, TargetCluster, TargetClusterTCP, TargetMasterIndex}
 }
 
 // Defaults of Spec's zero fields. Each says where its value comes from.
@@ -152,6 +155,9 @@ type Spec struct {
 	// Binary is the kvpool executable the Netns cluster runs (default:
 	// this process's own).
 	Binary string `json:"-"`
+	// Keys is the master-index target's index size (DefaultIndexKeys
+	// when 0, at most MaxIndexKeys). Other targets refuse it.
+	Keys int64 `json:"keys,omitempty"`
 	// Depth is the number of requests in flight per connection: the
 	// pipelining depth of redis, the goroutines sharing each connection
 	// of master (DefaultMasterDepth). 0 means 1 elsewhere; node, tcp and
@@ -220,7 +226,15 @@ func (s Spec) Validate() error {
 	if s.Nodes < 0 || s.Nodes > clusterMaxNodes {
 		return badSpec("Nodes", s.Nodes, fmt.Sprintf("want 0 (default) to %d", clusterMaxNodes))
 	}
-	if s.Depth > 1 && (s.clusterShaped() || s.Target == TargetNode || s.Target == TargetTCP || s.Target == TargetTCPSet || s.Target == TargetDisk || s.Target == TargetDiskNode || s.Target == TargetRAM || s.Target == TargetSSD || s.Target == TargetSim) {
+	switch {
+	case s.Keys < 0:
+		return badSpec("Keys", s.Keys, fmt.Sprintf("want at least 1 (0 = default %d)", DefaultIndexKeys))
+	case s.Keys > MaxIndexKeys:
+		return badSpec("Keys", s.Keys, fmt.Sprintf("want at most %d keys", MaxIndexKeys))
+	case s.Keys != 0 && s.Target != TargetMasterIndex:
+		return badSpec("Keys", s.Keys, "only the master-index target builds an index of a given size")
+	}
+	if s.Depth > 1 && (s.Target == TargetMasterIndex || s.clusterShaped() || s.Target == TargetNode || s.Target == TargetTCP || s.Target == TargetTCPSet || s.Target == TargetDisk || s.Target == TargetDiskNode || s.Target == TargetRAM || s.Target == TargetSSD || s.Target == TargetSim) {
 		return badSpec("Depth", s.Depth, "target "+s.Target+" serves one request at a time per connection; use Conns")
 	}
 	switch {
@@ -283,11 +297,11 @@ func (s Spec) withDefaults() Spec {
 			s.Conns = 1
 		}
 	}
-	if s.Target == TargetMaster {
+	if s.Target == TargetMaster || s.Target == TargetMasterIndex {
 		if s.Batch == 0 {
 			s.Batch = DefaultMasterBatch
 		}
-		if s.Depth == 0 {
+		if s.Depth == 0 && s.Target == TargetMaster {
 			s.Depth = DefaultMasterDepth
 		}
 	}
@@ -393,4 +407,35 @@ type Result struct {
 	// Notes say how the run deviated from what was asked (for example
 	// "O_DIRECT refused: reads may come from the page cache").
 	Notes []string `json:"notes,omitempty"`
+	// Index holds the master-index target's figures (nil for the others).
+	Index *IndexResult `json:"index,omitempty"`
+}
+
+// IndexResult is what the master-index target measures beyond lookups.
+type IndexResult struct {
+	// Keys is the number of keys indexed, one RAM replica each.
+	Keys int64 `json:"keys"`
+	// BytesPerKey is the heap in use after a full GC with the index built,
+	// less the heap in use before the master was created, over Keys: the
+	// whole process's heap, so it means the index's only when nothing
+	// else in the process allocates meanwhile (kvpool bench runs alone).
+	BytesPerKey float64 `json:"bytes_per_key"`
+	// BuildSeconds is the time to register the nodes and add every key
+	// through heartbeat deltas.
+	BuildSeconds float64 `json:"build_seconds"`
+	// FullGCMillis is the wall time of one runtime.GC with the index
+	// built: the mark work the index's pointers cost.
+	FullGCMillis float64 `json:"full_gc_ms"`
+	// GCCycles is the number of GC cycles over build and run.
+	GCCycles int64 `json:"gc_cycles"`
+	// GCPauseP99Micros and GCPauseMaxMicros are the 99th percentile and
+	// the longest stop-the-world GC pause over build and run (the upper
+	// bound of their bucket in runtime/metrics' /gc/pauses:seconds).
+	GCPauseP99Micros float64 `json:"gc_pause_p99_us"`
+	GCPauseMaxMicros float64 `json:"gc_pause_max_us"`
+	// KeysPerCPUSecond is the keys looked up per second of this
+	// process's CPU time (user and system) over the timed run: on a
+	// shared machine it moves less with the neighbours' load than keys
+	// per wall-clock second do (0 where the CPU time is not known).
+	KeysPerCPUSecond float64 `json:"keys_per_cpu_second,omitempty"`
 }

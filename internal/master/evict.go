@@ -3,6 +3,7 @@ package master
 import (
 	"time"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/policy"
 )
@@ -10,9 +11,10 @@ import (
 // Global eviction.
 //
 // Every RAM replica not under an eviction order is in the eviction policy
-// under a handle unique over the master's lifetime (never a hash of the
-// key, so two replicas cannot collide). Leased lookups touch the policy
-// (Hit); nothing else does.
+// under a handle that says where the replica is in the index (index.go):
+// never a hash of the key, so two replicas cannot collide. A replica
+// enters and leaves the policy under its shard's lock. Leased lookups
+// touch the policy (Hit); nothing else does.
 //
 // Pool RAM usage is computed from the index, not from the nodes' reports:
 // the sum over live nodes of their RAM replicas' sizes rounded up to whole
@@ -80,30 +82,23 @@ func (m *Master) evict() int {
 		return 0
 	}
 	defer m.evictMu.Unlock()
-	m.polMu.Lock()
-	budget := m.pol.Len()
-	m.polMu.Unlock()
+	budget := m.policyLen()
 	ordered := 0
 	for ; budget > 0 && m.overLow(); budget-- {
-		m.polMu.Lock()
-		h, ok := m.pol.Victim()
-		ref := m.polRefs[h]
-		m.polMu.Unlock()
+		h, ok := m.victim()
 		if !ok {
 			break
 		}
 		m.c.evictAttempts.Add(1)
-		n := ref.node
-		if n == nil { // unreachable: every policy key has a ref
-			m.polRemove(h)
-			continue
+		n, key, ok := m.victimAt(h)
+		if !ok {
+			continue // gone since the policy named it
 		}
 		n.mu.Lock()
-		state, size := m.markEvicting(n, ref, h, nowNs)
+		state, size := m.markEvicting(n, key, h, nowNs)
 		switch state {
 		case victimMarked:
-			m.polRemove(h)
-			c := charge(n, ref.key, size)
+			c := charge(n, key, size)
 			m.addRAMUsed(n, -c)
 			n.evicting++
 			kind := meta.TaskDrop
@@ -111,42 +106,100 @@ func (m *Master) evict() int {
 				kind = meta.TaskDemote
 			}
 			id := m.nextTask.Add(1)
-			n.tasks[id] = &task{Task: meta.Task{ID: id, Kind: kind, Key: ref.key}}
+			n.tasks[id] = &task{Task: meta.Task{ID: id, Kind: kind, Key: key}}
 			n.evictQ = append(n.evictQ, id)
-			n.evictByKey[ref.key] = id
+			n.evictByKey[key] = id
 			ordered++
 			m.c.evictFreed.Add(1)
 			m.c.evictFreedBytes.Add(c)
 		case victimLeased:
 			m.c.evictSkippedLeased.Add(1)
-			m.retouch(h)
-		case victimGone:
-			m.polRemove(h)
+			if !m.lru { // markEvicting moved it to its shard's front
+				m.retouch(h)
+			}
 		}
 		n.mu.Unlock()
 	}
 	return ordered
 }
 
-// markEvicting marks n's RAM replica ref (policy handle h) as evicting
-// unless its lease is active. n.mu is held.
-func (m *Master) markEvicting(n *node, ref polRef, h uint64, nowNs int64) (victimState, int64) {
+// policyLen returns the number of replicas in the eviction order.
+func (m *Master) policyLen() int {
+	if !m.lru {
+		m.polMu.Lock()
+		defer m.polMu.Unlock()
+		return m.pol.Len()
+	}
+	m.lruMu.Lock()
+	defer m.lruMu.Unlock()
+	return m.lruLen
+}
+
+// victim returns the handle of the replica the policy would evict next:
+// with lru, the LRU list's tail.
+func (m *Master) victim() (uint64, bool) {
+	if !m.lru {
+		m.polMu.Lock()
+		defer m.polMu.Unlock()
+		return m.pol.Victim()
+	}
+	m.lruMu.Lock()
+	defer m.lruMu.Unlock()
+	if m.lruTail == 0 {
+		return 0, false
+	}
+	return lruHandle(m.lruTail), true
+}
+
+// victimAt returns the node and key of the RAM replica policy handle h
+// names, read under its shard's read lock; false when the place holds no
+// replica in the policy (it left since the policy named it).
+func (m *Master) victimAt(h uint64) (*node, block.Key, bool) {
+	si, _, _, ok := decodeHandle(h)
+	if !ok {
+		return nil, block.Key{}, false
+	}
+	s := &m.shards[si]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ei := s.repAt(h)
+	if r == nil || r.tier() != meta.TierRAM || r.evicting() {
+		return nil, block.Key{}, false
+	}
+	return m.nodeAt(r.node), s.keyOf(s.ent(ei)), true
+}
+
+// markEvicting marks n's RAM replica of key, at policy handle h, as
+// evicting and takes it out of the policy, unless its lease is active.
+// The place is checked again under the shard's lock: the replica there
+// may have gone, or be another key's, since victimAt read it. n.mu is
+// held.
+func (m *Master) markEvicting(n *node, key block.Key, h uint64, nowNs int64) (victimState, int64) {
 	if !n.alive {
 		return victimGone, 0
 	}
-	s := m.shardFor(ref.key)
+	p := m.keyAt(key, false)
+	s := p.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	reps := s.m[ref.key]
-	i := find(reps, n, meta.TierRAM)
-	if i < 0 || reps[i].handle != h || reps[i].evicting {
+	r, ei := s.repAt(h)
+	if r == nil || r.node != n.num || r.tier() != meta.TierRAM || r.evicting() ||
+		!s.matches(s.ent(ei), p.tid, key.ID, key.Name) {
 		return victimGone, 0
 	}
-	if leaseActive(&reps[i], nowNs) {
+	nowMs := m.ms(nowNs)
+	if m.leaseActive(r, nowMs) {
+		if m.lru { // re-touch: away from the eviction end
+			m.lruMu.Lock()
+			m.lruUnlink(lruLink(h), r)
+			m.lruPush(lruLink(h), r)
+			m.lruMu.Unlock()
+		}
 		return victimLeased, 0
 	}
-	reps[i].evicting = true
-	return victimMarked, reps[i].size
+	m.polRemove(s, h, r)
+	r.setEvicting(true)
+	return victimMarked, r.size()
 }
 
 // retouch moves a leased victim away from the eviction end of the policy:

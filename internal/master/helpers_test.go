@@ -118,9 +118,10 @@ func dump(m *Master) []row {
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.RLock()
-		for k, reps := range s.m {
-			for _, r := range reps {
-				out = append(out, row{r.node.id, k, r.tier, r.size, r.sum})
+		for ei := range s.entries() {
+			k := s.keyOf(s.ent(ei))
+			for r := range s.replicas(ei) {
+				out = append(out, row{m.nodeAt(r.node).id, k, r.tier(), r.size(), r.sum})
 			}
 		}
 		s.mu.RUnlock()

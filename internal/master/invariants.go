@@ -2,6 +2,7 @@ package master
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -24,9 +25,10 @@ type nodeTally struct {
 }
 
 // CheckInvariants stops the world (every lock, in order) and verifies that
-// the index, its expiry records (named keys with a replica only), the
-// nodes' inventory sets, the usage accounting, the eviction
-// policy, the task tables and the counters agree. It is meant for tests and
+// the index's tables (hash slots, entries and their free list, overflow
+// replicas and theirs, the name arena, the tenant and node numbers), its
+// expiry records (named keys with a replica only), the usage accounting,
+// the eviction policy, the task tables and the counters agree. It is meant for tests and
 // debugging: it takes time proportional to the index.
 func (m *Master) CheckInvariants() error {
 	ns, unlock := m.stopTheWorld()
@@ -35,8 +37,22 @@ func (m *Master) CheckInvariants() error {
 	tally := make(map[*node]*nodeTally, len(ns))
 	for _, n := range ns {
 		tally[n] = &nodeTally{}
+		if n.num == 0 || int(n.num) > len(*m.nodeTab.Load()) || m.nodeAt(n.num) != n {
+			return invariantError("node %q has number %d, which names another node", n.id, n.num)
+		}
+	}
+	for i, n := range *m.nodeTab.Load() {
+		if n != nil && (n.num != uint16(i+1) || m.nodes[n.id] != n) {
+			return invariantError("node number %d names node %q (number %d), not in the membership map", i+1, n.id, n.num)
+		}
 	}
 	var tot invariantTotals
+	if m.lru {
+		var err error
+		if tot.onLRU, err = m.checkLRU(); err != nil {
+			return err
+		}
+	}
 	for si := range m.shards {
 		if err := m.checkShard(si, tally, &tot); err != nil {
 			return err
@@ -52,9 +68,11 @@ func (m *Master) CheckInvariants() error {
 }
 
 // stopTheWorld takes, in the documented lock order, every lock but the
-// index shards': the expiry, eviction and node-table locks, each node's
-// lock (by node ID) and the policy lock. It returns the nodes sorted by ID
-// and the function that releases the locks in reverse order.
+// index shards' and the policy's: the expiry, eviction and node-table
+// locks and each node's lock (by node ID). Every change of the index and
+// of the policy's membership holds a node's lock, so only recency moves
+// meanwhile. It returns the nodes sorted by ID and the function that
+// releases the locks in reverse order.
 func (m *Master) stopTheWorld() ([]*node, func()) {
 	m.expireMu.Lock()
 	m.evictMu.Lock()
@@ -67,9 +85,7 @@ func (m *Master) stopTheWorld() ([]*node, func()) {
 	for _, n := range ns {
 		n.mu.Lock()
 	}
-	m.polMu.Lock()
 	return ns, func() {
-		m.polMu.Unlock()
 		for i := len(ns) - 1; i >= 0; i-- {
 			ns[i].mu.Unlock()
 		}
@@ -82,9 +98,10 @@ func (m *Master) stopTheWorld() ([]*node, func()) {
 // invariantTotals are the sums CheckInvariants compares with the master's
 // counters and gauges.
 type invariantTotals struct {
-	ramReps, ssdReps, inPolicy int64 // from the index
-	poolBytes, poolUsed        int64 // RAM of the live nodes
-	promos, queued             int64 // promotion tasks, and those not yet delivered
+	ramReps, ssdReps, inPolicy int64           // from the index
+	onLRU                      map[uint32]bool // the LRU list's members (lru)
+	poolBytes, poolUsed        int64           // RAM of the live nodes
+	promos, queued             int64           // promotion tasks, and those not yet delivered
 }
 
 // addNode adds node n's RAM and promotion tasks. Called with n.mu held.
@@ -103,38 +120,58 @@ func (tot *invariantTotals) addNode(n *node) {
 	}
 }
 
-// checkShard checks every key of index shard si, adding its replicas to
-// their nodes' tallies and to tot. It takes the shard's read lock; the
-// caller has stopped the world.
+// checkShard checks index shard si — its hash table, entries, overflow
+// replicas, name arena and expiry records — and every key in it, adding
+// its replicas to their nodes' tallies and to tot. It takes the shard's
+// read lock and, inside it, the policy's; the caller has stopped the
+// world.
 func (m *Master) checkShard(si int, tally map[*node]*nodeTally, tot *invariantTotals) error {
 	s := &m.shards[si]
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for k, at := range s.exp {
-		switch {
-		case k.Name == "":
-			return invariantError("chain key %v has an expiry record", k)
-		case at <= 0:
-			return invariantError("key %v has expiry %d (want a unix time in ms > 0)", k, at)
-		case len(s.m[k]) == 0:
-			return invariantError("key %v has an expiry record and no replica", k)
-		}
+	m.polMu.Lock()
+	defer m.polMu.Unlock()
+	if err := s.checkTables(); err != nil {
+		return fmt.Errorf("shard %d: %w", si, err)
 	}
-	for k, reps := range s.m {
-		if len(reps) == 0 {
-			return invariantError("key %v has an empty replica list", k)
-		}
-		if m.shardFor(k) != s {
+	// inPolicy reports whether the replica of handle h is in the
+	// eviction order: on its shard's LRU list (lru), or in the policy.
+	var inPolicy func(h uint64) bool
+	if m.lru {
+		inPolicy = func(h uint64) bool { return tot.onLRU[lruLink(h)] }
+	} else {
+		inPolicy = m.pol.Contains
+	}
+	nameBytes := 0
+	for ei := range s.entries() {
+		e := s.ent(ei)
+		k := s.keyOf(e)
+		h := s.hashOf(e)
+		if int(h&(numShards-1)) != si {
 			return invariantError("key %v is in shard %d, not its own", k, si)
 		}
-		for i := range reps {
-			if err := m.checkReplica(k, reps, i, tally); err != nil {
+		if got := s.lookup(e.tenant, h, e.id, k.Name); got != ei+1 {
+			return invariantError("key %v (entry %d) is found at entry %d: a duplicate, or off its probe run", k, ei, int64(got)-1)
+		}
+		if !hasReps(e) {
+			return invariantError("key %v has no replica", k)
+		}
+		if e.name != 0 {
+			name := s.nameAt(e.name - 1)
+			nameBytes += binary.PutUvarint(make([]byte, binary.MaxVarintLen64), uint64(len(name))) + len(name)
+		}
+		var seen []*replica
+		for r, rh := range s.replicas(ei) {
+			if err := m.checkReplica(k, r, rh, seen, tally, inPolicy); err != nil {
 				return err
 			}
-			r := &reps[i]
-			if r.tier == meta.TierRAM {
+			if m.lru && !inPolicy(rh) && (r.prev != 0 || r.next != 0) {
+				return invariantError("%v: replica off the LRU list has links %d, %d", k, r.prev, r.next)
+			}
+			seen = append(seen, r)
+			if r.tier() == meta.TierRAM {
 				tot.ramReps++
-				if !r.evicting {
+				if !r.evicting() {
 					tot.inPolicy++
 				}
 			} else {
@@ -142,16 +179,148 @@ func (m *Master) checkShard(si int, tally map[*node]*nodeTally, tot *invariantTo
 			}
 		}
 	}
+	if nameBytes+s.nameGarbage != len(s.names) {
+		return invariantError("shard %d: names take %d bytes and %d are garbage, arena has %d", si, nameBytes, s.nameGarbage, len(s.names))
+	}
+	for ei, at := range s.exp {
+		switch {
+		case ei >= s.nEnts || s.ent(ei).tenant == 0:
+			return invariantError("shard %d: expiry record of free entry %d", si, ei)
+		case s.ent(ei).name == 0:
+			return invariantError("chain key %v has an expiry record", s.keyOf(s.ent(ei)))
+		case at <= 0:
+			return invariantError("key %v has expiry %d (want a unix time in ms > 0)", s.keyOf(s.ent(ei)), at)
+		}
+	}
 	return nil
+}
+
+// checkTables checks the shard's hash table against its entries, and its
+// free lists. The shard's lock is held.
+func (s *shard) checkTables() error {
+	if len(s.slots)&(len(s.slots)-1) != 0 || (s.keys > 0 && len(s.slots) < minSlots) {
+		return invariantError("hash table of %d slots is not a power of two ≥ %d", len(s.slots), minSlots)
+	}
+	if s.keys*maxLoadDen > len(s.slots)*maxLoadNum {
+		return invariantError("hash table holds %d keys in %d slots, over %d/%d", s.keys, len(s.slots), maxLoadNum, maxLoadDen)
+	}
+	used := 0
+	for p, v := range s.slots {
+		if v == 0 {
+			continue
+		}
+		used++
+		ei := v&slotIdxMask - 1
+		if v&slotIdxMask == 0 || ei >= s.nEnts || s.ent(ei).tenant == 0 {
+			return invariantError("slot %d names entry %d, which is free or was never handed out (%d were)", p, int64(v&slotIdxMask)-1, s.nEnts)
+		}
+		e := s.ent(ei)
+		if int(e.tenant) > len(*s.tenants.list.Load()) {
+			return invariantError("entry %d has tenant number %d, unknown", ei, e.tenant)
+		}
+		if v&^slotIdxMask != slotTag(s.hashOf(e)) {
+			return invariantError("slot %d: tag %#x, entry %d's hash has %#x", p, v>>slotIdxBits, ei, slotTag(s.hashOf(e))>>slotIdxBits)
+		}
+		if e.name != 0 && (int(e.name-1) >= len(s.names) || !validName(s.names[e.name-1:])) {
+			return invariantError("entry %d: name at %d is outside the arena of %d bytes", ei, e.name-1, len(s.names))
+		}
+	}
+	if used != s.keys {
+		return invariantError("%d slots in use, %d keys", used, s.keys)
+	}
+	live, free := 0, 0
+	for ei := range s.nEnts {
+		if s.ent(ei).tenant != 0 {
+			live++
+		}
+	}
+	for f := s.freeEnt; f != 0; f = s.ent(f - 1).more {
+		if f-1 >= s.nEnts || s.ent(f-1).tenant != 0 || free > int(s.nEnts) {
+			return invariantError("free entry list reaches entry %d: live, out of range or a cycle", int64(f)-1)
+		}
+		free++
+	}
+	if live != s.keys || live+free != int(s.nEnts) {
+		return invariantError("%d live and %d free entries of %d handed out, %d keys", live, free, s.nEnts, s.keys)
+	}
+	inUse, freeOvf := 0, 0
+	for ei := range s.entries() {
+		for o := s.ent(ei).more; o != 0; o = s.ovf(o - 1).next {
+			if o-1 >= s.nOvfs || s.ovf(o-1).rep.node == 0 || s.ovf(o-1).owner != ei || inUse > int(s.nOvfs) {
+				return invariantError("entry %d: overflow replica %d free, out of range, another's or in a cycle", ei, int64(o)-1)
+			}
+			inUse++
+		}
+	}
+	for f := s.freeOvf; f != 0; f = s.ovf(f - 1).next {
+		if f-1 >= s.nOvfs || s.ovf(f-1).rep.node != 0 || freeOvf > int(s.nOvfs) {
+			return invariantError("free overflow list reaches %d: in use, out of range or a cycle", int64(f)-1)
+		}
+		freeOvf++
+	}
+	if inUse != s.nOvfUse || inUse+freeOvf != int(s.nOvfs) {
+		return invariantError("%d overflow replicas in use and %d free of %d handed out, count says %d", inUse, freeOvf, s.nOvfs, s.nOvfUse)
+	}
+	return nil
+}
+
+// checkLRU walks the LRU list, checking its links and its length, and
+// returns its members; checkReplica checks that they are exactly the RAM
+// replicas not evicting. The caller has stopped the world, so no replica
+// joins or leaves the list; lruMu is taken for the links lookups move.
+func (m *Master) checkLRU() (map[uint32]bool, error) {
+	m.lruMu.Lock()
+	defer m.lruMu.Unlock()
+	on := make(map[uint32]bool, m.lruLen)
+	var prev uint32
+	for l := m.lruHead; l != 0; l = m.lruRep(l).next {
+		s := &m.shards[l>>lruShardShift]
+		idx := l&lruIdxMask - 1
+		switch {
+		case on[l] || len(on) > m.lruLen:
+			return nil, invariantError("LRU list has a cycle or more than its %d members", m.lruLen)
+		case l&lruIdxMask == 0, l&lruOvf == 0 && (idx >= s.nEnts || s.ent(idx).tenant == 0), l&lruOvf != 0 && idx >= s.nOvfs:
+			return nil, invariantError("LRU link %#x names no replica", l)
+		}
+		r := m.lruRep(l)
+		switch {
+		case r.node == 0 || r.tier() != meta.TierRAM || r.evicting():
+			return nil, invariantError("LRU list holds link %#x, a free, SSD or evicting replica", l)
+		case r.prev != prev:
+			return nil, invariantError("LRU link %#x: prev %#x, want %#x", l, r.prev, prev)
+		}
+		on[l] = true
+		prev = l
+	}
+	if m.lruTail != prev || len(on) != m.lruLen {
+		return nil, invariantError("LRU list: tail %#x, last %#x; %d members, length says %d", m.lruTail, prev, len(on), m.lruLen)
+	}
+	return on, nil
+}
+
+// validName reports whether b starts with a uvarint length and that many
+// bytes, 1 to block.MaxNameLen.
+func validName(b []byte) bool {
+	n, w := binary.Uvarint(b)
+	return w > 0 && n >= 1 && n <= block.MaxNameLen && uint64(len(b)-w) >= n
 }
 
 // checkTotals compares tot with the eviction policy, the counters, the
 // pool gauges and the promotion statistics. The caller has stopped the
 // world.
 func (m *Master) checkTotals(tot *invariantTotals) error {
+	inPol := len(tot.onLRU)
+	if !m.lru {
+		m.polMu.Lock()
+		inPol = m.pol.Len()
+		m.polMu.Unlock()
+	}
 	switch {
-	case m.pol.Len() != int(tot.inPolicy) || len(m.polRefs) != int(tot.inPolicy):
-		return invariantError("policy holds %d keys and %d refs, index has %d evictable RAM replicas", m.pol.Len(), len(m.polRefs), tot.inPolicy)
+	case inPol != int(tot.inPolicy):
+		// Every evictable RAM replica's handle is in the policy
+		// (checkReplica) and handles are distinct places: equal counts
+		// mean the policy holds nothing else.
+		return invariantError("policy holds %d keys, index has %d evictable RAM replicas", inPol, tot.inPolicy)
 	case m.c.ramReplicas.Load() != tot.ramReps || m.c.ssdReplicas.Load() != tot.ssdReps:
 		return invariantError("replica counters %d RAM / %d SSD, index has %d / %d", m.c.ramReplicas.Load(), m.c.ssdReplicas.Load(), tot.ramReps, tot.ssdReps)
 	case m.poolRAMBytes.Load() != tot.poolBytes || m.poolRAMUsed.Load() != tot.poolUsed:
@@ -163,76 +332,67 @@ func (m *Master) checkTotals(tot *invariantTotals) error {
 	if p.Admitted != p.Completed+p.Failed+p.Expired+p.InFlight {
 		return invariantError("promotions: admitted %d != completed %d + failed %d + expired %d + in flight %d", p.Admitted, p.Completed, p.Failed, p.Expired, p.InFlight)
 	}
-	for h, ref := range m.polRefs {
-		if !m.pol.Contains(h) {
-			return invariantError("policy ref %d (%v on %s) not in the policy", h, ref.key, ref.node.id)
-		}
-	}
 	return nil
 }
 
-// checkReplica checks replica i of key k and adds it to its node's tally.
-func (m *Master) checkReplica(k block.Key, reps []replica, i int, tally map[*node]*nodeTally) error {
-	r := &reps[i]
-	t := tally[r.node]
+// checkReplica checks replica r of key k, at handle h, against the
+// replicas of k seen before it, and adds it to its node's tally. The
+// shard's lock and polMu are held.
+func (m *Master) checkReplica(k block.Key, r *replica, h uint64, seen []*replica, tally map[*node]*nodeTally, inPolicy func(uint64) bool) error {
+	if r.node == 0 || int(r.node) > len(*m.nodeTab.Load()) || m.nodeAt(r.node) == nil {
+		return invariantError("%v: replica on node number %d, which names no node", k, r.node)
+	}
+	n := m.nodeAt(r.node)
+	t := tally[n]
 	switch {
 	case t == nil:
-		return invariantError("%v: replica on node %q, which is not registered", k, r.node.id)
-	case !r.node.alive:
-		return invariantError("%v: replica on dropped node %q", k, r.node.id)
-	case !r.tier.Valid():
-		return invariantError("%v on %q: bad tier %v", k, r.node.id, r.tier)
+		return invariantError("%v: replica on node %q, which is not registered", k, n.id)
+	case !n.alive:
+		return invariantError("%v: replica on dropped node %q", k, n.id)
+	case r.flags&^(flagSSD|flagEvicting|flagSize40) != 0 || r.size() > meta.MaxItemSize:
+		return invariantError("%v on %q: bad flags %#x or size %d", k, n.id, r.flags, r.size())
 	}
-	for j := range i {
-		if reps[j].node == r.node && reps[j].tier == r.tier {
-			return invariantError("%v: two %v replicas on %q", k, r.tier, r.node.id)
+	for _, o := range seen {
+		if o.node == r.node && o.tier() == r.tier() {
+			return invariantError("%v: two %v replicas on %q", k, r.tier(), n.id)
 		}
-	}
-	if _, ok := r.node.items[meta.ItemKey{Key: k, Tier: r.tier}]; !ok {
-		return invariantError("%v %v on %q: not in the node's inventory set", k, r.tier, r.node.id)
 	}
 	t.items++
-	if r.tier == meta.TierSSD {
-		if r.handle != 0 || r.evicting {
-			return invariantError("%v: SSD replica on %q has handle %d, evicting %v", k, r.node.id, r.handle, r.evicting)
+	if r.tier() == meta.TierSSD {
+		if r.evicting() || inPolicy(h) {
+			return invariantError("%v: SSD replica on %q is evicting (%v) or in the policy (%v)", k, n.id, r.evicting(), inPolicy(h))
 		}
 		t.ssd++
-		t.ssdUsed += r.size
+		t.ssdUsed += r.size()
 		return nil
 	}
 	t.ram++
-	if r.handle == 0 {
-		return invariantError("%v: RAM replica on %q has no policy handle", k, r.node.id)
-	}
-	if r.evicting {
+	if r.evicting() {
 		t.evicting++
-		if m.pol.Contains(r.handle) {
-			return invariantError("%v on %q: evicting, yet still in the policy", k, r.node.id)
+		if inPolicy(h) {
+			return invariantError("%v on %q: evicting, yet still in the policy", k, n.id)
 		}
-		id, ok := r.node.evictByKey[k]
-		if tk := r.node.tasks[id]; !ok || tk == nil || tk.Kind == meta.TaskPromote {
-			return invariantError("%v on %q: evicting without an eviction order", k, r.node.id)
+		id, ok := n.evictByKey[k]
+		if tk := n.tasks[id]; !ok || tk == nil || tk.Kind == meta.TaskPromote {
+			return invariantError("%v on %q: evicting without an eviction order", k, n.id)
 		}
 		return nil
 	}
-	t.ramUsed += charge(r.node, k, r.size)
-	if !m.pol.Contains(r.handle) {
-		return invariantError("%v on %q: RAM replica (handle %d) not in the policy", k, r.node.id, r.handle)
-	}
-	if ref := m.polRefs[r.handle]; ref.key != k || ref.node != r.node {
-		return invariantError("%v on %q: policy ref of handle %d names %v on %p", k, r.node.id, r.handle, ref.key, ref.node)
+	t.ramUsed += charge(n, k, r.size())
+	if !inPolicy(h) {
+		return invariantError("%v on %q: RAM replica (handle %#x) not in the policy", k, n.id, h)
 	}
 	return nil
 }
 
 // checkNode compares n's own accounting with the index's tally.
 func (m *Master) checkNode(n *node, t *nodeTally) error {
-	if !n.alive && (len(n.items) > 0 || len(n.tasks) > 0 || n.ramUsed.Load() != 0) {
-		return invariantError("dropped node %q keeps %d items, %d tasks, %d RAM bytes", n.id, len(n.items), len(n.tasks), n.ramUsed.Load())
+	if !n.alive && (n.ramCount+n.ssdCount > 0 || len(n.tasks) > 0 || n.ramUsed.Load() != 0) {
+		return invariantError("dropped node %q keeps %d items, %d tasks, %d RAM bytes", n.id, n.ramCount+n.ssdCount, len(n.tasks), n.ramUsed.Load())
 	}
 	switch {
-	case len(n.items) != t.items:
-		return invariantError("node %q: inventory set has %d items, index %d", n.id, len(n.items), t.items)
+	case n.ramCount+n.ssdCount != t.items:
+		return invariantError("node %q: counts %d items, index %d", n.id, n.ramCount+n.ssdCount, t.items)
 	case n.ramCount != t.ram || n.ssdCount != t.ssd || n.evicting != t.evicting:
 		return invariantError("node %q: counts RAM %d SSD %d evicting %d, index %d %d %d", n.id, n.ramCount, n.ssdCount, n.evicting, t.ram, t.ssd, t.evicting)
 	case n.ramUsed.Load() != t.ramUsed || n.ssdUsed != t.ssdUsed:

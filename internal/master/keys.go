@@ -12,8 +12,9 @@ import (
 
 // Redis key semantics for named keys: per-key expiry, key queries,
 // enumeration and counts. The index is the truth about what exists, so it
-// holds them too: the expiry of a key sits in its shard's exp map next to
-// its replicas, under the same lock, and dies with the key's last replica.
+// holds them too: the expiry of a key sits in its shard's exp map (by
+// entry) next to its replicas, under the same lock, and dies with the
+// key's last replica.
 
 const (
 	// DefaultScanCount is Scan's count hint when the caller gives none
@@ -46,22 +47,23 @@ func unixMs(ns int64) int64 {
 	return ms
 }
 
-// expired reports whether named key k has an expiry at or before nowNs.
-// The shard lock is held.
-func (s *shard) expired(k block.Key, nowNs int64) bool {
-	if len(s.exp) == 0 || k.Name == "" {
+// expired reports whether the key of entry ei has an expiry at or before
+// nowNs (only named keys have one). The shard lock is held.
+func (s *shard) expired(ei uint32, nowNs int64) bool {
+	if len(s.exp) == 0 {
 		return false
 	}
-	at, ok := s.exp[k]
+	at, ok := s.exp[ei]
 	return ok && at <= unixMs(nowNs)
 }
 
-// live reports whether readers see key k, whose replicas are reps: one of
-// them is visible and the key has not expired. The shard lock is held.
-func (s *shard) live(k block.Key, reps []replica, nowNs int64) bool {
-	for i := range reps {
-		if visible(&reps[i], nowNs) {
-			return !s.expired(k, nowNs)
+// live reports whether readers see the key of entry ei of s: one of its
+// replicas is visible and the key has not expired. The shard lock is
+// held.
+func (m *Master) live(s *shard, ei uint32, nowNs int64) bool {
+	for r := range s.replicas(ei) {
+		if m.visible(r, nowNs) {
+			return !s.expired(ei, nowNs)
 		}
 	}
 	return false
@@ -114,19 +116,20 @@ func (m *Master) SetExpiry(keys []block.Key, at []int64, force bool, dst []bool)
 	_, nowNs := m.now()
 	m.maybeExpire(nowNs)
 	for i, k := range keys {
-		s := m.shardFor(k)
+		p := m.keyAt(k, false)
+		s := p.s
 		s.mu.Lock()
-		reps := s.m[k]
-		ok := len(reps) > 0 && (force || s.live(k, reps, nowNs))
+		e1 := p.entryOf(k)
+		ok := e1 != 0 && (force || m.live(s, e1-1, nowNs))
 		switch {
 		case !ok:
 		case at[i] == 0:
-			delete(s.exp, k)
+			delete(s.exp, e1-1)
 		default:
 			if s.exp == nil {
-				s.exp = make(map[block.Key]int64)
+				s.exp = make(map[uint32]int64)
 			}
-			s.exp[k] = at[i]
+			s.exp[e1-1] = at[i]
 		}
 		s.mu.Unlock()
 		dst = append(dst, ok)
@@ -151,14 +154,16 @@ func (m *Master) KeyInfo(keys []block.Key, dst []meta.KeyInfo) ([]meta.KeyInfo, 
 		if len(dst) < cap(dst) {
 			holders = dst[: len(dst)+1 : len(dst)+1][len(dst)].Holders[:0]
 		}
-		s := m.shardFor(k)
+		p := m.keyAt(k, false)
+		s := p.s
 		s.mu.RLock()
-		reps := s.m[k]
-		ki := meta.KeyInfo{Present: len(reps) > 0, ExpireAt: s.exp[k]}
-		if ki.Present {
-			ki.Visible = s.live(k, reps, nowNs)
-			for i := range reps {
-				holders = append(holders, reps[i].node.id)
+		e1 := p.entryOf(k)
+		var ki meta.KeyInfo
+		if e1 != 0 {
+			ki = meta.KeyInfo{Present: true, ExpireAt: s.exp[e1-1]}
+			ki.Visible = m.live(s, e1-1, nowNs)
+			for r := range s.replicas(e1 - 1) {
+				holders = append(holders, m.nodeAt(r.node).id)
 			}
 		}
 		s.mu.RUnlock()
@@ -212,6 +217,10 @@ func (m *Master) Scan(tenant string, cursor uint64, count int, dst []string) (ne
 	_, nowNs := m.now()
 	m.maybeExpire(nowNs)
 	th := block.FNV1a(tenant)
+	tid := m.tenants.id(tenant)
+	if tid == 0 {
+		return 0, names, nil // the index never held a key of tenant
+	}
 	si, lb := int(cursor&(numShards-1)), cursor>>shardBits
 	examined, size := 0, 0
 	var cand []scanEntry
@@ -219,13 +228,14 @@ func (m *Master) Scan(tenant string, cursor uint64, count int, dst []string) (ne
 		s := &m.shards[si]
 		cand = cand[:0]
 		s.mu.RLock()
-		examined += len(s.m)
-		for k, reps := range s.m {
-			if k.Name == "" || k.Tenant != tenant {
+		examined += s.keys
+		for ei := range s.entries() {
+			e := s.ent(ei)
+			if e.name == 0 || e.tenant != tid {
 				continue
 			}
-			if h := keyHash(th, k.ID) >> shardBits; h >= lb && s.live(k, reps, nowNs) {
-				cand = append(cand, scanEntry{h, k.Name})
+			if h := keyHash(th, e.id) >> shardBits; h >= lb && m.live(s, ei, nowNs) {
+				cand = append(cand, scanEntry{h, s.nameOf(e)})
 			}
 		}
 		s.mu.RUnlock()
@@ -268,15 +278,20 @@ func (m *Master) CountKeys(tenant string) int64 {
 func (m *Master) KeyCounts(tenant string) (keys, expiring int64) {
 	_, nowNs := m.now()
 	m.maybeExpire(nowNs)
+	tid := m.tenants.id(tenant)
+	if tid == 0 {
+		return 0, 0
+	}
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.RLock()
-		for k, reps := range s.m {
-			if k.Name == "" || k.Tenant != tenant || !s.live(k, reps, nowNs) {
+		for ei := range s.entries() {
+			e := s.ent(ei)
+			if e.name == 0 || e.tenant != tid || !m.live(s, ei, nowNs) {
 				continue
 			}
 			keys++
-			if s.exp[k] > 0 {
+			if s.exp[ei] > 0 {
 				expiring++
 			}
 		}

@@ -11,17 +11,47 @@ import (
 	"github.com/kvpool/kvpool/internal/policy"
 )
 
-// leaseActive reports whether r's read lease is still running at nowNs.
-func leaseActive(r *replica, nowNs int64) bool { return atomic.LoadInt64(&r.lease) > nowNs }
+// ms returns the master's clock at unix nanoseconds ns in milliseconds
+// since the master was made (rounded down), in 32 bits that wrap every
+// 49.7 days: the unit of read leases and recency in the index, compared
+// modulo 2^32.
+func (m *Master) ms(ns int64) uint32 { return uint32(floorDiv(ns-m.epoch, msNs)) }
 
-// extendLease makes r's lease run at least until until (never shortens it).
-func extendLease(r *replica, until int64) bool {
+// msCeil is ms rounded up.
+func (m *Master) msCeil(ns int64) uint32 { return uint32(-floorDiv(m.epoch-ns, msNs)) }
+
+const msNs = int64(time.Millisecond)
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// leaseActive reports whether r's read lease runs past nowMs: its end is
+// at most leaseSpan milliseconds ahead (a lease is never granted further;
+// so an end that wrapped round is not taken for a running lease, except,
+// conservatively, for one LeaseTTL every 49.7 days).
+func (m *Master) leaseActive(r *replica, nowMs uint32) bool {
+	l := atomic.LoadUint32(&r.lease)
+	d := l - nowMs
+	return l != 0 && d != 0 && d <= m.leaseSpan
+}
+
+// extendLease makes r's lease run at least until untilMs (never shortens
+// a running one).
+func (m *Master) extendLease(r *replica, untilMs, nowMs uint32) bool {
+	if untilMs == 0 {
+		untilMs = 1 // 0 is no lease: a millisecond longer
+	}
 	for {
-		cur := atomic.LoadInt64(&r.lease)
-		if cur >= until {
+		cur := atomic.LoadUint32(&r.lease)
+		if cur != 0 && cur-nowMs != 0 && cur-nowMs <= m.leaseSpan && cur-nowMs >= untilMs-nowMs {
 			return false
 		}
-		if atomic.CompareAndSwapInt64(&r.lease, cur, until) {
+		if atomic.CompareAndSwapUint32(&r.lease, cur, untilMs) {
 			return true
 		}
 	}
@@ -29,8 +59,8 @@ func extendLease(r *replica, until int64) bool {
 
 // visible reports whether readers may see r: its node is alive (within its
 // TTL) and no eviction order is pending. The shard lock is held.
-func visible(r *replica, nowNs int64) bool {
-	return !r.evicting && r.node.deadline.Load() >= nowNs
+func (m *Master) visible(r *replica, nowNs int64) bool {
+	return !r.evicting() && m.nodeAt(r.node).deadline.Load() >= nowNs
 }
 
 // Lookup finds the longest prefix of ids (blocks of tenant) present on live
@@ -59,6 +89,7 @@ func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *meta.Looku
 	m.maybeExpire(nowNs)
 	until := nowNs + m.leaseTTL
 	th := block.FNV1a(tenant)
+	tid := m.tenants.id(tenant)
 	granted := 0
 	// handles collects the policy handles to touch, in a buffer on the
 	// stack. They are touched under polMu, which comes before the shard
@@ -66,12 +97,20 @@ func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *meta.Looku
 	// buffer is half full, and at the end.
 	var handleBuf [64]uint64
 	handles := handleBuf[:0]
+	if tid != 0 {
+		var hint uint64
+		for _, id := range ids {
+			h := keyHash(th, id)
+			hint ^= m.shardOf(h).warm(h)
+		}
+		_ = hint
+	}
 	for _, id := range ids {
-		k := block.Key{Tenant: tenant, ID: id}
-		s := m.shardOf(keyHash(th, id))
+		h := keyHash(th, id)
+		p := keyPlace{s: m.shardOf(h), h: h, tid: tid}
 		start := len(dst.Replicas)
 		var g int
-		g, handles = m.collect(s, k, nowNs, until, lease, dst, handles)
+		g, handles = m.collect(p, block.Key{ID: id}, nowNs, until, lease, dst, handles)
 		granted += g
 		if len(handles) >= len(handleBuf)/2 {
 			m.touch(handles)
@@ -93,7 +132,7 @@ func (m *Master) Lookup(tenant string, ids []uint64, lease bool, dst *meta.Looku
 	}
 	s := m.shardOf(keyHash(th, first)) // stripe the counters
 	s.lookups.Add(1)
-	s.keys.Add(int64(len(ids)))
+	s.lookupKeys.Add(int64(len(ids)))
 	s.hitKeys.Add(int64(dst.Hit))
 	if granted > 0 {
 		m.c.leasesGranted.Add(int64(granted))
@@ -127,10 +166,10 @@ func (m *Master) Locate(keys []block.Key, lease bool, dst *meta.LookupResult) er
 	var handleBuf [64]uint64
 	handles := handleBuf[:0]
 	for _, k := range keys {
-		s := m.shardFor(k)
+		p := m.keyAt(k, false)
 		start := len(dst.Replicas)
 		var g int
-		g, handles = m.collect(s, k, nowNs, until, lease, dst, handles)
+		g, handles = m.collect(p, k, nowNs, until, lease, dst, handles)
 		granted += g
 		if len(handles) >= len(handleBuf)/2 {
 			m.touch(handles)
@@ -149,7 +188,7 @@ func (m *Master) Locate(keys []block.Key, lease bool, dst *meta.LookupResult) er
 	if len(keys) > 0 {
 		s := m.shardFor(keys[0]) // stripe the counters
 		s.lookups.Add(1)
-		s.keys.Add(int64(len(keys)))
+		s.lookupKeys.Add(int64(len(keys)))
 		s.hitKeys.Add(int64(found))
 	}
 	if granted > 0 {
@@ -172,17 +211,37 @@ func (m *Master) ExistsKeys(keys []block.Key, dst []bool) ([]bool, error) {
 	_, nowNs := m.now()
 	m.maybeExpire(nowNs)
 	for _, k := range keys {
-		s := m.shardFor(k)
-		s.mu.RLock()
-		found := s.live(k, s.m[k], nowNs)
-		s.mu.RUnlock()
+		p := m.keyAt(k, false)
+		p.s.mu.RLock()
+		e1 := p.entryOf(k)
+		found := e1 != 0 && m.live(p.s, e1-1, nowNs)
+		p.s.mu.RUnlock()
 		dst = append(dst, found)
 	}
 	return dst, nil
 }
 
-// touch records an access to each handle still in the policy.
+// touch records an access to each handle still in the policy, or with
+// lru moves each LRU link still on the list to its front: under one lock
+// for a whole batch (one per key would serialise lookups on it). The
+// replica may have left since collect saw it, and its place may hold
+// another replica; a link is on the list when it has a neighbour or is
+// the head (links are zero off the list), and moving another replica
+// forward is only a recency slip.
 func (m *Master) touch(handles []uint64) {
+	if m.lru {
+		m.lruMu.Lock()
+		for _, h := range handles {
+			l := uint32(h)
+			r := m.lruRep(l)
+			if l != m.lruHead && (r.prev != 0 || r.next != 0) {
+				m.lruUnlink(l, r)
+				m.lruPush(l, r)
+			}
+		}
+		m.lruMu.Unlock()
+		return
+	}
 	m.polMu.Lock()
 	for _, h := range handles {
 		if m.pol.Contains(h) {
@@ -221,15 +280,18 @@ func (m *Master) Exists(tenant string, ids []uint64, dst []bool) ([]bool, error)
 	_, nowNs := m.now()
 	m.maybeExpire(nowNs)
 	th := block.FNV1a(tenant)
+	tid := m.tenants.id(tenant)
 	for _, id := range ids {
-		s := m.shardOf(keyHash(th, id))
+		h := keyHash(th, id)
+		s := m.shardOf(h)
 		found := false
 		s.mu.RLock()
-		reps := s.m[block.Key{Tenant: tenant, ID: id}]
-		for i := range reps {
-			if visible(&reps[i], nowNs) {
-				found = true
-				break
+		if e1 := s.lookup(tid, h, id, ""); e1 != 0 {
+			for r := range s.replicas(e1 - 1) {
+				if m.visible(r, nowNs) {
+					found = true
+					break
+				}
 			}
 		}
 		s.mu.RUnlock()
@@ -244,23 +306,30 @@ func (m *Master) Exists(tenant string, ids []uint64, dst []bool) ([]bool, error)
 // changes nothing.
 func (m *Master) Query(k block.Key) []meta.ReplicaStatus {
 	_, nowNs := m.now()
-	s := m.shardFor(k)
+	p := m.keyAt(k, false)
+	s := p.s
+	var out []meta.ReplicaStatus
 	s.mu.RLock()
-	reps := s.m[k]
-	out := make([]meta.ReplicaStatus, 0, len(reps))
-	for i := range reps {
-		r := &reps[i]
-		st := meta.ReplicaStatus{
-			Replica:   meta.Replica{Node: r.node.id, Tier: r.tier, Size: r.size, Sum: r.sum},
-			NodeAlive: r.node.deadline.Load() >= nowNs,
-			Evicting:  r.evicting,
+	if e1 := p.entryOf(k); e1 != 0 {
+		for r := range s.replicas(e1 - 1) {
+			n := m.nodeAt(r.node)
+			st := meta.ReplicaStatus{
+				Replica:   meta.Replica{Node: n.id, Tier: r.tier(), Size: r.size(), Sum: r.sum},
+				NodeAlive: n.deadline.Load() >= nowNs,
+				Evicting:  r.evicting(),
+			}
+			if l := atomic.LoadUint32(&r.lease); l != 0 {
+				// The lease's end nearest to now (it is within 2^31 ms).
+				now := floorDiv(nowNs-m.epoch, msNs)
+				st.LeaseUntil = time.Unix(0, m.epoch+(now+int64(int32(l-uint32(now))))*msNs)
+			}
+			out = append(out, st)
 		}
-		if l := atomic.LoadInt64(&r.lease); l != 0 {
-			st.LeaseUntil = time.Unix(0, l)
-		}
-		out = append(out, st)
 	}
 	s.mu.RUnlock()
+	if out == nil {
+		out = []meta.ReplicaStatus{}
+	}
 	slices.SortFunc(out, func(a, b meta.ReplicaStatus) int {
 		switch {
 		case replicaLess(&a.Replica, &b.Replica):
@@ -273,32 +342,41 @@ func (m *Master) Query(k block.Key) []meta.ReplicaStatus {
 	return out
 }
 
-// collect appends the replicas of k (in shard s) visible at nowNs to dst
-// and, with lease, extends their leases to until and gathers the policy
-// handles due a touch. It returns the leases granted and handles.
-func (m *Master) collect(s *shard, k block.Key, nowNs, until int64, lease bool, dst *meta.LookupResult, handles []uint64) (int, []uint64) {
+// collect appends the replicas of k (at p; k.Tenant is not read: p has
+// its number) visible at nowNs to dst and, with lease, extends their
+// leases to until and gathers the policy handles due a touch. It returns
+// the leases granted and handles.
+func (m *Master) collect(p keyPlace, k block.Key, nowNs, until int64, lease bool, dst *meta.LookupResult, handles []uint64) (int, []uint64) {
 	granted := 0
+	s := p.s
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.expired(k, nowNs) {
+	e1 := s.lookup(p.tid, p.h, k.ID, k.Name)
+	if e1 == 0 || s.expired(e1-1, nowNs) {
 		return 0, handles
 	}
-	reps := s.m[k]
-	for i := range reps {
-		r := &reps[i]
-		if !visible(r, nowNs) {
+	nodes := *m.nodeTab.Load()
+	nowMs, untilMs := m.ms(nowNs), m.msCeil(until)
+	for r, h := range s.replicas(e1 - 1) {
+		n := nodes[r.node-1]
+		if r.evicting() || n.deadline.Load() < nowNs {
 			continue
 		}
-		dst.Replicas = append(dst.Replicas, meta.Replica{Node: r.node.id, Tier: r.tier, Size: r.size, Sum: r.sum})
-		if lease {
-			if extendLease(r, until) {
-				granted++
-			}
-			if r.handle != 0 && nowNs-atomic.LoadInt64(&r.touched) >= m.recency {
-				atomic.StoreInt64(&r.touched, nowNs)
-				handles = append(handles, r.handle)
-			}
+		dst.Replicas = append(dst.Replicas, meta.Replica{Node: n.id, Tier: r.tier(), Size: r.size(), Sum: r.sum})
+		if !lease {
+			continue
 		}
+		if m.extendLease(r, untilMs, nowMs) {
+			granted++
+		}
+		if r.tier() != meta.TierRAM || nowMs-atomic.LoadUint32(&r.touched) < m.recencyMs {
+			continue
+		}
+		atomic.StoreUint32(&r.touched, nowMs)
+		if m.lru {
+			h = uint64(lruLink(h))
+		}
+		handles = append(handles, h)
 	}
 	return granted, handles
 }

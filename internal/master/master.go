@@ -3,10 +3,12 @@ package master
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/kvpool/kvpool"
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/meta"
 	"github.com/kvpool/kvpool/internal/policy"
@@ -25,20 +27,38 @@ import (
 //  3. nodesMu — the membership map;
 //  4. node.mu — one node's state (inventory set, tasks, usage); never two
 //     nodes' at once;
-//  5. polMu — the eviction policy and its handle table;
-//  6. sketchMu — the promotion count-min sketch (a leaf);
-//  7. shard.mu — one index shard; never two shards at once.
+//  5. sketchMu — the promotion count-min sketch (a leaf);
+//  6. shard.mu — one index shard; never two shards at once;
+//  7. polMu or lruMu — the eviction policy, or the LRU list threaded
+//     through the index (a leaf).
 //
-// CheckInvariants alone holds several node locks (in node ID order, under
-// nodesMu) and holds polMu while it reads the shards; no other path holds
-// polMu and a shard lock together. Lookup takes only shard read locks, one at
-// a time, and polMu alone (between shard locks, and at the end) to record
-// recency; a read lease is an atomic
-// deadline on the replica extended under the shard's read lock.
+// A RAM replica enters and leaves the eviction policy under its shard's
+// lock (polMu taken inside it), so whoever holds a shard's lock sees the
+// policy agree with the shard: a handle in the policy names a RAM replica
+// not under an eviction order, at the place the handle says. An eviction
+// pass reads its victim under polMu alone, then locks the victim's shard
+// and checks. CheckInvariants alone holds several node locks (in node ID
+// order, under nodesMu). Lookup takes only shard read locks, one at a
+// time, and polMu alone (between shard locks, and at the end) to record
+// recency; a read lease is an atomic deadline on the replica extended
+// under the shard's read lock.
 type Master struct {
 	opts Options
 	// Durations in nanoseconds, for the hot paths.
-	nodeTTL, leaseTTL, taskTimeout, recency int64
+	nodeTTL, leaseTTL, taskTimeout int64
+	// epoch is the master's birth (unix ns), the origin of Master.ms;
+	// leaseSpan is the furthest ahead a lease ends, in ms; recencyMs is
+	// RecencyResolution in ms, rounded up, at least 1.
+	epoch     int64
+	leaseSpan uint32
+	recencyMs uint32
+	// lru: the eviction policy is LRU, kept as one list linked through
+	// the index's replicas (index.go) under lruMu; pol is nil. Otherwise
+	// pol is the policy, under polMu.
+	lru              bool
+	lruMu            sync.Mutex
+	lruHead, lruTail uint32 // lruLink codes; 0: empty
+	lruLen           int
 
 	shards [numShards]shard
 
@@ -51,15 +71,20 @@ type Master struct {
 	// (unix ns); Lookup runs Expire once the clock passes it.
 	nextExpiry atomic.Int64
 
-	polMu   sync.Mutex
-	pol     policy.Eviction
-	polRefs map[uint64]polRef // handle → the RAM replica it names
-	polSeq  int64             // Access.Time of the policy's accesses
+	// tenants interns the tenants of indexed keys; nodeTab numbers the
+	// nodes (a replica names its node by number: nodeAt). nodeTab is
+	// replaced, never changed in place, under nodesMu.
+	tenants tenantTable
+	nodeTab atomic.Pointer[[]*node]
+
+	polMu  sync.Mutex
+	pol    policy.Eviction // keys are replica handles (index.go)
+	polSeq int64           // Access.Time of the policy's accesses
 
 	sketchMu sync.Mutex
 	sketch   *policy.CMS
 
-	nextHandle, nextTask, nextSession atomic.Uint64
+	nextTask, nextSession atomic.Uint64
 
 	// Pool RAM over the live (not yet dropped) nodes: capacity, and the
 	// slot-rounded bytes of RAM replicas not under an eviction order.
@@ -72,17 +97,12 @@ type Master struct {
 	c counters
 }
 
-// polRef locates the RAM replica a policy handle names.
-type polRef struct {
-	key  block.Key
-	node *node
-}
-
 // node is one registered node. The atomics are read without mu (by Lookup
 // and Place) and written under it.
 type node struct {
 	id     meta.NodeID
 	idHash uint64
+	num    uint16 // the node's number plus one (Master.nodeAt), for life
 	// deadline is lastHeartbeat + NodeTTL in unix ns while the node is
 	// alive, 0 after it is dropped. A node past its deadline is invisible
 	// to readers even before Expire drops it.
@@ -99,7 +119,9 @@ type node struct {
 	removed  bool // deleted from the membership map: re-resolve the ID
 	lastHB   time.Time
 	reported meta.NodeUsage
-	items    map[meta.ItemKey]struct{} // the node's replicas in the index
+	// ramCount and ssdCount are the node's replicas in the index. The
+	// index is the only record of which they are: a walk of the shards
+	// (nodeItems) lists them, so a key costs no per-node entry.
 	ramCount int
 	ssdCount int
 	evicting int
@@ -126,7 +148,6 @@ func newNode(id meta.NodeID) *node {
 	return &node{
 		id:         id,
 		idHash:     block.Mix64(block.FNV1a(string(id))),
-		items:      make(map[meta.ItemKey]struct{}),
 		tasks:      make(map[uint64]*task),
 		evictByKey: make(map[block.Key]uint64),
 		promoByKey: make(map[block.Key]uint64),
@@ -140,9 +161,13 @@ func New(opts Options) (*Master, error) {
 		return nil, err
 	}
 	o := opts.withDefaults()
-	pol, err := policy.NewEviction(o.Eviction, o.PolicyCapacity)
-	if err != nil {
-		return nil, fmt.Errorf("master: build eviction policy: %w", err)
+	var pol policy.Eviction
+	lru := o.Eviction == "lru"
+	if !lru {
+		var err error
+		if pol, err = policy.NewEviction(o.Eviction, o.PolicyCapacity); err != nil {
+			return nil, fmt.Errorf("master: build eviction policy: %w", err)
+		}
 	}
 	sk, err := policy.NewCMSWith(o.Promotion.SketchKeys, policy.CMSOptions{Threshold: o.Promotion.Threshold})
 	if err != nil {
@@ -153,15 +178,19 @@ func New(opts Options) (*Master, error) {
 		nodeTTL:     int64(o.NodeTTL),
 		leaseTTL:    int64(o.LeaseTTL),
 		taskTimeout: int64(o.Promotion.TaskTimeout),
-		recency:     int64(o.RecencyResolution),
+		epoch:       o.Clock.Now().UnixNano(),
+		leaseSpan:   uint32((o.LeaseTTL+time.Millisecond-1)/time.Millisecond) + 2,
+		recencyMs:   uint32(max(1, (o.RecencyResolution+time.Millisecond-1)/time.Millisecond)),
+		lru:         lru,
 		nodes:       make(map[meta.NodeID]*node),
 		pol:         pol,
-		polRefs:     make(map[uint64]polRef),
 		sketch:      sk,
 	}
 	for i := range m.shards {
-		m.shards[i].m = make(map[block.Key][]replica)
+		m.shards[i].si = uint8(i)
+		m.shards[i].tenants = &m.tenants
 	}
+	m.nodeTab.Store(new([]*node))
 	m.nextExpiry.Store(math.MaxInt64)
 	// Sessions start from the clock so that two incarnations of the master
 	// hand out different sessions: a node heartbeating a restarted master
@@ -202,7 +231,10 @@ func (m *Master) Register(info meta.NodeInfo, inv meta.Inventory, usage meta.Nod
 		return meta.RegisterReply{}, fmt.Errorf("master: register node %q: %w", info.ID, err)
 	}
 	now, nowNs := m.now()
-	n := m.lockNodeForRegister(info.ID)
+	n, err := m.lockNodeForRegister(info.ID)
+	if err != nil {
+		return meta.RegisterReply{}, fmt.Errorf("master: register node %q: %w", info.ID, err)
+	}
 	wasAlive := n.alive
 	m.closeAllTasks(n)
 	if wasAlive && info.BlockSize != n.info.BlockSize {
@@ -219,7 +251,7 @@ func (m *Master) Register(info meta.NodeInfo, inv meta.Inventory, usage meta.Nod
 	n.info = info
 	n.ramBytes.Store(info.RAMBytes)
 	n.slot.Store(info.BlockSize)
-	for ik := range n.items {
+	for _, ik := range m.nodeItems(n) {
 		if _, ok := want[ik]; !ok {
 			m.removeReplica(n, ik)
 		}
@@ -240,23 +272,63 @@ func (m *Master) Register(info meta.NodeInfo, inv meta.Inventory, usage meta.Nod
 }
 
 // lockNodeForRegister returns the node named id, created if needed, with
-// its mu held.
-func (m *Master) lockNodeForRegister(id meta.NodeID) *node {
+// its mu held. It fails when MaxNodes nodes are known.
+func (m *Master) lockNodeForRegister(id meta.NodeID) (*node, error) {
 	for {
 		m.nodesMu.Lock()
 		n := m.nodes[id]
 		if n == nil {
 			n = newNode(id)
+			if !m.numberNode(n) {
+				m.nodesMu.Unlock()
+				return nil, fmt.Errorf("%w: the master knows %d nodes already (at most %d)", kvpool.ErrFull, len(m.nodes), MaxNodes)
+			}
 			m.nodes[id] = n
 		}
 		m.nodesMu.Unlock()
 		n.mu.Lock()
 		if !n.removed {
-			return n
+			return n, nil
 		}
 		n.mu.Unlock() // Expire deleted it meanwhile: look again
 	}
 }
+
+// MaxNodes is the most nodes a master knows at once (live, and dropped
+// ones not yet forgotten): a replica names its node in 16 bits.
+const MaxNodes = 1<<16 - 1
+
+// numberNode gives n the lowest free node number. nodesMu is held.
+func (m *Master) numberNode(n *node) bool {
+	old := *m.nodeTab.Load()
+	for i, o := range old {
+		if o == nil {
+			tab := slices.Clone(old)
+			tab[i] = n
+			n.num = uint16(i + 1)
+			m.nodeTab.Store(&tab)
+			return true
+		}
+	}
+	if len(old) >= MaxNodes {
+		return false
+	}
+	tab := append(slices.Clip(old), n)
+	n.num = uint16(len(tab))
+	m.nodeTab.Store(&tab)
+	return true
+}
+
+// forgetNode frees the number of n, which Expire deleted from the
+// membership map and which has no replica. nodesMu is held.
+func (m *Master) forgetNode(n *node) {
+	tab := slices.Clone(*m.nodeTab.Load())
+	tab[n.num-1] = nil
+	m.nodeTab.Store(&tab)
+}
+
+// nodeAt returns the node of number num (plus one), as replicas name it.
+func (m *Master) nodeAt(num uint16) *node { return (*m.nodeTab.Load())[num-1] }
 
 func (m *Master) lowerNextExpiry(deadline int64) {
 	for {
@@ -360,6 +432,7 @@ func (m *Master) expireLocked() int {
 		} else {
 			n.removed = true
 			delete(m.nodes, id)
+			m.forgetNode(n)
 		}
 		n.mu.Unlock()
 	}
@@ -407,54 +480,117 @@ func (m *Master) addRAMUsed(n *node, d int64) {
 	}
 }
 
-func (m *Master) polInsert(h uint64, ref polRef) {
+// polInsert puts replica r of s, handle h, in the eviction order as its
+// most recent member. s.mu is held for writing.
+func (m *Master) polInsert(s *shard, h uint64, r *replica) {
+	if m.lru {
+		m.lruMu.Lock()
+		m.lruPush(lruLink(h), r)
+		m.lruMu.Unlock()
+		return
+	}
 	m.polMu.Lock()
 	m.polSeq++
 	m.pol.Insert(policy.Access{Key: h, Time: m.polSeq})
-	m.polRefs[h] = ref
 	m.polMu.Unlock()
 }
 
-func (m *Master) polRemove(h uint64) {
+// polRemove takes replica r of s, handle h, out of the eviction order.
+// s.mu is held for writing.
+func (m *Master) polRemove(s *shard, h uint64, r *replica) {
+	if m.lru {
+		m.lruMu.Lock()
+		m.lruUnlink(lruLink(h), r)
+		m.lruMu.Unlock()
+		return
+	}
 	m.polMu.Lock()
 	if m.pol.Contains(h) {
 		m.pol.Remove(h)
 	}
-	delete(m.polRefs, h)
 	m.polMu.Unlock()
 }
+
+// nowMs returns the clock in Master.ms.
+func (m *Master) nowMs() uint32 {
+	_, ns := m.now()
+	return m.ms(ns)
+}
+
+// keyPlace is where a key lives in the index: its shard, its hash, and its
+// tenant's number plus one (0: a tenant the index has never held).
+type keyPlace struct {
+	s   *shard
+	h   uint64
+	tid uint32
+}
+
+// keyAt returns k's place; with intern, k's tenant is given a number if it
+// has none.
+func (m *Master) keyAt(k block.Key, intern bool) keyPlace {
+	h := k.Hash()
+	var tid uint32
+	if intern {
+		tid = m.tenants.intern(k.Tenant)
+	} else {
+		tid = m.tenants.id(k.Tenant)
+	}
+	return keyPlace{s: m.shardOf(h), h: h, tid: tid}
+}
+
+// entryOf returns k's entry plus one in p.s, or 0. p.s.mu is held.
+func (p keyPlace) entryOf(k block.Key) uint32 { return p.s.lookup(p.tid, p.h, k.ID, k.Name) }
 
 // addReplica indexes it on n, or updates the size and checksum of the
 // replica already there. n.mu is held.
 func (m *Master) addReplica(n *node, it *meta.Item) {
-	s := m.shardFor(it.Key)
+	p := m.keyAt(it.Key, true)
+	s := p.s
 	s.mu.Lock()
-	reps := s.m[it.Key]
-	if i := find(reps, n, it.Tier); i >= 0 {
-		r := &reps[i]
-		old, evicting := r.size, r.evicting
-		r.size, r.sum = it.Size, it.Sum
-		s.mu.Unlock()
-		switch {
-		case it.Tier == meta.TierSSD:
-			n.ssdUsed += it.Size - old
-		case !evicting: // an evicting replica no longer counts
-			m.addRAMUsed(n, charge(n, it.Key, it.Size)-charge(n, it.Key, old))
+	e1 := p.entryOf(it.Key)
+	if e1 != 0 {
+		if r, _ := s.findRep(e1-1, n.num, it.Tier); r != nil {
+			old, evicting := r.size(), r.evicting()
+			r.setSize(it.Size)
+			r.sum = it.Sum
+			s.mu.Unlock()
+			switch {
+			case it.Tier == meta.TierSSD:
+				n.ssdUsed += it.Size - old
+			case !evicting: // an evicting replica no longer counts
+				m.addRAMUsed(n, charge(n, it.Key, it.Size)-charge(n, it.Key, old))
+			}
+			return
 		}
+	} else {
+		ei, ok := s.insert(p.tid, p.h, it.Key.ID, it.Key.Name)
+		if !ok {
+			s.mu.Unlock()
+			m.c.indexFull.Add(1)
+			return
+		}
+		e1 = ei + 1
+	}
+	r, h := s.addRep(e1-1, newReplica(n.num, it))
+	if r == nil {
+		if !hasReps(s.ent(e1 - 1)) {
+			s.removeKey(e1 - 1)
+		}
+		s.mu.Unlock()
+		m.c.indexFull.Add(1)
 		return
 	}
-	var h uint64
 	if it.Tier == meta.TierRAM {
-		h = m.nextHandle.Add(1)
+		// Recorded long enough ago that the next leased lookup records
+		// its access.
+		atomic.StoreUint32(&r.touched, m.nowMs()-m.recencyMs)
+		m.polInsert(s, h, r)
 	}
-	s.m[it.Key] = append(reps, replica{node: n, handle: h, size: it.Size, sum: it.Sum, tier: it.Tier})
 	s.mu.Unlock()
-	n.items[meta.ItemKey{Key: it.Key, Tier: it.Tier}] = struct{}{}
 	if it.Tier == meta.TierRAM {
 		n.ramCount++
 		m.c.ramReplicas.Add(1)
 		m.addRAMUsed(n, charge(n, it.Key, it.Size))
-		m.polInsert(h, polRef{key: it.Key, node: n})
 	} else {
 		n.ssdCount++
 		n.ssdUsed += it.Size
@@ -462,53 +598,49 @@ func (m *Master) addReplica(n *node, it *meta.Item) {
 	}
 }
 
-// takeReplica deletes n's replica ik from its shard and returns it.
-func (m *Master) takeReplica(n *node, ik meta.ItemKey) (replica, bool) {
-	s := m.shardFor(ik.Key)
+// takeReplica deletes n's replica ik from its shard (and from the eviction
+// policy) and returns its size and whether it was evicting.
+func (m *Master) takeReplica(n *node, ik meta.ItemKey) (size int64, evicting, ok bool) {
+	p := m.keyAt(ik.Key, false)
+	s := p.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	reps := s.m[ik.Key]
-	i := find(reps, n, ik.Tier)
-	if i < 0 {
-		return replica{}, false
+	e1 := p.entryOf(ik.Key)
+	if e1 == 0 {
+		return 0, false, false
 	}
-	r := reps[i]
-	last := len(reps) - 1
-	copy(reps[i:], reps[i+1:])
-	reps[last] = replica{} // drop the node pointer
-	if last == 0 {
-		delete(s.m, ik.Key)
-		delete(s.exp, ik.Key) // a key SET again starts without a TTL
-	} else {
-		s.m[ik.Key] = reps[:last]
+	r, h := s.findRep(e1-1, n.num, ik.Tier)
+	if r == nil {
+		return 0, false, false
 	}
-	return r, true
+	// Field by field: the links may be moving (lruMu).
+	size, evicting = r.size(), r.evicting()
+	if r.tier() == meta.TierRAM && !evicting {
+		m.polRemove(s, h, r)
+	}
+	s.dropRep(e1-1, h) // a key SET again starts without a TTL
+	return size, evicting, true
 }
 
 // removeReplica removes n's replica ik from the index; false if the index
 // does not hold it. n.mu is held.
 func (m *Master) removeReplica(n *node, ik meta.ItemKey) bool {
-	if _, ok := n.items[ik]; !ok {
-		return false
-	}
-	delete(n.items, ik)
-	r, ok := m.takeReplica(n, ik)
+	size, evicting, ok := m.takeReplica(n, ik)
 	if !ok {
-		return false // unreachable while the invariants hold
+		return false
 	}
 	if ik.Tier == meta.TierRAM {
 		n.ramCount--
 		m.c.ramReplicas.Add(-1)
-		if r.evicting {
+		if evicting {
 			n.evicting--
 			m.closeEviction(n, ik.Key)
 		} else {
-			m.addRAMUsed(n, -charge(n, ik.Key, r.size))
-			m.polRemove(r.handle)
+			m.addRAMUsed(n, -charge(n, ik.Key, size))
 		}
 	} else {
 		n.ssdCount--
-		n.ssdUsed -= r.size
+		n.ssdUsed -= size
 		m.c.ssdReplicas.Add(-1)
 	}
 	return true
@@ -516,60 +648,101 @@ func (m *Master) removeReplica(n *node, ik meta.ItemKey) bool {
 
 // removeAll removes every replica of n. n.mu is held.
 func (m *Master) removeAll(n *node) {
-	for ik := range n.items {
+	for _, ik := range m.nodeItems(n) {
 		m.removeReplica(n, ik)
 	}
+}
+
+// nodeItems lists n's replicas: a walk of every shard, O(index), taken
+// only when n has replicas (a node re-registering or being dropped).
+// n.mu is held, so the list stays true until it is released.
+func (m *Master) nodeItems(n *node) []meta.ItemKey {
+	want := n.ramCount + n.ssdCount
+	if want == 0 {
+		return nil
+	}
+	out := make([]meta.ItemKey, 0, want)
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.RLock()
+		for ei := range s.entries() {
+			for r := range s.replicas(ei) {
+				if r.node == n.num {
+					out = append(out, meta.ItemKey{Key: s.keyOf(s.ent(ei)), Tier: r.tier()})
+				}
+			}
+		}
+		s.mu.RUnlock()
+	}
+	return out
+}
+
+// hasReplica reports whether the index holds n's replica of k in tier t.
+func (m *Master) hasReplica(n *node, k block.Key, t meta.Tier) bool {
+	p := m.keyAt(k, false)
+	p.s.mu.RLock()
+	defer p.s.mu.RUnlock()
+	e1 := p.entryOf(k)
+	if e1 == 0 {
+		return false
+	}
+	r, _ := p.s.findRep(e1-1, n.num, t)
+	return r != nil
 }
 
 // moveReplica moves n's replica of mv.Key between tiers; false if the
 // index does not hold the source. n.mu is held.
 func (m *Master) moveReplica(n *node, mv *meta.Move) bool {
-	from, to := meta.ItemKey{Key: mv.Key, Tier: mv.From}, meta.ItemKey{Key: mv.Key, Tier: mv.To}
-	if _, ok := n.items[from]; !ok {
+	from := meta.ItemKey{Key: mv.Key, Tier: mv.From}
+	if !m.hasReplica(n, mv.Key, mv.From) {
 		return false
 	}
-	if _, ok := n.items[to]; ok {
+	if m.hasReplica(n, mv.Key, mv.To) {
 		return m.removeReplica(n, from) // merged into the copy already there
 	}
-	var h uint64
-	if mv.To == meta.TierRAM {
-		h = m.nextHandle.Add(1)
-	}
-	s := m.shardFor(mv.Key)
+	p := m.keyAt(mv.Key, false)
+	s := p.s
 	s.mu.Lock()
-	reps := s.m[mv.Key]
-	i := find(reps, n, mv.From)
-	if i < 0 {
-		s.mu.Unlock()
-		return false // unreachable while the invariants hold
+	e1 := p.entryOf(mv.Key)
+	var r *replica
+	var h uint64
+	if e1 != 0 {
+		r, h = s.findRep(e1-1, n.num, mv.From)
 	}
-	r := &reps[i]
-	old := replica{handle: r.handle, size: r.size, evicting: r.evicting}
-	r.tier, r.handle, r.evicting = mv.To, h, false
+	if r == nil {
+		s.mu.Unlock()
+		return false // unreachable: n.mu is held since hasReplica
+	}
+	oldSize, oldEvicting := r.size(), r.evicting()
+	switch {
+	case mv.To == meta.TierRAM:
+		r.setTier(mv.To)
+		m.polInsert(s, h, r)
+	case !oldEvicting:
+		m.polRemove(s, h, r)
+	}
+	r.setTier(mv.To)
+	r.setEvicting(false)
 	s.mu.Unlock()
-	delete(n.items, from)
-	n.items[to] = struct{}{}
 	if mv.To == meta.TierSSD {
 		n.ramCount--
 		n.ssdCount++
-		n.ssdUsed += old.size
+		n.ssdUsed += oldSize
 		m.c.ramReplicas.Add(-1)
 		m.c.ssdReplicas.Add(1)
-		if old.evicting {
+		if oldEvicting {
 			n.evicting--
 			m.closeEviction(n, mv.Key)
 		} else {
-			m.addRAMUsed(n, -charge(n, mv.Key, old.size))
-			m.polRemove(old.handle)
+			m.addRAMUsed(n, -charge(n, mv.Key, oldSize))
 		}
 	} else {
 		n.ssdCount--
-		n.ramCount++
-		n.ssdUsed -= old.size
+		n.ssdUsed -= oldSize
 		m.c.ssdReplicas.Add(-1)
 		m.c.ramReplicas.Add(1)
-		m.addRAMUsed(n, charge(n, mv.Key, old.size))
-		m.polInsert(h, polRef{key: mv.Key, node: n})
+		n.ramCount++
+		m.addRAMUsed(n, charge(n, mv.Key, oldSize))
 	}
 	return true
 }

@@ -36,7 +36,7 @@ type Options struct {
 	// from eviction (default 5 s: Mooncake's default_kv_lease_ttl of 5000
 	// ms; a Get of 32 model-unit blocks of 160 MiB at 100 Gbps takes about
 	// 0.4 s, so 5 s covers slow and retried reads while still letting
-	// eviction make progress).
+	// eviction make progress). At most MaxLeaseTTL.
 	LeaseTTL time.Duration
 	// RecencyResolution is how often at most a leased Lookup records an
 	// access to one RAM replica in the eviction policy (default 100 ms).
@@ -46,8 +46,10 @@ type Options struct {
 	// (BenchmarkLookup32); at 100 ms a block costs at most ten policy
 	// updates a second however hot it is. Victims are blocks unused for
 	// seconds to minutes, so the order they are chosen in does not change;
-	// only accesses to one replica within the same 100 ms are merged. 1 ns
-	// records every access.
+	// only accesses to one replica within the same 100 ms are merged. The
+	// index keeps recency in milliseconds, so a resolution under 1 ms
+	// (1 ns) records every access a millisecond or more after the last
+	// recorded one.
 	RecencyResolution time.Duration
 	// Placement is the strategy of Place calls that pass StrategyDefault
 	// (default LocalFirst).
@@ -114,8 +116,8 @@ func (o Options) Validate() error {
 		return optionError("NodeTTL", o.NodeTTL, "want >= 0 (0 = default 3s)")
 	case o.HeartbeatInterval < 0:
 		return optionError("HeartbeatInterval", o.HeartbeatInterval, "want >= 0 (0 = default 1s)")
-	case o.LeaseTTL < 0:
-		return optionError("LeaseTTL", o.LeaseTTL, "want >= 0 (0 = default 5s)")
+	case o.LeaseTTL < 0 || o.LeaseTTL > MaxLeaseTTL:
+		return optionError("LeaseTTL", o.LeaseTTL, "want 0 (default 5s) to 24 days")
 	case o.RecencyResolution < 0:
 		return optionError("RecencyResolution", o.RecencyResolution, "want >= 0 (0 = default 100ms)")
 	case o.Placement > meta.Hash:
@@ -162,6 +164,11 @@ func (o Options) Validate() error {
 
 // DefaultOptions returns the options with every default filled in.
 func DefaultOptions() Options { return Options{}.withDefaults() }
+
+// MaxLeaseTTL is the longest LeaseTTL: 24 days, under 2^31 ms, since the
+// index keeps a lease's end in 32-bit milliseconds compared modulo 2^32
+// (index.go).
+const MaxLeaseTTL = 24 * 24 * time.Hour
 
 func (o Options) withDefaults() Options {
 	if o.Clock == nil {

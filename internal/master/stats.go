@@ -14,6 +14,9 @@ type counters struct {
 	ramReplicas, ssdReplicas                        atomic.Int64
 	deltaUnknown, resultsIgnored                    atomic.Int64
 	leasesGranted                                   atomic.Int64
+	// indexFull counts replicas refused because their shard held
+	// maxEntries keys or overflow replicas (index.go).
+	indexFull atomic.Int64
 
 	evictAttempts, evictFreed, evictFreedBytes, evictSkippedLeased atomic.Int64
 	evictConfirmed, evictFailed, evictExpired                      atomic.Int64
@@ -149,12 +152,13 @@ func (m *Master) Stats() Stats {
 	for i := range m.shards {
 		s := &m.shards[i]
 		st.Lookups += s.lookups.Load()
-		st.LookupKeys += s.keys.Load()
+		st.LookupKeys += s.lookupKeys.Load()
 		st.LookupHitKeys += s.hitKeys.Load()
 		s.mu.RLock()
-		for _, reps := range s.m {
-			for j := range reps {
-				if leaseActive(&reps[j], nowNs) {
+		leaseNow := m.ms(nowNs)
+		for ei := range s.entries() {
+			for r := range s.replicas(ei) {
+				if m.leaseActive(r, leaseNow) {
 					st.LeasesActive++
 				}
 			}

@@ -40,20 +40,24 @@ func (m *Master) withdrawEviction(n *node, t *task) {
 	if t.delivered {
 		n.inflight--
 	}
-	s := m.shardFor(t.Key)
+	p := m.keyAt(t.Key, false)
+	s := p.s
 	s.mu.Lock()
-	reps := s.m[t.Key]
-	i := find(reps, n, meta.TierRAM)
-	if i < 0 || !reps[i].evicting {
+	var r *replica
+	var h uint64
+	if e1 := p.entryOf(t.Key); e1 != 0 {
+		r, h = s.findRep(e1-1, n.num, meta.TierRAM)
+	}
+	if r == nil || !r.evicting() {
 		s.mu.Unlock()
 		return // unreachable while the invariants hold
 	}
-	reps[i].evicting = false
-	h, size := reps[i].handle, reps[i].size
+	r.setEvicting(false)
+	size := r.size()
+	m.polInsert(s, h, r)
 	s.mu.Unlock()
 	n.evicting--
 	m.addRAMUsed(n, charge(n, t.Key, size))
-	m.polInsert(h, polRef{key: t.Key, node: n})
 }
 
 // closePromotion closes promotion t.
@@ -197,7 +201,7 @@ func (m *Master) considerPromotions(n *node, hits []block.Key) {
 			m.c.promoIgnored.Add(1)
 			continue
 		}
-		if _, ok := n.items[meta.ItemKey{Key: k, Tier: meta.TierRAM}]; ok {
+		if m.hasReplica(n, k, meta.TierRAM) {
 			m.c.promoIgnored.Add(1)
 			continue
 		}
@@ -234,14 +238,13 @@ func (m *Master) considerPromotions(n *node, hits []block.Key) {
 // replica's size when indexed, else one slot. n.mu is held.
 func (m *Master) promotionCharge(n *node, k block.Key) int64 {
 	size := n.info.BlockSize
-	if _, ok := n.items[meta.ItemKey{Key: k, Tier: meta.TierSSD}]; ok {
-		s := m.shardFor(k)
-		s.mu.RLock()
-		reps := s.m[k]
-		if i := find(reps, n, meta.TierSSD); i >= 0 {
-			size = reps[i].size
+	p := m.keyAt(k, false)
+	p.s.mu.RLock()
+	if e1 := p.entryOf(k); e1 != 0 {
+		if r, _ := p.s.findRep(e1-1, n.num, meta.TierSSD); r != nil {
+			size = r.size()
 		}
-		s.mu.RUnlock()
 	}
+	p.s.mu.RUnlock()
 	return charge(n, k, size)
 }
