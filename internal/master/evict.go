@@ -187,7 +187,7 @@ func (m *Master) markEvicting(n *node, key block.Key, h uint64, nowNs int64) (vi
 		!s.matches(s.ent(ei), p.tid, key.ID, key.Name) {
 		return victimGone, 0
 	}
-	nowMs := m.ms(nowNs)
+	nowMs := m.msNow(nowNs)
 	if m.leaseActive(r, nowMs) {
 		if m.lru { // re-touch: away from the eviction end
 			m.lruMu.Lock()

@@ -17,10 +17,36 @@ import (
 // modulo 2^32.
 func (m *Master) ms(ns int64) uint32 { return uint32(floorDiv(ns-m.epoch, msNs)) }
 
+// msNow is the index's clock at unix nanoseconds ns: ms, but not behind
+// a value it returned before by up to maxStepBackMs (modulo 2^32). The
+// master's clock is wall time, which an NTP correction can step back; a
+// lease's end is checked against the furthest it can be ahead
+// (leaseSpan), so a clock stepped back would make every running lease
+// look ended and its replica evictable while it is being read. Held
+// here, the clock stalls until wall time catches up, which only holds
+// leases a little longer. A bigger step back, or a jump ahead to within
+// maxStepBackMs of a multiple of 2^32 ms (49.7 days), is taken as it is.
+func (m *Master) msNow(ns int64) uint32 {
+	cur := m.ms(ns)
+	for {
+		last := m.lastMs.Load()
+		if back := last - cur; back <= maxStepBackMs {
+			return last
+		}
+		if m.lastMs.CompareAndSwap(last, cur) {
+			return cur
+		}
+	}
+}
+
 // msCeil is ms rounded up.
 func (m *Master) msCeil(ns int64) uint32 { return uint32(-floorDiv(m.epoch-ns, msNs)) }
 
 const msNs = int64(time.Millisecond)
+
+// maxStepBackMs is the largest step back of the wall clock msNow holds
+// the index's clock through: an hour.
+const maxStepBackMs = 3_600_000
 
 func floorDiv(a, b int64) int64 {
 	q := a / b
@@ -356,7 +382,10 @@ func (m *Master) collect(p keyPlace, k block.Key, nowNs, until int64, lease bool
 		return 0, handles
 	}
 	nodes := *m.nodeTab.Load()
-	nowMs, untilMs := m.ms(nowNs), m.msCeil(until)
+	// The lease's length as the wall clock measures it, from the index's
+	// clock (msNow), which may be held behind wall time.
+	nowMs := m.msNow(nowNs)
+	untilMs := nowMs + (m.msCeil(until) - m.ms(nowNs))
 	for r, h := range s.replicas(e1 - 1) {
 		n := nodes[r.node-1]
 		if r.evicting() || n.deadline.Load() < nowNs {

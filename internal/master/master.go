@@ -52,6 +52,9 @@ type Master struct {
 	epoch     int64
 	leaseSpan uint32
 	recencyMs uint32
+	// lastMs is the latest value of the index's clock (msNow), which
+	// never steps back.
+	lastMs atomic.Uint32
 	// lru: the eviction policy is LRU, kept as one list linked through
 	// the index's replicas (index.go) under lruMu; pol is nil. Otherwise
 	// pol is the policy, under polMu.
@@ -514,7 +517,7 @@ func (m *Master) polRemove(s *shard, h uint64, r *replica) {
 // nowMs returns the clock in Master.ms.
 func (m *Master) nowMs() uint32 {
 	_, ns := m.now()
-	return m.ms(ns)
+	return m.msNow(ns)
 }
 
 // keyPlace is where a key lives in the index: its shard, its hash, and its

@@ -297,7 +297,7 @@ func TestLeaseAcrossClockWrap(t *testing.T) {
 // back a little (an NTP correction; the master's clock is wall time):
 // the leased replica must not become an eviction victim while its lease
 // runs.
-func testLeaseClockStepBack(t *testing.T) {
+func TestLeaseClockStepBack(t *testing.T) {
 	m, clk := newTest(t, Options{NodeTTL: time.Hour, LeaseTTL: 5 * time.Second, HighWatermark: 0.5, LowWatermark: 0.1})
 	s := register(t, m, info("a", 1000, 0), inv(ram("t", 1)))
 	lookup(t, m, "t", true, 1)
@@ -647,5 +647,31 @@ func scanNames(m *Master, tenant string) ([]string, error) {
 			return out, nil
 		}
 		cursor = next
+	}
+}
+
+// TestIndexClockHeldBack checks the index's clock (msNow) holds through a
+// small step back of the wall clock and follows a large one, and a jump
+// ahead of more than 2^31 ms (which compares as behind modulo 2^32).
+func TestIndexClockHeldBack(t *testing.T) {
+	m, clk := newTest(t, Options{})
+	_, ns := m.now()
+	base := m.msNow(ns)
+	for _, c := range []struct {
+		step time.Duration
+		want uint32
+	}{
+		{time.Second, base + 1000},
+		{-500 * time.Millisecond, base + 1000}, // held
+		{300 * time.Millisecond, base + 1000},  // still behind: held
+		{300 * time.Millisecond, base + 1100},
+		{-2 * time.Hour, base + 1100 - 7_200_000}, // too far back: followed
+		{30 * 24 * time.Hour, base + 1100 - 7_200_000 + 2_592_000_000},
+	} {
+		clk.Advance(c.step)
+		_, ns := m.now()
+		if got := m.msNow(ns); got != c.want {
+			t.Fatalf("after a step of %v: index clock %d, want %d", c.step, got, c.want)
+		}
 	}
 }

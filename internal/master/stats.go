@@ -155,7 +155,7 @@ func (m *Master) Stats() Stats {
 		st.LookupKeys += s.lookupKeys.Load()
 		st.LookupHitKeys += s.hitKeys.Load()
 		s.mu.RLock()
-		leaseNow := m.ms(nowNs)
+		leaseNow := m.msNow(nowNs)
 		for ei := range s.entries() {
 			for r := range s.replicas(ei) {
 				if m.leaseActive(r, leaseNow) {
