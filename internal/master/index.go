@@ -70,6 +70,10 @@ const (
 	minArenaGC = 1 << 10
 )
 
+// maxArena is the most bytes a shard's name arena holds: an entry holds
+// its name's offset plus one in 32 bits. A variable for tests.
+var maxArena = 1<<32 - 2
+
 // shard is one slice of the global index: block key → replicas. mu guards
 // every field but the counters, and every replica field except lease and
 // touched, which leased lookups update under the read lock with atomics.
@@ -342,6 +346,9 @@ func (s *shard) insert(tid uint32, h, id uint64, name string) (uint32, bool) {
 	if s.freeEnt == 0 && s.nEnts >= maxEntries {
 		return 0, false
 	}
+	if name != "" && !s.roomForName(len(name)) {
+		return 0, false
+	}
 	if (s.keys+1)*maxLoadDen > len(s.slots)*maxLoadNum {
 		s.grow(max(minSlots, 2*len(s.slots)))
 	}
@@ -431,6 +438,19 @@ func (s *shard) removeKey(ei uint32) {
 	} else if s.nameGarbage >= max(minArenaGC, len(s.slots)/4) && 2*s.nameGarbage > len(s.names) {
 		s.compactNames()
 	}
+}
+
+// roomForName reports whether the name arena can take a name of n bytes
+// without passing maxArena, compacting it first if that makes room.
+func (s *shard) roomForName(n int) bool {
+	need := binary.MaxVarintLen16 + n
+	if len(s.names)+need <= maxArena {
+		return true
+	}
+	if s.nameGarbage > 0 {
+		s.compactNames()
+	}
+	return len(s.names)+need <= maxArena
 }
 
 // compactNames rewrites the name arena without its garbage.

@@ -675,3 +675,57 @@ func TestIndexClockHeldBack(t *testing.T) {
 		}
 	}
 }
+
+// TestNameArenaLimit fills one shard's name arena to its limit (lowered:
+// the real one is 4 GiB) and checks a name that would pass it is refused
+// rather than given an offset that wraps round to another key's name,
+// that compaction makes room again once names are removed, and that
+// every key keeps its own name throughout.
+func TestNameArenaLimit(t *testing.T) {
+	defer func(old int) { maxArena = old }(maxArena)
+	maxArena = 200
+	m, _ := newTest(t, Options{NodeTTL: time.Hour})
+	s := register(t, m, info("a", 1<<40, 1<<40), nil)
+	const si = 9
+	mk := func(i int, n int) block.Key {
+		return block.Key{Tenant: "t", ID: idWithHash("t", uint64(i+1)<<20|si), Name: fmt.Sprintf("%02d%s", i, strings.Repeat("x", n))}
+	}
+	var keys []block.Key
+	for i := range 8 {
+		keys = append(keys, mk(i, 40)) // 43 bytes each in the arena
+	}
+	var d meta.Delta
+	for _, k := range keys {
+		d.Added = append(d.Added, meta.Item{Key: k, Tier: meta.TierRAM, Size: 1, Sum: 1})
+	}
+	heartbeat(t, m, "a", s, d, nil, nil)
+	if got := m.c.indexFull.Load(); got != 4 {
+		t.Errorf("indexFull = %d, want 4 (four names of 43 bytes fit in 200)", got)
+	}
+	var res meta.LookupResult
+	if err := m.Locate(keys, false, &res); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := layout(&res), "a:ram|a:ram|a:ram|a:ram||||"; got != want {
+		t.Errorf("locate = %q, want %q", got, want)
+	}
+	// Remove two: their 86 bytes are garbage until compaction.
+	d = meta.Delta{Removed: []meta.ItemKey{{Key: keys[0], Tier: meta.TierRAM}, {Key: keys[2], Tier: meta.TierRAM}}}
+	heartbeat(t, m, "a", s, d, nil, nil) // a delta adds before it removes
+	d = meta.Delta{Added: []meta.Item{{Key: keys[5], Tier: meta.TierRAM, Size: 1, Sum: 1}, {Key: keys[6], Tier: meta.TierRAM, Size: 1, Sum: 1}}}
+	heartbeat(t, m, "a", s, d, nil, nil)
+	if err := m.Locate(keys, false, &res); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := layout(&res), "|a:ram||a:ram||a:ram|a:ram|"; got != want {
+		t.Errorf("locate after compaction = %q, want %q", got, want)
+	}
+	names, err := scanNames(m, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	if want := []string{keys[1].Name, keys[3].Name, keys[5].Name, keys[6].Name}; !slices.Equal(names, want) {
+		t.Errorf("scan = %q, want %q", names, want)
+	}
+}
