@@ -454,7 +454,15 @@ func checkAnswer(k block.Key, reps []meta.Replica, nodes []*stressNode) error {
 // alone determines; at the end the index must equal the nodes' own
 // inventories.
 func TestStressIndexAnswers(t *testing.T) {
-	m, err := New(Options{NodeTTL: time.Hour, HeartbeatInterval: time.Second, LeaseTTL: time.Millisecond, RecencyResolution: time.Nanosecond})
+	// lru is the list threaded through the index; fifo a policy object
+	// keyed by replica handles.
+	for _, ev := range []string{"lru", "fifo"} {
+		t.Run(ev, func(t *testing.T) { stressIndex(t, ev) })
+	}
+}
+
+func stressIndex(t *testing.T, eviction string) {
+	m, err := New(Options{NodeTTL: time.Hour, HeartbeatInterval: time.Second, LeaseTTL: time.Millisecond, RecencyResolution: time.Nanosecond, Eviction: eviction})
 	if err != nil {
 		t.Fatal(err)
 	}
