@@ -737,3 +737,70 @@ func TestNameArenaLimit(t *testing.T) {
 		t.Errorf("scan = %q, want %q", names, want)
 	}
 }
+
+// TestLRULinksStepByStep drives the stress nodes one step at a time on a
+// small pool (evictions ordered, confirmed, failed and withdrawn;
+// replicas demoted, promoted, removed while on the LRU list and re-added
+// in freed places; nodes dropped, forgotten and re-registered) with
+// leased lookups between steps, and checks the invariants (the LRU list
+// links only live, evictable RAM replicas) after every step.
+func TestLRULinksStepByStep(t *testing.T) {
+	for _, ev := range []string{"lru", "fifo"} {
+		t.Run(ev, func(t *testing.T) {
+			m, clk := newTest(t, Options{NodeTTL: time.Hour, LeaseTTL: 10 * time.Millisecond, RecencyResolution: time.Nanosecond, Eviction: ev})
+			const nIDs = 300
+			nodes := make([]*stressNode, 4)
+			for i := range nodes {
+				nodes[i] = &stressNode{i: i, id: meta.NodeID(fmt.Sprint("n", i)), inv: modelNode{}, rng: rand.New(rand.NewPCG(uint64(i), 11))}
+				if err := nodes[i].register(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rng := rand.New(rand.NewPCG(3, 3))
+			var res meta.LookupResult
+			for step := range 1500 {
+				n := nodes[rng.IntN(len(nodes))]
+				switch r := rng.IntN(40); {
+				case r == 0: // drop and forget
+					m.nodesMu.RLock()
+					mn := m.nodes[n.id]
+					m.nodesMu.RUnlock()
+					mn.mu.Lock()
+					if mn.alive {
+						m.dropNode(mn)
+					}
+					mn.mu.Unlock()
+					m.Expire()
+				case r == 1: // a failed or ignored order
+					n.tasks = nil
+					fallthrough
+				default:
+					if err := n.step(m, nIDs); err != nil {
+						t.Fatalf("step %d: %v", step, err)
+					}
+				}
+				clk.Advance(time.Duration(rng.IntN(5)) * time.Millisecond)
+				keys := make([]block.Key, 4)
+				for i := range keys {
+					keys[i] = stressKey(rng, nIDs)
+				}
+				if err := m.Locate(keys, true, &res); err != nil {
+					t.Fatal(err)
+				}
+				for i, k := range keys {
+					if err := checkAnswer(k, res.Block(i), nodes); err != nil {
+						t.Fatalf("step %d: %v", step, err)
+					}
+				}
+				if err := m.CheckInvariants(); err != nil {
+					t.Fatalf("step %d: %v", step, err)
+				}
+			}
+			st := m.Stats()
+			if st.EvictFreed == 0 || st.EvictConfirmed == 0 {
+				t.Errorf("the run exercised too little: %+v", st)
+			}
+			t.Logf("evict freed %d confirmed %d skipped leased %d", st.EvictFreed, st.EvictConfirmed, st.EvictSkippedLeased)
+		})
+	}
+}
