@@ -344,6 +344,7 @@ type stressNode struct {
 	tasks []meta.Task
 	rng   *rand.Rand
 	mu    sync.Mutex // held while the node talks to the master (the killer takes it)
+	ram   int64      // RAMBytes; 0: 20,000
 }
 
 func (n *stressNode) item(k block.Key, tier meta.Tier) meta.Item {
@@ -375,7 +376,11 @@ func (n *stressNode) randDelta(nIDs int) meta.Delta {
 }
 
 func (n *stressNode) register(m *Master) error {
-	r, err := m.Register(meta.NodeInfo{ID: n.id, Addr: "h:1", RAMBytes: 20000, SSDBytes: 1 << 30, BlockSize: 100}, n.inv.inventory(), meta.NodeUsage{})
+	ramBytes := n.ram
+	if ramBytes == 0 {
+		ramBytes = 20000
+	}
+	r, err := m.Register(meta.NodeInfo{ID: n.id, Addr: "h:1", RAMBytes: ramBytes, SSDBytes: 1 << 30, BlockSize: 100}, n.inv.inventory(), meta.NodeUsage{})
 	n.sess, n.tasks = r.Session, nil
 	return err
 }
@@ -751,14 +756,14 @@ func TestLRULinksStepByStep(t *testing.T) {
 			const nIDs = 300
 			nodes := make([]*stressNode, 4)
 			for i := range nodes {
-				nodes[i] = &stressNode{i: i, id: meta.NodeID(fmt.Sprint("n", i)), inv: modelNode{}, rng: rand.New(rand.NewPCG(uint64(i), 11))}
+				nodes[i] = &stressNode{i: i, id: meta.NodeID(fmt.Sprint("n", i)), inv: modelNode{}, rng: rand.New(rand.NewPCG(uint64(i), 11)), ram: 5000}
 				if err := nodes[i].register(m); err != nil {
 					t.Fatal(err)
 				}
 			}
 			rng := rand.New(rand.NewPCG(3, 3))
 			var res meta.LookupResult
-			for step := range 800 {
+			for step := range 2000 {
 				n := nodes[rng.IntN(len(nodes))]
 				switch r := rng.IntN(40); {
 				case r == 0: // drop and forget
