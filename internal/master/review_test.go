@@ -763,7 +763,7 @@ func TestLRULinksStepByStep(t *testing.T) {
 			}
 			rng := rand.New(rand.NewPCG(3, 3))
 			var res meta.LookupResult
-			for step := range 2000 {
+			for step := range 1200 {
 				n := nodes[rng.IntN(len(nodes))]
 				switch r := rng.IntN(40); {
 				case r == 0: // drop and forget
