@@ -22,11 +22,7 @@ import (
 // blocks back to back. No lookup, no framing, no checksum: what the
 // cluster target's data movement could reach at best on this machine.
 type clusterTCPTarget struct {
-	lns []net.Listener
-	wg  sync.WaitGroup
-
-	mu    sync.Mutex
-	conns []net.Conn
+	rawServers
 }
 
 // clusterTCPMaxBatch bounds a request's block count as the server reads
@@ -42,23 +38,10 @@ func (t *clusterTCPTarget) Start(ctx context.Context, spec Spec) ([]Worker, erro
 		for id := i; id < n; id += spec.Nodes {
 			blocks = append(blocks, payload.New(spec.BlockSize, benchTenant, uint64(id)))
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("listen for raw server %d: %w", i, err)
+		if _, err := t.listen(func(c net.Conn) { serveRawBatch(c, blocks, spec.Nodes) }); err != nil {
+			return nil, fmt.Errorf("raw server %d: %w", i, err)
 		}
-		t.lns = append(t.lns, ln)
-		t.wg.Go(func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return // listener closed by Close
-				}
-				t.track(c)
-				t.wg.Go(func() { serveRawBatch(c, blocks, spec.Nodes) })
-			}
-		})
 	}
-	var d net.Dialer
 	ws := make([]Worker, spec.Conns)
 	for i := range ws {
 		w := &clusterTCPWorker{
@@ -72,11 +55,10 @@ func (t *clusterTCPTarget) Start(ctx context.Context, spec Spec) ([]Worker, erro
 			errs:  make([]error, spec.Nodes),
 		}
 		for j, ln := range t.lns {
-			c, err := d.DialContext(ctx, "tcp", ln.Addr().String())
+			c, err := t.dial(ctx, ln)
 			if err != nil {
-				return nil, fmt.Errorf("dial raw server %d at %s: %w", j, ln.Addr(), err)
+				return nil, fmt.Errorf("raw server %d: %w", j, err)
 			}
-			t.track(c)
 			w.conns = append(w.conns, c)
 			// A server's share of a run of Batch blocks is at most
 			// ceil(Batch/Nodes) blocks.
@@ -85,12 +67,6 @@ func (t *clusterTCPTarget) Start(ctx context.Context, spec Spec) ([]Worker, erro
 		ws[i] = w
 	}
 	return ws, nil
-}
-
-func (t *clusterTCPTarget) track(c net.Conn) {
-	t.mu.Lock()
-	t.conns = append(t.conns, c)
-	t.mu.Unlock()
 }
 
 // Annotate says what the reference is.
@@ -129,22 +105,6 @@ func serveRawBatch(c net.Conn, blocks [][]byte, stride int) {
 			}
 		}
 	}
-}
-
-func (t *clusterTCPTarget) Close() error {
-	var errs []error
-	for _, ln := range t.lns {
-		errs = append(errs, ln.Close())
-	}
-	t.mu.Lock()
-	for _, c := range t.conns {
-		if err := c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-			errs = append(errs, err)
-		}
-	}
-	t.mu.Unlock()
-	t.wg.Wait()
-	return errors.Join(errs...)
 }
 
 type clusterTCPWorker struct {

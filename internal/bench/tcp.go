@@ -28,19 +28,11 @@ const tcpRequestLen = 8
 // at random like the node target's ids): the same bytes from memory a node
 // GET from RAM sends, which is the fair reference for it.
 type tcpTarget struct {
-	set   bool
-	ln    net.Listener
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns []net.Conn
+	set bool
+	rawServers
 }
 
 func (t *tcpTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
-	t.ln = ln
 	n := 1
 	if t.set {
 		n = spec.blocks()
@@ -52,24 +44,16 @@ func (t *tcpTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 			values[v][i] = byte(i + v)
 		}
 	}
-	t.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return // listener closed by Close
-			}
-			t.track(c)
-			t.wg.Go(func() { serveRaw(c, values) })
-		}
-	})
-	var d net.Dialer
+	ln, err := t.listen(func(c net.Conn) { serveRaw(c, values) })
+	if err != nil {
+		return nil, err
+	}
 	ws := make([]Worker, spec.Conns)
 	for i := range ws {
-		c, err := d.DialContext(ctx, "tcp", ln.Addr().String())
+		c, err := t.dial(ctx, ln)
 		if err != nil {
-			return nil, fmt.Errorf("dial %s: %w", ln.Addr(), err)
+			return nil, err
 		}
-		t.track(c)
 		w := &tcpWorker{c: c, buf: make([]byte, spec.BlockSize)}
 		if t.set {
 			w.mix = newMix(i, n, 0)
@@ -79,10 +63,68 @@ func (t *tcpTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 	return ws, nil
 }
 
-func (t *tcpTarget) track(c net.Conn) {
-	t.mu.Lock()
-	t.conns = append(t.conns, c)
-	t.mu.Unlock()
+// rawServers are the raw references' loopback listeners and every
+// connection made to or accepted by them, all closed by Close.
+type rawServers struct {
+	lns   []net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+// listen starts a listener on loopback that runs serve on every
+// connection it accepts, until Close.
+func (r *rawServers) listen(serve func(net.Conn)) (net.Listener, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	r.lns = append(r.lns, ln)
+	r.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // listener closed by Close
+			}
+			r.track(c)
+			r.wg.Go(func() { serve(c) })
+		}
+	})
+	return ln, nil
+}
+
+// dial opens a connection to ln that Close closes.
+func (r *rawServers) dial(ctx context.Context, ln net.Listener) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", ln.Addr().String())
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", ln.Addr(), err)
+	}
+	r.track(c)
+	return c, nil
+}
+
+func (r *rawServers) track(c net.Conn) {
+	r.mu.Lock()
+	r.conns = append(r.conns, c)
+	r.mu.Unlock()
+}
+
+// Close closes the listeners and connections and waits for the servers.
+func (r *rawServers) Close() error {
+	var errs []error
+	for _, ln := range r.lns {
+		errs = append(errs, ln.Close())
+	}
+	r.mu.Lock()
+	for _, c := range r.conns {
+		if err := c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	return errors.Join(errs...)
 }
 
 // serveRaw answers each request read from c with the value it names
@@ -101,22 +143,6 @@ func serveRaw(c net.Conn, values [][]byte) {
 			return
 		}
 	}
-}
-
-func (t *tcpTarget) Close() error {
-	var errs []error
-	if t.ln != nil {
-		errs = append(errs, t.ln.Close())
-	}
-	t.mu.Lock()
-	for _, c := range t.conns {
-		if err := c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-			errs = append(errs, err)
-		}
-	}
-	t.mu.Unlock()
-	t.wg.Wait()
-	return errors.Join(errs...)
 }
 
 type tcpWorker struct {
