@@ -174,6 +174,7 @@ func TestBadFlags(t *testing.T) {
 		{"up", []string{"--link-rate", "10MB/s"}, "--link-rate"},
 		{"up", []string{"--link-delay", "1ms"}, "--link-rate"},
 		{"up", []string{"--netns", "--link-rate", "fast"}, "--link-rate"},
+		{"compare", []string{"--sim", "--net", "bogus"}, "--net"},
 		{"ctl", []string{"--master", "bogus", "nodes"}, "--master"},
 		{"ctl", []string{"--master", "127.0.0.1:7470,bogus", "leader"}, "--master"},
 		{"ctl", []string{"--master", "127.0.0.1:0", "nodes"}, "--master"},

@@ -170,6 +170,9 @@ func parseCompare(args []string, stderr io.Writer) (*compareRun, error) {
 	if n != 1 {
 		return nil, usageErrorf("give exactly one of --sim, --live and --validate")
 	}
+	if f.sim && f.cluster.net != string(replay.NetPacer) {
+		return nil, usageErrorf("--net %q: the network mode of the live runs (--live, --validate); --sim models the network", f.cluster.net)
+	}
 	if !f.validate { // --validate writes no report directory
 		if err := f.report.check(); err != nil {
 			return nil, err
