@@ -22,8 +22,8 @@ const (
 // GoalRedis is checked at every block size; BENCHMARKS.md ("Objects of any
 // size") adds that the 32 KiB and 256 KiB ratios stay at least what they
 // were before variable-size objects (a comparison of two runs, old tree
-// and new, not of one). GoalTCP and GoalDisk are issue 19's, against the
-// fair references, at the sizes of GoalSizes; the old references ("tcp
+// and new, not of one). GoalTCP and GoalDisk (BENCHMARKS.md, "The data
+// plane against fair references") are against the fair references, at the sizes of GoalSizes; the old references ("tcp
 // (one buffer)", "disk (sequential)") are printed beside them without a
 // goal.
 const (
@@ -49,7 +49,8 @@ const (
 )
 
 // GoalSizes are the block sizes at which GoalTCP and GoalDisk apply:
-// 256 KiB (the live runs' payload) and 1 MiB (issue 19).
+// 256 KiB (the live runs' payload) and 1 MiB (BENCHMARKS.md, "The data
+// plane against fair references").
 func GoalSizes() []int { return []int{256 << 10, 1 << 20} }
 
 // Reference labels: the comparison rows' names for each point, the old

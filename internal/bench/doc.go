@@ -18,8 +18,8 @@
 // invocation, with the same block size and connections, and reports
 // kvpool's figures as ratios to each (by default at 32 KiB, 256 KiB,
 // 1 MiB and 4 MiB, the sizes of BENCHMARKS.md's speed targets for objects
-// of any size and of issue 19's), tcp and disk each against the old
-// reference and the fair one, the goals on the fair ones.
+// of any size and against the fair references), tcp and disk each
+// against the old reference and the fair one, the goals on the fair ones.
 //
 // Objects of any size. The block size (Spec.BlockSize) is the size of
 // every object of a run's data set. The tiers and nodes a target builds

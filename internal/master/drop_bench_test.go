@@ -1,8 +1,10 @@
 package master
 
 import (
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,15 @@ import (
 // meanwhile: the longest and median Lookup of 8 keys from one goroutine,
 // and the longest heartbeat of node b (Expire holds the membership lock
 // for the whole drop). Run with -benchtime=1x; one op is one drop.
+// awaitSamples waits until each counter has counted one more sample.
+func awaitSamples(counters ...*atomic.Int64) {
+	for _, c := range counters {
+		for from := c.Load(); c.Load() == from; {
+			runtime.Gosched()
+		}
+	}
+}
+
 func BenchmarkDropNode1M(b *testing.B) {
 	const nKeys = 1 << 20
 	for range b.N {
@@ -46,6 +57,7 @@ func BenchmarkDropNode1M(b *testing.B) {
 		var wg sync.WaitGroup
 		var lookups []time.Duration
 		var beats []time.Duration
+		var nLookups, nBeats atomic.Int64 // samples taken so far
 		wg.Go(func() {
 			var res meta.LookupResult
 			q := make([]uint64, 8)
@@ -64,6 +76,7 @@ func BenchmarkDropNode1M(b *testing.B) {
 					return
 				}
 				lookups = append(lookups, time.Since(t0))
+				nLookups.Add(1)
 			}
 		})
 		wg.Go(func() {
@@ -71,7 +84,8 @@ func BenchmarkDropNode1M(b *testing.B) {
 				select {
 				case <-stop:
 					return
-				case <-time.After(time.Millisecond):
+				default:
+					runtime.Gosched() // heartbeats back to back, yielding
 				}
 				t0 := time.Now()
 				if _, err := m.Heartbeat("b", sb.Session, meta.Delta{}, meta.NodeUsage{}, nil, nil); err != nil {
@@ -79,9 +93,10 @@ func BenchmarkDropNode1M(b *testing.B) {
 					return
 				}
 				beats = append(beats, time.Since(t0))
+				nBeats.Add(1)
 			}
 		})
-		time.Sleep(20 * time.Millisecond)
+		awaitSamples(&nLookups, &nBeats) // both running
 		b.StartTimer()
 		t0 := time.Now()
 		// a is now past its TTL, b is not. The next Lookup may run
@@ -90,7 +105,7 @@ func BenchmarkDropNode1M(b *testing.B) {
 		m.Expire()
 		drop := time.Since(t0)
 		b.StopTimer()
-		time.Sleep(20 * time.Millisecond)
+		awaitSamples(&nLookups, &nBeats) // both past the drop
 		close(stop)
 		wg.Wait()
 		slices.Sort(lookups)

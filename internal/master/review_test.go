@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -466,6 +467,21 @@ func TestStressIndexAnswers(t *testing.T) {
 	}
 }
 
+// awaitProgress waits until progress has advanced by n steps, and reports
+// false if stop closes first.
+func awaitProgress(stop <-chan struct{}, progress *atomic.Int64, n int64) bool {
+	target := progress.Load() + n
+	for progress.Load() < target {
+		select {
+		case <-stop:
+			return false
+		default:
+			runtime.Gosched()
+		}
+	}
+	return true
+}
+
 func stressIndex(t *testing.T, eviction string) {
 	m, err := New(Options{NodeTTL: time.Hour, HeartbeatInterval: time.Second, LeaseTTL: time.Millisecond, RecencyResolution: time.Nanosecond, Eviction: eviction})
 	if err != nil {
@@ -494,10 +510,15 @@ func stressIndex(t *testing.T, eviction string) {
 		default:
 		}
 	}
+	// progress counts the writers' and readers' steps: the background
+	// goroutines pace themselves by it, not by a timer, so that they
+	// interleave with the work however busy the machine is.
+	var progress atomic.Int64
 	var wg, bg sync.WaitGroup
 	for _, n := range nodes {
 		wg.Go(func() {
 			for i := range beats {
+				progress.Add(1)
 				n.mu.Lock()
 				var err error
 				if i%300 == 299 {
@@ -519,6 +540,7 @@ func stressIndex(t *testing.T, eviction string) {
 			var res meta.LookupResult
 			var ex []bool
 			for range reads {
+				progress.Add(1)
 				tenant := modelTenants[rng.IntN(2)]
 				start := uint64(rng.IntN(nIDs))
 				ids := []uint64{start, start + 1, start + 2, start + 3, uint64(rng.IntN(nIDs)), uint64(rng.IntN(nIDs))}
@@ -576,10 +598,8 @@ func stressIndex(t *testing.T, eviction string) {
 	bg.Go(func() { // the killer: drop a node now and then, and forget it
 		rng := rand.New(rand.NewPCG(5, 5))
 		for {
-			select {
-			case <-stop:
+			if !awaitProgress(stop, &progress, int64(50+rng.IntN(200))) {
 				return
-			case <-time.After(time.Duration(5+rng.IntN(20)) * time.Millisecond):
 			}
 			sn := nodes[rng.IntN(len(nodes))]
 			sn.mu.Lock()
@@ -610,7 +630,9 @@ func stressIndex(t *testing.T, eviction string) {
 				return
 			}
 			_ = m.Stats()
-			time.Sleep(time.Millisecond)
+			if !awaitProgress(stop, &progress, 20) {
+				return
+			}
 		}
 	})
 	wg.Wait()
