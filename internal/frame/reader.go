@@ -155,31 +155,18 @@ func (r *Reader[O]) ReadFull(p []byte) error {
 // beyond limit (raised to len(dst)+n when below it): memory follows the
 // bytes received. On error it returns dst with what was read.
 func (r *Reader[O]) AppendFull(dst []byte, n, limit int) ([]byte, error) {
-	need := len(dst) + n
-	limit = max(limit, need) // a full dst below it would never grow
-	for len(dst) < need {
-		if len(dst) == cap(dst) {
-			c := min(limit, max(2*cap(dst), len(dst)+GrowChunk))
-			dst = append(make([]byte, 0, c), dst...)
-		}
-		start := len(dst)
-		dst = dst[:min(need, cap(dst))]
-		if err := r.ReadFull(dst[start:]); err != nil {
-			return dst[:start], err
-		}
-	}
-	return dst, nil
+	return r.AppendFullFunc(dst, n, limit, nil)
 }
 
-// AppendFullFunc is AppendFull that also calls each with every piece of
-// dst as it arrives, in order, while the piece is still in the CPU's
-// caches (one call per read from the stream or copy out of the buffer):
-// a checksum fused with the read rather than a second pass over the
-// bytes. each must not keep the piece. On error, each has seen exactly
+// AppendFullFunc is AppendFull that also calls each (unless nil) with
+// every piece of dst as it arrives, in order, while the piece is still in
+// the CPU's caches (one call per read from the stream or copy out of the
+// buffer): a checksum fused with the read rather than a second pass over
+// the bytes. each must not keep the piece. On error, each has seen exactly
 // the bytes of the returned dst.
 func (r *Reader[O]) AppendFullFunc(dst []byte, n, limit int, each func([]byte)) ([]byte, error) {
 	need := len(dst) + n
-	limit = max(limit, need)
+	limit = max(limit, need) // a full dst below it would never grow
 	for len(dst) < need {
 		if len(dst) == cap(dst) {
 			c := min(limit, max(2*cap(dst), len(dst)+GrowChunk))
@@ -190,10 +177,10 @@ func (r *Reader[O]) AppendFullFunc(dst []byte, n, limit int, each func([]byte)) 
 		for start < end {
 			m, err := r.br.Read(dst[start:end])
 			r.off += int64(m)
-			if m > 0 {
+			if m > 0 && each != nil {
 				each(dst[start : start+m])
-				start += m
 			}
+			start += m
 			if err != nil && start < end {
 				if errors.Is(err, io.EOF) {
 					err = io.ErrUnexpectedEOF
