@@ -351,22 +351,7 @@ func (p *Planner) transferEst(c Cluster, flows []flowSpec) float64 {
 	if len(flows) == 0 {
 		return 0
 	}
-	p.agg = p.agg[:0]
-	for fi := range flows {
-		f := &flows[fi]
-		bytes := float64(f.blocks) * float64(p.blockBytes)
-	links:
-		for _, l := range f.links[:f.nlinks] {
-			for a := range p.agg {
-				if p.agg[a].link == l {
-					p.agg[a].bytes += bytes
-					p.agg[a].flows++
-					continue links
-				}
-			}
-			p.agg = append(p.agg, linkLoad{link: l, bytes: bytes, flows: 1})
-		}
-	}
+	p.aggregate(flows)
 	t := 0.0
 	for _, a := range p.agg {
 		k := float64(a.flows)
@@ -379,11 +364,9 @@ func (p *Planner) transferEst(c Cluster, flows []flowSpec) float64 {
 	return t
 }
 
-// transferParts is transferEst for remote flows into one instance, split
-// at that instance's ingress link in: the maximum over every other link
-// (NaN if one is), and the bytes and flows on in. transferEst of the same
-// flows is max(common, inBytes/share of in), or +Inf if that is NaN.
-func (p *Planner) transferParts(c Cluster, flows []flowSpec, in int) (common, inBytes float64, inFlows int) {
+// aggregate sets p.agg to the bytes and flows of flows on each link they
+// cross, links in order of first use.
+func (p *Planner) aggregate(flows []flowSpec) {
 	p.agg = p.agg[:0]
 	for fi := range flows {
 		f := &flows[fi]
@@ -400,6 +383,14 @@ func (p *Planner) transferParts(c Cluster, flows []flowSpec, in int) (common, in
 			p.agg = append(p.agg, linkLoad{link: l, bytes: bytes, flows: 1})
 		}
 	}
+}
+
+// transferParts is transferEst for remote flows into one instance, split
+// at that instance's ingress link in: the maximum over every other link
+// (NaN if one is), and the bytes and flows on in. transferEst of the same
+// flows is max(common, inBytes/share of in), or +Inf if that is NaN.
+func (p *Planner) transferParts(c Cluster, flows []flowSpec, in int) (common, inBytes float64, inFlows int) {
+	p.aggregate(flows)
 	for _, a := range p.agg {
 		if a.link == in {
 			inBytes, inFlows = a.bytes, a.flows
