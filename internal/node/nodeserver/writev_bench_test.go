@@ -1,3 +1,5 @@
+//go:build unix
+
 package nodeserver_test
 
 import (
@@ -7,8 +9,10 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"testing"
+
+	"github.com/kvpool/kvpool/block"
 )
 
 // BenchmarkWritevShape measures what the shape of a payload's iovecs costs
@@ -20,24 +24,43 @@ import (
 // io.ReadFull. It reports GB/s and the process's CPU seconds per GB (user
 // + system, both ends), the figure that survives a shared machine.
 func BenchmarkWritevShape(b *testing.B) {
-	const size, payloads = 1 << 20, 64
+	const size = 1 << 20
 	for _, piece := range []int{size, 64 << 10, 4 << 10} {
 		b.Run(fmt.Sprintf("iovecs=%d/piece=%dKiB", size/piece, piece>>10), func(b *testing.B) {
-			benchWritevShape(b, size, piece, payloads)
+			benchRaw(b, size, piece, 1, false)
 		})
 	}
 }
 
-func benchWritevShape(b *testing.B, size, piece, payloads int) {
-	arena := make([]byte, size*payloads)
+// BenchmarkRawGet is the raw reference of BenchmarkNodeGet's RAM runs in
+// the same units: the same block sizes and connections, each block one
+// contiguous buffer of a 64-block working set, answered to an 8-byte
+// request (the bench target tcp-set), read with io.ReadFull; with
+// verify=true the client also computes each block's CRC-32C as it
+// arrives, piece by piece as nodeclient does, so the difference between
+// the two is what verification costs and the difference to
+// BenchmarkNodeGet is what framing, the store and the server cost.
+func BenchmarkRawGet(b *testing.B) {
+	for _, size := range []int{256 << 10, 1 << 20} {
+		for _, verify := range []bool{false, true} {
+			b.Run(fmt.Sprintf("size=%dKiB/conns=4/verify=%v", size>>10, verify), func(b *testing.B) {
+				benchRaw(b, size, size, 4, verify)
+			})
+		}
+	}
+}
+
+// benchRaw serves benchBlocks payloads of size bytes, each as size/piece
+// scattered pieces, to conns connections reading them back to back.
+func benchRaw(b *testing.B, size, piece, conns int, verify bool) {
+	per := size / piece
+	arena := make([]byte, size*benchBlocks)
 	for i := range arena {
 		arena[i] = byte(i)
 	}
-	// Each payload's pieces are scattered over the arena: piece j of
-	// payload p is the perm[p*per+j]-th piece of the arena.
-	per := size / piece
-	perm := rand.New(rand.NewPCG(1, 2)).Perm(per * payloads)
-	vecs := make([][][]byte, payloads)
+	// Piece j of payload p is the perm[p*per+j]-th piece of the arena.
+	perm := rand.New(rand.NewPCG(1, 2)).Perm(per * benchBlocks)
+	vecs := make([][][]byte, benchBlocks)
 	for p := range vecs {
 		for j := range per {
 			at := perm[p*per+j] * piece
@@ -48,58 +71,74 @@ func benchWritevShape(b *testing.B, size, piece, payloads int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer ln.Close()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer ln.Close()
 	wg.Go(func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		var req [8]byte
-		var out net.Buffers
 		for {
-			if _, err := io.ReadFull(c, req[:]); err != nil {
+			c, err := ln.Accept()
+			if err != nil {
 				return
 			}
-			out = append(out[:0], vecs[binary.LittleEndian.Uint64(req[:])%uint64(payloads)]...)
-			if _, err := out.WriteTo(c); err != nil {
-				return
-			}
+			wg.Go(func() {
+				defer c.Close()
+				var req [8]byte
+				var out net.Buffers
+				for {
+					if _, err := io.ReadFull(c, req[:]); err != nil {
+						return
+					}
+					out = append(out[:0], vecs[binary.LittleEndian.Uint64(req[:])%benchBlocks]...)
+					if _, err := out.WriteTo(c); err != nil {
+						return
+					}
+				}
+			})
 		}
 	})
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
+	cs := make([]net.Conn, conns)
+	for i := range cs {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		cs[i] = c
 	}
-	defer c.Close()
-	buf := make([]byte, size)
-	var req [8]byte
-	rng := rand.New(rand.NewPCG(3, 4))
+	var next atomic.Int64
 	b.SetBytes(int64(size))
+	b.ReportAllocs()
 	cpu0 := cpuSeconds(b)
 	b.ResetTimer()
-	for b.Loop() {
-		binary.LittleEndian.PutUint64(req[:], rng.Uint64())
-		if _, err := c.Write(req[:]); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.ReadFull(c, buf); err != nil {
-			b.Fatal(err)
-		}
+	var cwg sync.WaitGroup
+	for i, c := range cs {
+		cwg.Go(func() {
+			buf := make([]byte, size)
+			var req [8]byte
+			rng := rand.New(rand.NewPCG(3, uint64(i)))
+			for next.Add(1) <= int64(b.N) {
+				binary.LittleEndian.PutUint64(req[:], rng.Uint64())
+				if _, err := c.Write(req[:]); err != nil {
+					b.Error(err)
+					return
+				}
+				var sum uint32
+				for got := 0; got < size; {
+					n, err := c.Read(buf[got:])
+					if verify {
+						sum = block.UpdateChecksum(sum, buf[got:got+n])
+					}
+					got += n
+					if err != nil && got < size {
+						b.Error(err)
+						return
+					}
+				}
+				_ = sum
+			}
+		})
 	}
+	cwg.Wait()
 	b.StopTimer()
-	gb := float64(b.N) * float64(size) / 1e9
-	b.ReportMetric(gb/b.Elapsed().Seconds(), "GB/s")
-	b.ReportMetric((cpuSeconds(b)-cpu0)/gb, "cpu-s/GB")
-}
-
-// cpuSeconds returns the process's user + system CPU time so far.
-func cpuSeconds(b *testing.B) float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+	reportCPU(b, size, cpu0)
 }
