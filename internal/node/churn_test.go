@@ -58,7 +58,7 @@ func TestGetDuringChurn(t *testing.T) {
 		keys    = 48 // objects average 130 KiB: half again what the 4 MiB RAM tier holds
 		readers = 4
 		writers = 2
-		reads   = 600 // GETs per reader
+		reads   = 300 // GETs per reader
 	)
 	dial := func() *nodeclient.Conn {
 		c, err := nodeclient.Dial(ctx, r.n.Addr(), nodeclient.DialOptions{Tenant: "t"})
