@@ -24,7 +24,9 @@ const benchBlocks = 64
 // verifies every block's checksum): RAM blocks sent with writev, file blocks
 // with sendfile (page cache), for two block sizes and 1, 4 and 16
 // connections each running GETs back to back. It reports throughput (MB/s
-// from SetBytes, and GB/s) and the 99th-percentile latency of one GET.
+// from SetBytes, and GB/s), the 99th-percentile latency of one GET and the
+// process's CPU seconds per GB (both ends; BenchmarkRawGet is the raw
+// reference in the same units).
 func BenchmarkNodeGet(b *testing.B) {
 	for _, file := range []bool{false, true} {
 		for _, size := range []int{256 << 10, 1 << 20} {
@@ -92,6 +94,7 @@ func benchGet(b *testing.B, file, named bool, size, conns int) {
 	var next atomic.Int64
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
+	cpu0 := cpuSeconds(b)
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for i, c := range cs {
@@ -129,7 +132,5 @@ func benchGet(b *testing.B, file, named bool, size, conns int) {
 		p99 := all[min(len(all)-1, len(all)*99/100)]
 		b.ReportMetric(p99.Seconds()*1e6, "p99-µs")
 	}
-	if s := b.Elapsed().Seconds(); s > 0 {
-		b.ReportMetric(float64(b.N)*float64(size)/s/1e9, "GB/s")
-	}
+	reportCPU(b, size, cpu0)
 }
