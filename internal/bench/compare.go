@@ -54,12 +54,14 @@ const (
 func GoalSizes() []int { return []int{256 << 10, 1 << 20} }
 
 // Reference labels: the comparison rows' names for each point, the old
-// reference first.
+// reference first; disk's third row, disk then tcp (raw), is the physical
+// bound of a network GET from SSD (no goal).
 const (
 	RefTCPOneBuffer  = "tcp (one buffer)"
 	RefTCPWorkingSet = "tcp (working set)"
 	RefDiskSeq       = "disk (sequential)"
 	RefDiskNodeIO    = "disk (node I/O)"
+	RefDiskTCP       = "disk then tcp (raw)"
 )
 
 // CompareOptions configure Compare. The zero value of each field means its
@@ -245,7 +247,7 @@ func references(a string) []reference {
 	case VsTCP:
 		return []reference{{RefTCPOneBuffer, TargetTCP, none}, {RefTCPWorkingSet, TargetTCPSet, at(GoalTCP)}}
 	case VsDisk:
-		return []reference{{RefDiskSeq, TargetDisk, none}, {RefDiskNodeIO, TargetDiskNode, at(GoalDisk)}}
+		return []reference{{RefDiskSeq, TargetDisk, none}, {RefDiskNodeIO, TargetDiskNode, at(GoalDisk)}, {RefDiskTCP, TargetDiskTCP, none}}
 	}
 	return []reference{{VsRedis, TargetRedis, func(int) float64 { return GoalRedis }}}
 }

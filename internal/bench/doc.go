@@ -6,7 +6,8 @@
 // comparison point (tcp: raw loopback TCP from one buffer; tcp-set: the
 // same from a working set of the node target's size; disk: raw sequential
 // reads of the SSD directory; disk-node: raw reads of a node GET's I/O
-// size at random slots; redis: a redis-server over RESP) — from a number of
+// size at random slots; disk-tcp: those reads served over loopback TCP
+// by a raw server, the physical bound of a node GET from SSD; redis: a redis-server over RESP) — from a number of
 // connections for a duration or a count, and reports throughput (ops/s,
 // GB/s) and latency (p50, p99, max) as a Result that prints as a table row
 // or JSON.

@@ -72,6 +72,8 @@ func newTarget(spec Spec) Target {
 		return &diskTarget{}
 	case TargetDiskNode:
 		return &diskTarget{node: true}
+	case TargetDiskTCP:
+		return &diskTCPTarget{}
 	case TargetCluster:
 		if spec.Netns {
 			return &netClusterTarget{}

@@ -32,7 +32,11 @@ const (
 	// node GET from SSD).
 	TargetDisk     = "disk"
 	TargetDiskNode = "disk-node"
-	TargetRedis    = "redis"
+	// TargetDiskTCP is disk-node's reads served over loopback TCP by a
+	// minimal server, each block written as it is read ("disk then tcp
+	// (raw)", the physical bound of a node GET from SSD; no goal).
+	TargetDiskTCP = "disk-tcp"
+	TargetRedis   = "redis"
 	// TargetCluster is a master and Spec.Nodes nodes in process, read
 	// through the public client (lookup with lease, parallel MGETs,
 	// verification).
@@ -48,7 +52,7 @@ const (
 
 // Targets returns the target names Run accepts.
 func Targets() []string {
-	return []string{TargetRAM, TargetSSD, TargetNode, TargetMaster, TargetSim, TargetTCP, TargetTCPSet, TargetDisk, TargetDiskNode, TargetRedis, TargetCluster, TargetClusterTCP, TargetMasterIndex}
+	return []string{TargetRAM, TargetSSD, TargetNode, TargetMaster, TargetSim, TargetTCP, TargetTCPSet, TargetDisk, TargetDiskNode, TargetDiskTCP, TargetRedis, TargetCluster, TargetClusterTCP, TargetMasterIndex}
 }
 
 // Defaults of Spec's zero fields. Each says where its value comes from.
@@ -234,7 +238,7 @@ func (s Spec) Validate() error {
 	case s.Keys != 0 && s.Target != TargetMasterIndex:
 		return badSpec("Keys", s.Keys, "only the master-index target builds an index of a given size")
 	}
-	if s.Depth > 1 && (s.Target == TargetMasterIndex || s.clusterShaped() || s.Target == TargetNode || s.Target == TargetTCP || s.Target == TargetTCPSet || s.Target == TargetDisk || s.Target == TargetDiskNode || s.Target == TargetRAM || s.Target == TargetSSD || s.Target == TargetSim) {
+	if s.Depth > 1 && (s.Target == TargetMasterIndex || s.clusterShaped() || s.Target == TargetNode || s.Target == TargetTCP || s.Target == TargetTCPSet || s.Target == TargetDisk || s.Target == TargetDiskNode || s.Target == TargetDiskTCP || s.Target == TargetRAM || s.Target == TargetSSD || s.Target == TargetSim) {
 		return badSpec("Depth", s.Depth, "target "+s.Target+" serves one request at a time per connection; use Conns")
 	}
 	switch {
@@ -357,7 +361,7 @@ func maxObject(spec Spec) int {
 
 // onDisk reports whether the target's data set lives in files.
 func (s Spec) onDisk() bool {
-	return s.Target == TargetSSD || s.Target == TargetDisk || s.Target == TargetDiskNode || (s.Target == TargetNode && s.Tier == TierSSD)
+	return s.Target == TargetSSD || s.Target == TargetDisk || s.Target == TargetDiskNode || s.Target == TargetDiskTCP || (s.Target == TargetNode && s.Tier == TierSSD)
 }
 
 // clusterShaped reports whether the target reads runs of Batch blocks
