@@ -84,8 +84,13 @@ type Master struct {
 	pol    policy.Eviction // keys are replica handles (index.go)
 	polSeq int64           // Access.Time of the policy's accesses
 
-	sketchMu sync.Mutex
-	sketch   *policy.CMS
+	// sketch counts SSD hits for promotion; nil until the first hit is
+	// counted (it is 8 MiB at the default SketchKeys, more than the index
+	// of a million keys needs, and a master whose nodes have no SSD never
+	// counts one). sketchOpts are its options, validated by New.
+	sketchMu   sync.Mutex
+	sketch     *policy.CMS
+	sketchOpts policy.CMSOptions
 
 	nextTask, nextSession atomic.Uint64
 
@@ -172,9 +177,9 @@ func New(opts Options) (*Master, error) {
 			return nil, fmt.Errorf("master: build eviction policy: %w", err)
 		}
 	}
-	sk, err := policy.NewCMSWith(o.Promotion.SketchKeys, policy.CMSOptions{Threshold: o.Promotion.Threshold})
-	if err != nil {
-		return nil, fmt.Errorf("master: build promotion sketch: %w", err)
+	skOpts := policy.CMSOptions{Threshold: o.Promotion.Threshold}
+	if err := skOpts.Validate(); err != nil {
+		return nil, fmt.Errorf("master: promotion sketch: %w", err)
 	}
 	m := &Master{
 		opts:        o,
@@ -187,7 +192,7 @@ func New(opts Options) (*Master, error) {
 		lru:         lru,
 		nodes:       make(map[meta.NodeID]*node),
 		pol:         pol,
-		sketch:      sk,
+		sketchOpts:  skOpts,
 	}
 	for i := range m.shards {
 		m.shards[i].si = uint8(i)
