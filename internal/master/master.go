@@ -30,7 +30,8 @@ import (
 //  5. sketchMu — the promotion count-min sketch (a leaf);
 //  6. shard.mu — one index shard; never two shards at once;
 //  7. polMu or lruMu — the eviction policy, or the LRU list threaded
-//     through the index (a leaf).
+//     through the index (a leaf); or a chunk pool's mutex
+//     (slabPool.mu, a leaf taken under a shard's write lock).
 //
 // A RAM replica enters and leaves the eviction policy under its shard's
 // lock (polMu taken inside it), so whoever holds a shard's lock sees the
@@ -64,6 +65,7 @@ type Master struct {
 	lruLen           int
 
 	shards [numShards]shard
+	slabs  slabs // the shards' chunks (index.go)
 
 	expireMu sync.Mutex
 	evictMu  sync.Mutex
@@ -197,6 +199,7 @@ func New(opts Options) (*Master, error) {
 	for i := range m.shards {
 		m.shards[i].si = uint8(i)
 		m.shards[i].tenants = &m.tenants
+		m.shards[i].slabs = &m.slabs
 	}
 	m.nodeTab.Store(new([]*node))
 	m.nextExpiry.Store(math.MaxInt64)
