@@ -93,3 +93,13 @@ func TestHugePagesKeepsContents(t *testing.T) {
 		}
 	}
 }
+
+// TestEntryLayout pins the sizes docs/design.md gives.
+func TestEntryLayout(t *testing.T) {
+	if s := unsafe.Sizeof(entry{}); s != 48 {
+		t.Errorf("entry is %d bytes, want 48", s)
+	}
+	if s := unsafe.Sizeof(overflow{}); s != 36 {
+		t.Errorf("overflow is %d bytes, want 36", s)
+	}
+}
