@@ -803,16 +803,14 @@ func lruHandle(l uint32) uint64 {
 }
 
 // lruPush puts replica r (link l) at the front of the LRU list. lruMu
-// and r's shard lock are held. The links are written atomically, for
-// lruWarm's reads without the lock.
+// and r's shard lock are held.
 func (m *Master) lruPush(l uint32, r *replica) {
 	if m.lruHead != 0 {
-		atomic.StoreUint32(&m.lruRep(m.lruHead).prev, l)
+		m.lruRep(m.lruHead).prev = l
 	} else {
 		m.lruTail = l
 	}
-	atomic.StoreUint32(&r.prev, 0)
-	atomic.StoreUint32(&r.next, m.lruHead)
+	r.prev, r.next = 0, m.lruHead
 	m.lruHead = l
 	m.lruLen++
 }
@@ -821,37 +819,15 @@ func (m *Master) lruPush(l uint32, r *replica) {
 // shard lock are held.
 func (m *Master) lruUnlink(l uint32, r *replica) {
 	if r.prev != 0 {
-		atomic.StoreUint32(&m.lruRep(r.prev).next, r.next)
+		m.lruRep(r.prev).next = r.next
 	} else {
 		m.lruHead = r.next
 	}
 	if r.next != 0 {
-		atomic.StoreUint32(&m.lruRep(r.next).prev, r.prev)
+		m.lruRep(r.next).prev = r.prev
 	} else {
 		m.lruTail = r.prev
 	}
-	atomic.StoreUint32(&r.prev, 0)
-	atomic.StoreUint32(&r.next, 0)
+	r.prev, r.next = 0, 0
 	m.lruLen--
-}
-
-// lruWarm loads, without lruMu, the list neighbours of the replicas of
-// links ls, whose links a move to the front rewrites, so that their
-// cache misses overlap before the lock is taken rather than come one
-// after the other under it (as Lookup's warm pass does for slots and
-// entries). The links may be moving: what it reads is only a hint and is
-// returned to be ignored. A link names a place that exists (chunk tables
-// only grow), so following a stale one is safe.
-func (m *Master) lruWarm(ls []uint64) uint32 {
-	var hint uint32
-	for _, h := range ls {
-		r := m.lruRep(uint32(h))
-		if p := atomic.LoadUint32(&r.prev); p != 0 {
-			hint ^= atomic.LoadUint32(&m.lruRep(p).next)
-		}
-		if n := atomic.LoadUint32(&r.next); n != 0 {
-			hint ^= atomic.LoadUint32(&m.lruRep(n).prev)
-		}
-	}
-	return hint
 }

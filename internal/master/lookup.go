@@ -256,7 +256,6 @@ func (m *Master) ExistsKeys(keys []block.Key, dst []bool) ([]bool, error) {
 // forward is only a recency slip.
 func (m *Master) touch(handles []uint64) {
 	if m.lru {
-		_ = m.lruWarm(handles)
 		m.lruMu.Lock()
 		for _, h := range handles {
 			l := uint32(h)
