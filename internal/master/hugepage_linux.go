@@ -8,10 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// hugePage is the size of an x86-64 (and arm64 with 4 KiB pages) huge
-// page, the unit madvise(MADV_COLLAPSE) works in.
-const hugePage = 2 << 20
-
 // hugePages asks the kernel to back the whole 2 MiB pages inside the n
 // bytes at p — Go heap memory of one live, pointer-free object — with
 // huge pages (madvise MADV_HUGEPAGE, which the transparent_hugepage

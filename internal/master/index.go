@@ -452,6 +452,10 @@ func (s *shard) grow(size int) {
 	}
 }
 
+// hugePage is the size of a transparent huge page on x86-64 (and arm64
+// with 4 KiB pages): what hugePages advises and newSlots aligns on.
+const hugePage = 2 << 20
+
 // alignSlotsFrom is the smallest hash table (in bytes) newSlots aligns
 // on a huge page: 4 MiB (2^20 slots, from about 50M keys over the 64
 // shards), where aligning costs at most half a table more and puts all
