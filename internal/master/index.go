@@ -321,7 +321,6 @@ type slabPool[T any] struct {
 	mu     sync.Mutex
 	rest   [][chunkLen]T // allocated, not yet handed out
 	issued int           // chunks handed out
-	huge   uintptr       // bytes advised onto huge pages (hugePages)
 }
 
 // chunk returns a new zeroed chunk.
@@ -332,7 +331,7 @@ func (p *slabPool[T]) chunk() *[chunkLen]T {
 		n := min(max(1, p.issued/slabDiv), maxSlab)
 		p.rest = make([][chunkLen]T, n)
 		if sz := uintptr(n) * unsafe.Sizeof(p.rest[0]); sz >= hugePage {
-			p.huge += hugePages(unsafe.Pointer(&p.rest[0]), sz)
+			hugePages(unsafe.Pointer(&p.rest[0]), sz)
 		}
 	}
 	c := &p.rest[0]
