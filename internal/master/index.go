@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/meta"
@@ -68,6 +69,17 @@ const (
 	// for a garbage byte per four slots, so its walk of the hash table
 	// costs O(1) per byte of names removed.
 	minArenaGC = 1 << 10
+	// slabDiv and maxSlab size the allocations chunks come from
+	// (slabPool): with n chunks handed out over all shards, the next
+	// allocation is n/slabDiv chunks, so chunks allocated and not yet
+	// used are at most a sixteenth of the index's (3 bytes a key at
+	// worst), and from about 700,000 keys an allocation spans at least a
+	// whole 2 MiB page, which the kernel can back with a huge page
+	// (hugePages): one TLB entry for 43 chunks' worth of entries instead
+	// of 512 small pages. At most maxSlab chunks (16 MiB of entries) at
+	// once.
+	slabDiv = 16
+	maxSlab = 340
 )
 
 // maxArena is the most bytes a shard's name arena holds: an entry holds
@@ -97,6 +109,8 @@ type shard struct {
 	nOvfs   uint32
 	freeOvf uint32
 	nOvfUse int // overflow replicas in use
+	// slabs are the master's, where the chunks come from.
+	slabs *slabs
 
 	names       []byte
 	nameGarbage int // bytes of names[] no entry uses
@@ -278,14 +292,52 @@ func (s *shard) ent(ei uint32) *entry { return &(*s.ents.Load())[ei>>chunkBits][
 
 func (s *shard) ovf(oi uint32) *overflow { return &(*s.ovfs.Load())[oi>>chunkBits][oi&(chunkLen-1)] }
 
-// addChunk appends a new chunk to the chunk table t.
-func addChunk[T any](t *atomic.Pointer[[]*[chunkLen]T]) {
+// addChunk appends a new chunk from pool to the chunk table t.
+func addChunk[T any](t *atomic.Pointer[[]*[chunkLen]T], pool *slabPool[T]) {
 	var old []*[chunkLen]T
 	if p := t.Load(); p != nil {
 		old = *p
 	}
-	tab := append(slices.Clip(old), new([chunkLen]T))
+	tab := append(slices.Clip(old), pool.chunk())
 	t.Store(&tab)
+}
+
+// slabs are the master's chunk pools, shared by its shards so that
+// chunks are allocated many at a time (big enough for huge pages) while
+// few are allocated and unused: one pool's spare chunks, not each
+// shard's.
+type slabs struct {
+	ents slabPool[entry]
+	ovfs slabPool[overflow]
+}
+
+// slabPool hands out zeroed chunks of T, which holds no pointers, from
+// allocations of many chunks (slabDiv, maxSlab). A chunk handed out is
+// never taken back: it stays in its shard's table for the master's
+// life. The chunks of one allocation keep it all alive while one is in
+// a table. Safe for concurrent use; mu is a leaf, taken under a shard's
+// write lock.
+type slabPool[T any] struct {
+	mu     sync.Mutex
+	rest   [][chunkLen]T // allocated, not yet handed out
+	issued int           // chunks handed out
+}
+
+// chunk returns a new zeroed chunk.
+func (p *slabPool[T]) chunk() *[chunkLen]T {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.rest) == 0 {
+		n := min(max(1, p.issued/slabDiv), maxSlab)
+		p.rest = make([][chunkLen]T, n)
+		if sz := uintptr(n) * unsafe.Sizeof(p.rest[0]); sz >= hugePage {
+			hugePages(unsafe.Pointer(&p.rest[0]), sz)
+		}
+	}
+	c := &p.rest[0]
+	p.rest = p.rest[1:]
+	p.issued++
+	return c
 }
 
 // chunks returns the number of chunks in table t.
@@ -359,7 +411,7 @@ func (s *shard) insert(tid uint32, h, id uint64, name string) (uint32, bool) {
 	} else {
 		ei = s.nEnts
 		if int(ei>>chunkBits) == chunks(&s.ents) {
-			addChunk(&s.ents)
+			addChunk(&s.ents, &s.slabs.ents)
 		}
 		s.nEnts++
 	}
@@ -390,13 +442,43 @@ func (s *shard) place(v uint32, h uint64) {
 // grow rebuilds the hash table with size slots.
 func (s *shard) grow(size int) {
 	old := s.slots
-	s.slots = make([]uint32, size)
+	s.slots = newSlots(size)
 	defer func() { sl := s.slots; s.view.Store(&sl) }()
 	for _, v := range old {
 		if v != 0 {
 			s.place(v, s.hashOf(s.ent(v&slotIdxMask-1)))
 		}
 	}
+}
+
+// hugePage is the size of a transparent huge page on x86-64 (and arm64
+// with 4 KiB pages): what hugePages advises and newSlots aligns on.
+const hugePage = 2 << 20
+
+// alignSlotsFrom is the smallest hash table (in bytes) newSlots aligns
+// on a huge page: 4 MiB (2^20 slots, from about 50M keys over the 64
+// shards), where aligning costs at most half a table more and puts all
+// of it, not half, on huge pages; a smaller table is not worth 2 MiB of
+// padding.
+const alignSlotsFrom = 4 << 20
+
+// newSlots returns a zeroed hash table of size slots, on huge pages
+// where its size allows (hugePages).
+func newSlots(size int) []uint32 {
+	if size*4 < alignSlotsFrom {
+		return make([]uint32, size)
+	}
+	// Go aligns a large allocation on 8 KiB: up to 2 MiB − 8 KiB of
+	// padding puts the table's start on a huge page boundary.
+	const pad = (hugePage - 8<<10) / 4
+	buf := make([]uint32, size+pad)
+	off := int(-uintptr(unsafe.Pointer(&buf[0])) & (hugePage - 1) / 4)
+	if off > pad {
+		off = 0 // not 8 KiB aligned after all: the table is still right
+	}
+	sl := buf[off : off+size : off+size]
+	hugePages(unsafe.Pointer(&sl[0]), uintptr(size)*4)
+	return sl
 }
 
 // hashOf returns the hash of e's key.
@@ -542,7 +624,7 @@ func (s *shard) addRep(ei uint32, r replica) (*replica, uint64) {
 	case s.nOvfs < maxEntries:
 		oi = s.nOvfs
 		if int(oi>>chunkBits) == chunks(&s.ovfs) {
-			addChunk(&s.ovfs)
+			addChunk(&s.ovfs, &s.slabs.ovfs)
 		}
 		s.nOvfs++
 	default:

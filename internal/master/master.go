@@ -30,7 +30,8 @@ import (
 //  5. sketchMu — the promotion count-min sketch (a leaf);
 //  6. shard.mu — one index shard; never two shards at once;
 //  7. polMu or lruMu — the eviction policy, or the LRU list threaded
-//     through the index (a leaf).
+//     through the index (a leaf); or a chunk pool's mutex
+//     (slabPool.mu, a leaf taken under a shard's write lock).
 //
 // A RAM replica enters and leaves the eviction policy under its shard's
 // lock (polMu taken inside it), so whoever holds a shard's lock sees the
@@ -64,6 +65,7 @@ type Master struct {
 	lruLen           int
 
 	shards [numShards]shard
+	slabs  slabs // the shards' chunks (index.go)
 
 	expireMu sync.Mutex
 	evictMu  sync.Mutex
@@ -84,8 +86,13 @@ type Master struct {
 	pol    policy.Eviction // keys are replica handles (index.go)
 	polSeq int64           // Access.Time of the policy's accesses
 
-	sketchMu sync.Mutex
-	sketch   *policy.CMS
+	// sketch counts SSD hits for promotion; nil until the first hit is
+	// counted (it is 8 MiB at the default SketchKeys, more than the index
+	// of a million keys needs, and a master whose nodes have no SSD never
+	// counts one). sketchOpts are its options, validated by New.
+	sketchMu   sync.Mutex
+	sketch     *policy.CMS
+	sketchOpts policy.CMSOptions
 
 	nextTask, nextSession atomic.Uint64
 
@@ -172,9 +179,9 @@ func New(opts Options) (*Master, error) {
 			return nil, fmt.Errorf("master: build eviction policy: %w", err)
 		}
 	}
-	sk, err := policy.NewCMSWith(o.Promotion.SketchKeys, policy.CMSOptions{Threshold: o.Promotion.Threshold})
-	if err != nil {
-		return nil, fmt.Errorf("master: build promotion sketch: %w", err)
+	skOpts := policy.CMSOptions{Threshold: o.Promotion.Threshold}
+	if err := skOpts.Validate(); err != nil {
+		return nil, fmt.Errorf("master: promotion sketch: %w", err)
 	}
 	m := &Master{
 		opts:        o,
@@ -187,11 +194,12 @@ func New(opts Options) (*Master, error) {
 		lru:         lru,
 		nodes:       make(map[meta.NodeID]*node),
 		pol:         pol,
-		sketch:      sk,
+		sketchOpts:  skOpts,
 	}
 	for i := range m.shards {
 		m.shards[i].si = uint8(i)
 		m.shards[i].tenants = &m.tenants
+		m.shards[i].slabs = &m.slabs
 	}
 	m.nodeTab.Store(new([]*node))
 	m.nextExpiry.Store(math.MaxInt64)

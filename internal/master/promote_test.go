@@ -190,3 +190,27 @@ func TestPromotionDisabled(t *testing.T) {
 	}
 	checkPromo(t, m, PromotionStats{})
 }
+
+// TestPromotionSketchLazy checks that the promotion sketch is built at the
+// first SSD hit counted, not with the master: a master whose nodes report
+// none does not pay its 8 MiB.
+func TestPromotionSketchLazy(t *testing.T) {
+	m, _ := newTest(t, Options{NodeTTL: time.Hour})
+	s := register(t, m, info("a", 10000, 10000), inv(ssd("t", 1), ram("t", 2)))
+	lookup(t, m, "t", true, 1, 2)
+	heartbeat(t, m, "a", s, meta.Delta{}, nil, nil)
+	m.sketchMu.Lock()
+	built := m.sketch != nil
+	m.sketchMu.Unlock()
+	if built {
+		t.Fatal("sketch built before any SSD hit was reported")
+	}
+	heartbeat(t, m, "a", s, meta.Delta{}, keys("t", 1), nil)
+	m.sketchMu.Lock()
+	built = m.sketch != nil
+	m.sketchMu.Unlock()
+	if !built {
+		t.Fatal("no sketch after an SSD hit was counted")
+	}
+	checkPromo(t, m, PromotionStats{RejectedFrequency: 1})
+}

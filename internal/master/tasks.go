@@ -206,7 +206,13 @@ func (m *Master) considerPromotions(n *node, hits []block.Key) {
 			continue
 		}
 		m.sketchMu.Lock()
-		reached := m.sketch.Admit(policy.Access{Key: block.Mix64(objectHash(block.FNV1a(k.Tenant), k) ^ n.idHash)})
+		if m.sketch == nil {
+			// New validated the options, so this cannot fail.
+			if sk, err := policy.NewCMSWith(o.SketchKeys, m.sketchOpts); err == nil {
+				m.sketch = sk
+			}
+		}
+		reached := m.sketch != nil && m.sketch.Admit(policy.Access{Key: block.Mix64(objectHash(block.FNV1a(k.Tenant), k) ^ n.idHash)})
 		m.sketchMu.Unlock()
 		if !reached {
 			m.c.promoRejectedFrequency.Add(1)
