@@ -269,16 +269,18 @@ func (c *conn) readLoop() {
 			return
 		}
 		cll.err = c.decode(cll, h, body)
-		notLeader := errors.Is(cll.err, meta.ErrNotLeader)
-		cll.done <- struct{}{}
-		if notLeader {
+		if errors.Is(cll.err, meta.ErrNotLeader) {
 			// The master refused a request as no longer leading and
 			// closes the connection: the requests behind it were not
 			// served either, and may go again (Client.do), so they fail
-			// as it did, not with the EOF that follows.
+			// as it did, not with the EOF that follows. The connection
+			// is marked dead before the refused call wakes, or its
+			// second try could find it still live and be sent on it.
 			c.fail(fmt.Errorf("%w: %s no longer leads: %w", ErrUnavailable, c.addr, meta.ErrNotLeader))
+			cll.done <- struct{}{}
 			return
 		}
+		cll.done <- struct{}{}
 	}
 }
 
