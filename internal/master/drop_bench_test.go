@@ -16,8 +16,10 @@ import (
 // a and an SSD one on node b; Expire run here or lazily by a Lookup,
 // which then pays for it), and what readers and the other node see
 // meanwhile: the longest and median Lookup of 8 keys from one goroutine,
-// and the longest heartbeat of node b (Expire holds the membership lock
-// for the whole drop). Run with -benchtime=1x; one op is one drop.
+// and the longest heartbeat of node b, sent back to back from another
+// (Expire removes the replicas without the membership lock, so they go on
+// and share the CPU with the drop). Run with -benchtime=1x; one op is one
+// drop.
 // awaitSamples waits until each counter has counted one more sample.
 func awaitSamples(counters ...*atomic.Int64) {
 	for _, c := range counters {

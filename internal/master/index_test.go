@@ -2,6 +2,7 @@ package master
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -482,5 +483,55 @@ func TestNodesAndStats(t *testing.T) {
 	}
 	if st != want {
 		t.Errorf("Stats\n got %+v\nwant %+v", st, want)
+	}
+}
+
+// TestDropLeavesMembershipFree: Expire removes a dropped node's replicas
+// without the membership lock, so the other nodes' heartbeats and
+// registrations go on meanwhile — a drop walks the whole index, seconds
+// at tens of millions of keys, and nodes kept waiting past their TTLs
+// would be dropped next.
+func TestDropLeavesMembershipFree(t *testing.T) {
+	m, clk := newTest(t, Options{})
+	register(t, m, info("a", 1000, 0), inv(ram("t", 1, 2, 3)))
+	sb := register(t, m, info("b", 1000, 0), inv(ram("t", 4, 5)))
+	ttl := m.Options().NodeTTL
+	clk.Advance(ttl / 2)
+	heartbeat(t, m, "b", sb, meta.Delta{}, nil, nil) // b keeps up, a is silent
+	clk.Advance(ttl/2 + 1)
+	calls := 0
+	m.onDrop = func() {
+		calls++
+		if !m.nodesMu.TryRLock() {
+			// Not t.Fatal: the test's end would wait for the lock.
+			t.Error("the membership lock is held while a dropped node's replicas are removed")
+			return
+		}
+		m.nodesMu.RUnlock()
+		// a is dead to readers already, though its replicas are still
+		// indexed.
+		if r := lookup(t, m, "t", false, 1); r.Hit != 0 {
+			t.Errorf("lookup of a's t/1 during its drop: %d hits, want 0", r.Hit)
+		}
+		heartbeat(t, m, "b", sb, meta.Delta{Added: ram("t", 6)}, nil, nil)
+		register(t, m, info("c", 1000, 0), inv(ram("t", 7)))
+	}
+	if n := m.Expire(); n != 1 {
+		t.Fatalf("Expire dropped %d nodes, want 1 (a)", n)
+	}
+	if calls != 1 {
+		t.Fatalf("onDrop ran %d times, want 1", calls)
+	}
+	m.onDrop = nil
+	checkDump(t, m, sortedRows(rowsOf("b", inv(ram("t", 4, 5, 6))), rowsOf("c", inv(ram("t", 7)))))
+	var ids []meta.NodeID
+	for _, n := range m.Nodes() {
+		ids = append(ids, n.Info.ID)
+	}
+	if !slices.Equal(ids, []meta.NodeID{"b", "c"}) {
+		t.Errorf("nodes after the drop: %v, want [b c]", ids)
+	}
+	if err := m.CheckInvariants(); err != nil {
+		t.Fatal(err)
 	}
 }

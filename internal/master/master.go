@@ -26,7 +26,9 @@ import (
 //  2. evictMu — serialises eviction passes (callers use TryLock);
 //  3. nodesMu — the membership map;
 //  4. node.mu — one node's state (inventory set, tasks, usage); never two
-//     nodes' at once;
+//     nodes' at once, but by Expire (the nodes it drops, taken under
+//     nodesMu and held after it is released, while their replicas are
+//     removed) and CheckInvariants;
 //  5. sketchMu — the promotion count-min sketch (a leaf);
 //  6. shard.mu — one index shard; never two shards at once;
 //  7. polMu or lruMu — the eviction policy, or the LRU list threaded
@@ -56,6 +58,9 @@ type Master struct {
 	// lastMs is the latest value of the index's clock (msNow), which
 	// never steps back.
 	lastMs atomic.Uint32
+	// onDrop, set by tests, runs in Expire before each dropped node's
+	// replicas are removed (that node's lock held, no other).
+	onDrop func()
 	// lru: the eviction policy is LRU, kept as one list linked through
 	// the index's replicas (index.go) under lruMu; pol is nil. Otherwise
 	// pol is the policy, under polMu.
@@ -428,31 +433,63 @@ func (m *Master) Expire() int {
 
 func (m *Master) expireLocked() int {
 	_, nowNs := m.now()
-	dropped := 0
+	var dropped []*node
 	next := int64(math.MaxInt64)
 	m.nodesMu.Lock()
 	for id, n := range m.nodes {
 		n.mu.Lock()
 		if n.alive && n.deadline.Load() < nowNs {
-			m.dropNode(n)
-			dropped++
+			// Dead from here on, to readers and to the pool's
+			// accounting; its lock is held until its replicas are gone.
+			m.markDropped(n)
+			dropped = append(dropped, n)
+			continue
 		}
 		if n.alive {
 			m.expireTasks(n, nowNs)
 			next = min(next, n.deadline.Load())
 		} else {
-			n.removed = true
-			delete(m.nodes, id)
-			m.forgetNode(n)
+			m.forget(id, n)
 		}
 		n.mu.Unlock()
 	}
 	m.nextExpiry.Store(next)
 	m.nodesMu.Unlock()
-	if dropped > 0 {
-		m.evict() // the pool shrank
+	if len(dropped) == 0 {
+		return 0
 	}
-	return dropped
+	// Removing a node's replicas walks the whole index (seconds at tens
+	// of millions of keys): it runs without the membership lock, so the
+	// other nodes' heartbeats and registrations go on meanwhile instead
+	// of waiting past their own TTLs. Each dropped node's lock, held
+	// since it was marked, keeps it from re-registering (and the
+	// invariants from being checked) while its replicas are half gone.
+	for _, n := range dropped {
+		if m.onDrop != nil {
+			m.onDrop()
+		}
+		m.removeAll(n)
+		n.mu.Unlock()
+	}
+	m.nodesMu.Lock()
+	for _, n := range dropped {
+		n.mu.Lock()
+		if !n.alive { // not registered again meanwhile
+			m.forget(n.id, n)
+		}
+		n.mu.Unlock()
+	}
+	m.nodesMu.Unlock()
+	m.evict() // the pool shrank
+	return len(dropped)
+}
+
+// forget deletes dropped node n, which has no replica left, from the
+// membership map and frees its number. nodesMu and n.mu are held.
+func (m *Master) forget(id meta.NodeID, n *node) {
+	n.removed = true
+	delete(m.nodes, id)
+	m.forgetNode(n)
 }
 
 // maybeExpire runs Expire if a node's deadline may have passed and no one
@@ -464,14 +501,22 @@ func (m *Master) maybeExpire(nowNs int64) {
 	}
 }
 
-// dropNode removes n's replicas and tasks and marks it dead. n.mu is held.
+// dropNode marks n dead and removes its replicas and tasks. n.mu is held.
 func (m *Master) dropNode(n *node) {
-	m.closeAllTasks(n)
+	m.markDropped(n)
 	m.removeAll(n)
+}
+
+// markDropped closes n's tasks and marks it dead: its replicas are
+// invisible from here on (visible checks the node's deadline) and its RAM
+// leaves the pool's totals, but they stay indexed until removeAll. n.mu
+// is held.
+func (m *Master) markDropped(n *node) {
+	m.closeAllTasks(n)
 	n.alive = false
 	n.deadline.Store(0)
 	m.poolRAMBytes.Add(-n.info.RAMBytes)
-	m.poolRAMUsed.Add(-n.ramUsed.Load()) // 0: removeAll took every replica
+	m.poolRAMUsed.Add(-n.ramUsed.Load()) // removeAll then leaves the pool alone (addRAMUsed)
 	m.c.nodesDropped.Add(1)
 }
 
