@@ -28,10 +28,8 @@ import (
 // target's connections, each with one GET outstanding) — the fair
 // reference for node GET from SSD.
 type diskTarget struct {
-	node    bool
-	f       *os.File
-	cleanup func() error
-	notes   []string
+	dataFile
+	node bool
 }
 
 func (t *diskTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
@@ -39,18 +37,47 @@ func (t *diskTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 	if t.node {
 		ioSize = (spec.BlockSize + ssd.PageSize - 1) / ssd.PageSize * ssd.PageSize
 	}
+	if err := t.open(ctx, spec, "disk", ioSize); err != nil {
+		return nil, err
+	}
+	next := new(atomic.Int64)
+	ws := make([]Worker, spec.Conns)
+	for i := range ws {
+		w := &diskWorker{f: t.f, buf: alignedBuf(ioSize), next: next, chunks: int64(t.chunks), payload: spec.BlockSize}
+		if t.node {
+			w.mix = newMix(i, t.chunks, 0)
+		}
+		ws[i] = w
+	}
+	return ws, nil
+}
+
+// dataFile is the raw disk targets' data: one file of Spec.DataBytes in
+// chunks of a given I/O size, in the SSD directory (Spec.Dir), opened
+// for O_DIRECT reads unless Spec.BufferedIO or the filesystem refuses it
+// (which notes says).
+type dataFile struct {
+	f       *os.File
+	chunks  int
+	cleanup func() error
+	notes   []string
+}
+
+// open writes the file in a work directory named for the target (name)
+// and opens it for reading.
+func (d *dataFile) open(ctx context.Context, spec Spec, name string, ioSize int) error {
 	if ioSize%vfs.DirectIOAlign != 0 && !spec.BufferedIO {
-		return nil, fmt.Errorf("block size %d is not a multiple of %d, as O_DIRECT needs (or ask for buffered I/O)", spec.BlockSize, vfs.DirectIOAlign)
+		return fmt.Errorf("block size %d is not a multiple of %d, as O_DIRECT needs (or ask for buffered I/O)", spec.BlockSize, vfs.DirectIOAlign)
 	}
-	dir, cleanup, err := workDir(spec, "disk")
+	dir, cleanup, err := workDir(spec, name)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	t.cleanup = cleanup
-	chunks := max(1, int(spec.DataBytes/int64(ioSize)))
+	d.cleanup = cleanup
+	d.chunks = max(1, int(spec.DataBytes/int64(ioSize)))
 	path := filepath.Join(dir, "disk.dat")
-	if err := writeDataFile(ctx, path, chunks, ioSize); err != nil {
-		return nil, err
+	if err := writeDataFile(ctx, path, d.chunks, ioSize); err != nil {
+		return err
 	}
 	flag := os.O_RDONLY
 	if !spec.BufferedIO {
@@ -58,27 +85,32 @@ func (t *diskTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 	}
 	f, err := os.OpenFile(path, flag, 0)
 	if err != nil && flag != os.O_RDONLY {
-		t.notes = append(t.notes, fmt.Sprintf("O_DIRECT refused (%v): reads may come from the page cache", err))
+		d.notes = append(d.notes, fmt.Sprintf("O_DIRECT refused (%v): reads may come from the page cache", err))
 		flag = os.O_RDONLY
 		f, err = os.OpenFile(path, flag, 0)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return fmt.Errorf("open %s: %w", path, err)
 	}
 	if flag == os.O_RDONLY {
-		t.notes = append(t.notes, "buffered I/O: reads may come from the page cache")
+		d.notes = append(d.notes, "buffered I/O: reads may come from the page cache")
 	}
-	t.f = f
-	next := new(atomic.Int64)
-	ws := make([]Worker, spec.Conns)
-	for i := range ws {
-		w := &diskWorker{f: f, buf: alignedBuf(ioSize), next: next, chunks: int64(chunks), payload: spec.BlockSize}
-		if t.node {
-			w.mix = newMix(i, chunks, 0)
-		}
-		ws[i] = w
+	d.f = f
+	return nil
+}
+
+func (d *dataFile) Annotate(res *Result) { res.Notes = append(res.Notes, d.notes...) }
+
+// Close closes the file and removes the work directory.
+func (d *dataFile) Close() error {
+	var errs []error
+	if d.f != nil {
+		errs = append(errs, d.f.Close())
 	}
-	return ws, nil
+	if d.cleanup != nil {
+		errs = append(errs, d.cleanup())
+	}
+	return errors.Join(errs...)
 }
 
 // writeDataFile writes chunks × size bytes to path and syncs it.
@@ -124,19 +156,6 @@ func alignedBuf(n int) []byte {
 		off = vfs.DirectIOAlign - r
 	}
 	return b[off : off+n : off+n]
-}
-
-func (t *diskTarget) Annotate(res *Result) { res.Notes = append(res.Notes, t.notes...) }
-
-func (t *diskTarget) Close() error {
-	var errs []error
-	if t.f != nil {
-		errs = append(errs, t.f.Close())
-	}
-	if t.cleanup != nil {
-		errs = append(errs, t.cleanup())
-	}
-	return errors.Join(errs...)
 }
 
 type diskWorker struct {

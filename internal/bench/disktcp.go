@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 
 	"github.com/kvpool/kvpool/internal/tier/ssd"
-	"github.com/kvpool/kvpool/internal/vfs"
 )
 
 // diskTCPTarget is the physical bound of a node GET from SSD on this
@@ -26,41 +23,15 @@ import (
 // can reach; it is printed beside the others without a goal.
 type diskTCPTarget struct {
 	rawServers
-	f       *os.File
-	cleanup func() error
-	notes   []string
+	dataFile
 }
 
 func (t *diskTCPTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 	ioSize := (spec.BlockSize + ssd.PageSize - 1) / ssd.PageSize * ssd.PageSize
-	if ioSize%vfs.DirectIOAlign != 0 && !spec.BufferedIO {
-		return nil, fmt.Errorf("block size %d is not a multiple of %d, as O_DIRECT needs (or ask for buffered I/O)", spec.BlockSize, vfs.DirectIOAlign)
-	}
-	dir, cleanup, err := workDir(spec, "disktcp")
-	if err != nil {
+	if err := t.open(ctx, spec, "disktcp", ioSize); err != nil {
 		return nil, err
 	}
-	t.cleanup = cleanup
-	chunks := max(1, int(spec.DataBytes/int64(ioSize)))
-	path := filepath.Join(dir, "disk.dat")
-	if err := writeDataFile(ctx, path, chunks, ioSize); err != nil {
-		return nil, err
-	}
-	flag := os.O_RDONLY
-	if !spec.BufferedIO {
-		flag |= vfs.ODirect
-	}
-	f, err := os.OpenFile(path, flag, 0)
-	if err != nil && flag != os.O_RDONLY {
-		t.notes = append(t.notes, fmt.Sprintf("O_DIRECT refused (%v): reads may come from the page cache", err))
-		flag = os.O_RDONLY
-		f, err = os.OpenFile(path, flag, 0)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	t.f = f
-	srv := diskTCPServer{f: f, chunks: int64(chunks), ioSize: ioSize, size: spec.BlockSize}
+	srv := diskTCPServer{f: t.f, chunks: int64(t.chunks), ioSize: ioSize, size: spec.BlockSize}
 	ln, err := t.listen(srv.serve)
 	if err != nil {
 		return nil, err
@@ -71,25 +42,18 @@ func (t *diskTCPTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) 
 		if err != nil {
 			return nil, err
 		}
-		ws[i] = &tcpWorker{c: c, buf: make([]byte, spec.BlockSize), mix: newMix(i, chunks, 0)}
+		ws[i] = &tcpWorker{c: c, buf: make([]byte, spec.BlockSize), mix: newMix(i, t.chunks, 0)}
 	}
 	return ws, nil
 }
 
 func (t *diskTCPTarget) Annotate(res *Result) {
-	res.Notes = append(res.Notes, t.notes...)
+	t.dataFile.Annotate(res)
 	res.Notes = append(res.Notes, "each GET: an O_DIRECT read of the block's pages, then written to loopback TCP; no framing, no checksum")
 }
 
 func (t *diskTCPTarget) Close() error {
-	errs := []error{t.rawServers.Close()}
-	if t.f != nil {
-		errs = append(errs, t.f.Close())
-	}
-	if t.cleanup != nil {
-		errs = append(errs, t.cleanup())
-	}
-	return errors.Join(errs...)
+	return errors.Join(t.rawServers.Close(), t.dataFile.Close())
 }
 
 // diskTCPServer answers requests from the file's blocks.
