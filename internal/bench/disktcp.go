@@ -36,15 +36,7 @@ func (t *diskTCPTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) 
 	if err != nil {
 		return nil, err
 	}
-	ws := make([]Worker, spec.Conns)
-	for i := range ws {
-		c, err := t.dial(ctx, ln)
-		if err != nil {
-			return nil, err
-		}
-		ws[i] = &tcpWorker{c: c, buf: make([]byte, spec.BlockSize), mix: newMix(i, t.chunks, 0)}
-	}
-	return ws, nil
+	return t.tcpWorkers(ctx, ln, spec, t.chunks)
 }
 
 func (t *diskTCPTarget) Annotate(res *Result) {

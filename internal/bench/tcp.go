@@ -48,14 +48,24 @@ func (t *tcpTarget) Start(ctx context.Context, spec Spec) ([]Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !t.set {
+		n = 0
+	}
+	return t.tcpWorkers(ctx, ln, spec, n)
+}
+
+// tcpWorkers dials spec.Conns connections to ln, a worker each reading
+// spec.BlockSize bytes per request; with n > 0 each request names one of
+// n blocks at random, else it names the first.
+func (r *rawServers) tcpWorkers(ctx context.Context, ln net.Listener, spec Spec, n int) ([]Worker, error) {
 	ws := make([]Worker, spec.Conns)
 	for i := range ws {
-		c, err := t.dial(ctx, ln)
+		c, err := r.dial(ctx, ln)
 		if err != nil {
 			return nil, err
 		}
 		w := &tcpWorker{c: c, buf: make([]byte, spec.BlockSize)}
-		if t.set {
+		if n > 0 {
 			w.mix = newMix(i, n, 0)
 		}
 		ws[i] = w
