@@ -76,6 +76,14 @@ func sumOf(k block.Key) uint32 { return uint32(k.ID*2654435761) ^ uint32(len(k.T
 
 func inv(parts ...[]meta.Item) meta.Inventory { return slices.Concat(parts...) }
 
+// otherTier is the tier a move from t goes to.
+func otherTier(t meta.Tier) meta.Tier {
+	if t == meta.TierSSD {
+		return meta.TierRAM
+	}
+	return meta.TierSSD
+}
+
 func register(t testing.TB, m *Master, ni meta.NodeInfo, inv meta.Inventory) meta.Session {
 	t.Helper()
 	r, err := m.Register(ni, inv, meta.NodeUsage{})

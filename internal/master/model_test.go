@@ -82,11 +82,7 @@ func randDelta(rng *rand.Rand, nIDs int) meta.Delta {
 	}
 	for range rng.IntN(3) {
 		ik := randItemKey(rng, nIDs)
-		to := meta.TierSSD
-		if ik.Tier == meta.TierSSD {
-			to = meta.TierRAM
-		}
-		d.Moved = append(d.Moved, meta.Move{Key: ik.Key, From: ik.Tier, To: to})
+		d.Moved = append(d.Moved, meta.Move{Key: ik.Key, From: ik.Tier, To: otherTier(ik.Tier)})
 	}
 	return d
 }

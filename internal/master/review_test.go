@@ -116,11 +116,7 @@ func TestIndexCollidingKeys(t *testing.T) {
 			case op < 9:
 				d.Removed = append(d.Removed, meta.ItemKey{Key: k, Tier: tier})
 			default:
-				to := meta.TierSSD
-				if tier == meta.TierSSD {
-					to = meta.TierRAM
-				}
-				d.Moved = append(d.Moved, meta.Move{Key: k, From: tier, To: to})
+				d.Moved = append(d.Moved, meta.Move{Key: k, From: tier, To: otherTier(tier)})
 			}
 		}
 		heartbeat(t, m, id, sess[id], d, nil, nil)
@@ -366,11 +362,7 @@ func (n *stressNode) randDelta(nIDs int) meta.Delta {
 		case op < 8:
 			d.Removed = append(d.Removed, meta.ItemKey{Key: k, Tier: tier})
 		default:
-			to := meta.TierSSD
-			if tier == meta.TierSSD {
-				to = meta.TierRAM
-			}
-			d.Moved = append(d.Moved, meta.Move{Key: k, From: tier, To: to})
+			d.Moved = append(d.Moved, meta.Move{Key: k, From: tier, To: otherTier(tier)})
 		}
 	}
 	return d
