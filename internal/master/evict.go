@@ -132,11 +132,11 @@ func (m *Master) policyLen() int {
 	}
 	m.lruMu.Lock()
 	defer m.lruMu.Unlock()
-	return m.lruLen
+	return m.lruLog.live
 }
 
 // victim returns the handle of the replica the policy would evict next:
-// with lru, the LRU list's tail.
+// with lru, the LRU log's oldest live record.
 func (m *Master) victim() (uint64, bool) {
 	if !m.lru {
 		m.polMu.Lock()
@@ -145,10 +145,11 @@ func (m *Master) victim() (uint64, bool) {
 	}
 	m.lruMu.Lock()
 	defer m.lruMu.Unlock()
-	if m.lruTail == 0 {
+	l := m.lruVictim()
+	if l == 0 {
 		return 0, false
 	}
-	return lruHandle(m.lruTail), true
+	return lruHandle(l), true
 }
 
 // victimAt returns the node and key of the RAM replica policy handle h
@@ -191,8 +192,8 @@ func (m *Master) markEvicting(n *node, key block.Key, h uint64, nowNs int64) (vi
 	if m.leaseActive(r, nowMs) {
 		if m.lru { // re-touch: away from the eviction end
 			m.lruMu.Lock()
-			m.lruUnlink(lruLink(h), r)
-			m.lruPush(lruLink(h), r)
+			m.lruTouch(lruLink(h))
+			m.lruSweep()
 			m.lruMu.Unlock()
 		}
 		return victimLeased, 0

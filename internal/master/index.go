@@ -128,7 +128,7 @@ type shard struct {
 	_ [64]byte // keep neighbouring shards off each other's cache lines
 }
 
-// replica is one copy of a block in the index: 28 bytes.
+// replica is one copy of a block in the index: 24 bytes.
 type replica struct {
 	// lease is the end of the read lease in milliseconds of the master's
 	// clock (Master.ms: 32 bits that wrap every 49.7 days, compared
@@ -145,11 +145,12 @@ type replica struct {
 	node   uint16
 	flags  uint8 // flagSSD, flagEvicting, flagSize40
 	sizeHi uint8 // bits 32 to 39 of the size
-	// prev and next link the LRU list (lruLink codes; 0: none) when the
-	// policy is lru, for RAM replicas not evicting. Guarded by the
+	// seq is lruOn plus the position of the replica's latest record in
+	// the LRU log (lrulog.go) when the policy is lru and the replica is
+	// in the order (RAM, not evicting); 0 otherwise. Guarded by the
 	// master's lruMu (and the replica's shard lock, without which the
-	// replica cannot join or leave the list).
-	prev, next uint32
+	// replica cannot join or leave the order).
+	seq uint32
 }
 
 const (
@@ -198,10 +199,9 @@ func (r *replica) setSize(sz int64) {
 	}
 }
 
-// set stores v's fields in r, all but the LRU links, which only the
-// holder of the master's lruMu writes (a replica joins the list with its
-// links zero and leaves it with them zeroed). The shard's write lock is
-// held.
+// set stores v's fields in r, all but seq, which only the holder of the
+// master's lruMu writes (a replica joins the order with seq 0 and leaves
+// it with seq zeroed). The shard's write lock is held.
 func (r *replica) set(v replica) {
 	r.lease, r.touched, r.sizeLo, r.sum = v.lease, v.touched, v.sizeLo, v.sum
 	r.node, r.flags, r.sizeHi = v.node, v.flags, v.sizeHi
@@ -215,10 +215,13 @@ func newReplica(num uint16, it *meta.Item) replica {
 	return r
 }
 
-// entry is one key of a shard: 48 bytes.
+// entry is one key of a shard: 44 bytes.
 type entry struct {
-	id  uint64
-	rep replica // the first replica (rep.node 0: none inline)
+	// idLo and idHi are the key's chain or name id, in two halves so
+	// that the entry needs no 8-byte alignment (48 bytes, not 44).
+	// Written atomically (warm reads idLo without the lock).
+	idLo, idHi uint32
+	rep        replica // the first replica (rep.node 0: none inline)
 	// tenant is the key's interned tenant plus one; 0 marks a free entry.
 	tenant uint32
 	// name is the offset plus one of the key's name in the arena; 0 for
@@ -229,7 +232,16 @@ type entry struct {
 	more uint32
 }
 
-// overflow is a key's second or later replica: 36 bytes.
+// id returns e's chain or name id.
+func (e *entry) id() uint64 { return uint64(e.idHi)<<32 | uint64(e.idLo) }
+
+// setID stores e's id.
+func (e *entry) setID(id uint64) {
+	atomic.StoreUint32(&e.idLo, uint32(id))
+	atomic.StoreUint32(&e.idHi, uint32(id>>32))
+}
+
+// overflow is a key's second or later replica: 32 bytes.
 type overflow struct {
 	rep replica // rep.node 0 marks a free one
 	// next is the key's next overflow replica plus one (0: none); in a
@@ -364,7 +376,7 @@ func (s *shard) nameOf(e *entry) string {
 
 // matches reports whether e is the key (tid, id, name).
 func (s *shard) matches(e *entry, tid uint32, id uint64, name string) bool {
-	if e.id != id || e.tenant != tid {
+	if e.idLo != uint32(id) || e.idHi != uint32(id>>32) || e.tenant != tid {
 		return false
 	}
 	if name == "" {
@@ -416,7 +428,7 @@ func (s *shard) insert(tid uint32, h, id uint64, name string) (uint32, bool) {
 		s.nEnts++
 	}
 	e := s.ent(ei)
-	atomic.StoreUint64(&e.id, id)
+	e.setID(id)
 	e.tenant, e.name, e.more = tid, 0, 0
 	e.rep.set(replica{})
 	if name != "" {
@@ -482,7 +494,7 @@ func newSlots(size int) []uint32 {
 }
 
 // hashOf returns the hash of e's key.
-func (s *shard) hashOf(e *entry) uint64 { return keyHash(s.tenants.hash(e.tenant), e.id) }
+func (s *shard) hashOf(e *entry) uint64 { return keyHash(s.tenants.hash(e.tenant), e.id()) }
 
 // removeKey deletes entry ei, whose key has no replica left, with its
 // expiry record and name, and frees it.
@@ -511,7 +523,7 @@ func (s *shard) removeKey(ei uint32) {
 		s.nameGarbage += w + int(n)
 	}
 	delete(s.exp, ei)
-	atomic.StoreUint64(&e.id, 0)
+	e.setID(0)
 	e.tenant, e.name, e.more = 0, 0, s.freeEnt
 	e.rep.set(replica{})
 	s.freeEnt = ei + 1
@@ -583,7 +595,7 @@ func (s *shard) warm(h uint64) uint64 {
 			if tab == nil || int(ei>>chunkBits) >= len(*tab) {
 				return 0
 			}
-			return atomic.LoadUint64(&(*tab)[ei>>chunkBits][ei&(chunkLen-1)].id)
+			return uint64(atomic.LoadUint32(&(*tab)[ei>>chunkBits][ei&(chunkLen-1)].idLo))
 		}
 		i = (i + 1) & mask
 	}
@@ -731,7 +743,7 @@ func (s *shard) entries() iter.Seq[uint32] {
 
 // keyOf returns the block key of entry e.
 func (s *shard) keyOf(e *entry) block.Key {
-	return block.Key{Tenant: s.tenants.name(e.tenant), ID: e.id, Name: s.nameOf(e)}
+	return block.Key{Tenant: s.tenants.name(e.tenant), ID: e.id(), Name: s.nameOf(e)}
 }
 
 // tenantTable interns tenant names to numbers (plus one in entries, so 0
@@ -792,11 +804,9 @@ func (t *tenantTable) hash(id uint32) uint64 { return t.info(id).hash }
 
 func (t *tenantTable) name(id uint32) string { return t.info(id).name }
 
-// LRU links. With the lru policy, the RAM replicas not under an eviction
-// order form one list (Master.lruHead), most recently used first, linked
-// through their prev and next fields by link codes: the shard in the top
-// 6 bits, lruOvf for an overflow replica, and the replica's number plus
-// one in the low 25 bits.
+// LRU links. With the lru policy, the LRU log (lrulog.go) names a
+// replica by its link code: the shard in the top 6 bits, lruOvf for an
+// overflow replica, and the replica's number plus one in the low 25 bits.
 const (
 	lruShardShift = 26
 	lruOvf        = 1 << 25
@@ -813,17 +823,6 @@ func lruLink(h uint64) uint32 {
 	return l
 }
 
-// lruRep returns the replica of link l; lruMu is held (or the replica's
-// shard lock, for its own links).
-func (m *Master) lruRep(l uint32) *replica {
-	s := &m.shards[l>>lruShardShift]
-	idx := l&lruIdxMask - 1
-	if l&lruOvf != 0 {
-		return &s.ovf(idx).rep
-	}
-	return &s.ent(idx).rep
-}
-
 // lruHandle returns the policy handle of link l.
 func lruHandle(l uint32) uint64 {
 	si, idx := uint8(l>>lruShardShift), l&lruIdxMask-1
@@ -831,34 +830,4 @@ func lruHandle(l uint32) uint64 {
 		return ovfHandle(si, idx)
 	}
 	return inlineHandle(si, idx)
-}
-
-// lruPush puts replica r (link l) at the front of the LRU list. lruMu
-// and r's shard lock are held.
-func (m *Master) lruPush(l uint32, r *replica) {
-	if m.lruHead != 0 {
-		m.lruRep(m.lruHead).prev = l
-	} else {
-		m.lruTail = l
-	}
-	r.prev, r.next = 0, m.lruHead
-	m.lruHead = l
-	m.lruLen++
-}
-
-// lruUnlink takes replica r (link l) off the LRU list. lruMu and r's
-// shard lock are held.
-func (m *Master) lruUnlink(l uint32, r *replica) {
-	if r.prev != 0 {
-		m.lruRep(r.prev).next = r.next
-	} else {
-		m.lruHead = r.next
-	}
-	if r.next != 0 {
-		m.lruRep(r.next).prev = r.prev
-	} else {
-		m.lruTail = r.prev
-	}
-	r.prev, r.next = 0, 0
-	m.lruLen--
 }

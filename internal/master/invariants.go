@@ -150,7 +150,7 @@ func (m *Master) checkShard(si int, tally map[*node]*nodeTally, tot *invariantTo
 		if int(h&(numShards-1)) != si {
 			return invariantError("key %v is in shard %d, not its own", k, si)
 		}
-		if got := s.lookup(e.tenant, h, e.id, k.Name); got != ei+1 {
+		if got := s.lookup(e.tenant, h, e.id(), k.Name); got != ei+1 {
 			return invariantError("key %v (entry %d) is found at entry %d: a duplicate, or off its probe run", k, ei, int64(got)-1)
 		}
 		if !hasReps(e) {
@@ -165,8 +165,8 @@ func (m *Master) checkShard(si int, tally map[*node]*nodeTally, tot *invariantTo
 			if err := m.checkReplica(k, r, rh, seen, tally, inPolicy); err != nil {
 				return err
 			}
-			if m.lru && !inPolicy(rh) && (r.prev != 0 || r.next != 0) {
-				return invariantError("%v: replica off the LRU list has links %d, %d", k, r.prev, r.next)
+			if m.lru && !inPolicy(rh) && r.seq != 0 {
+				return invariantError("%v: replica out of the LRU order has seq %#x", k, r.seq)
 			}
 			seen = append(seen, r)
 			if r.tier() == meta.TierRAM {
@@ -264,36 +264,50 @@ func (s *shard) checkTables() error {
 	return nil
 }
 
-// checkLRU walks the LRU list, checking its links and its length, and
-// returns its members; checkReplica checks that they are exactly the RAM
+// checkLRU walks the LRU log, checking its chunks' positions, its counts
+// and that no replica has two live records, and returns the links of the
+// live records; checkReplica checks that they are exactly the RAM
 // replicas not evicting. The caller has stopped the world, so no replica
-// joins or leaves the list; lruMu is taken for the links lookups move.
+// joins or leaves the order; lruMu is taken for the records lookups
+// append.
 func (m *Master) checkLRU() (map[uint32]bool, error) {
 	m.lruMu.Lock()
 	defer m.lruMu.Unlock()
-	on := make(map[uint32]bool, m.lruLen)
-	var prev uint32
-	for l := m.lruHead; l != 0; l = m.lruRep(l).next {
-		s := &m.shards[l>>lruShardShift]
-		idx := l&lruIdxMask - 1
+	g := &m.lruLog
+	on := make(map[uint32]bool, g.live)
+	recs := 0
+	for i, c := range g.chunks {
 		switch {
-		case on[l] || len(on) > m.lruLen:
-			return nil, invariantError("LRU list has a cycle or more than its %d members", m.lruLen)
-		case l&lruIdxMask == 0, l&lruOvf == 0 && (idx >= s.nEnts || s.ent(idx).tenant == 0), l&lruOvf != 0 && idx >= s.nOvfs:
-			return nil, invariantError("LRU link %#x names no replica", l)
+		case c.lo < 0 || c.lo > c.n || c.n > lruChunkLen:
+			return nil, invariantError("LRU log chunk %d holds records %d to %d", i, c.lo, c.n)
+		case i > 0 && (c.base-g.chunks[i-1].base)&lruPosMask < lruChunkLen:
+			return nil, invariantError("LRU log chunk %d starts at position %d, inside chunk %d's range (from %d)", i, c.base, i-1, g.chunks[i-1].base)
+		case i == len(g.chunks)-1 && (c.base+uint32(c.n))&lruPosMask != g.next:
+			return nil, invariantError("LRU log's last chunk ends at position %d, next is %d", c.base+uint32(c.n), g.next)
 		}
-		r := m.lruRep(l)
-		switch {
-		case r.node == 0 || r.tier() != meta.TierRAM || r.evicting():
-			return nil, invariantError("LRU list holds link %#x, a free, SSD or evicting replica", l)
-		case r.prev != prev:
-			return nil, invariantError("LRU link %#x: prev %#x, want %#x", l, r.prev, prev)
+		for j := c.lo; j < c.n; j++ {
+			l := c.recs[j]
+			s := &m.shards[l>>lruShardShift]
+			idx := l&lruIdxMask - 1
+			if l&lruIdxMask == 0 || l&lruOvf == 0 && idx >= s.nEnts || l&lruOvf != 0 && idx >= s.nOvfs {
+				return nil, invariantError("LRU log record %#x names no replica", l)
+			}
+			recs++
+			if !m.lruLive(l, c.base+uint32(j)) {
+				continue
+			}
+			r := m.lruRep(l)
+			switch {
+			case on[l]:
+				return nil, invariantError("LRU log holds two live records of link %#x", l)
+			case l&lruOvf == 0 && s.ent(idx).tenant == 0, r.node == 0 || r.tier() != meta.TierRAM || r.evicting():
+				return nil, invariantError("LRU log holds link %#x, a free, SSD or evicting replica", l)
+			}
+			on[l] = true
 		}
-		on[l] = true
-		prev = l
 	}
-	if m.lruTail != prev || len(on) != m.lruLen {
-		return nil, invariantError("LRU list: tail %#x, last %#x; %d members, length says %d", m.lruTail, prev, len(on), m.lruLen)
+	if recs != g.recs || len(on) != g.live {
+		return nil, invariantError("LRU log: %d records, %d live; counts say %d, %d", recs, len(on), g.recs, g.live)
 	}
 	return on, nil
 }

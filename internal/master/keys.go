@@ -234,7 +234,7 @@ func (m *Master) Scan(tenant string, cursor uint64, count int, dst []string) (ne
 			if e.name == 0 || e.tenant != tid {
 				continue
 			}
-			if h := keyHash(th, e.id) >> shardBits; h >= lb && m.live(s, ei, nowNs) {
+			if h := keyHash(th, e.id()) >> shardBits; h >= lb && m.live(s, ei, nowNs) {
 				cand = append(cand, scanEntry{h, s.nameOf(e)})
 			}
 		}

@@ -273,23 +273,19 @@ const warmGroup = 32
 var sink atomic.Uint64
 
 // touch records an access to each handle still in the policy, or with
-// lru moves each LRU link still on the list to its front: under one lock
-// for a whole batch (one per key would serialise lookups on it). The
-// replica may have left since collect saw it, and its place may hold
-// another replica; a link is on the list when it has a neighbour or is
-// the head (links are zero off the list), and moving another replica
-// forward is only a recency slip.
+// lru appends a record of each LRU link still in the order to the log:
+// under one lock for a whole batch (one per key would serialise lookups
+// on it). The replica may have left since collect saw it, and its place
+// may hold another replica; a replica is in the order when its seq says
+// so (it is zeroed when it leaves), and moving another replica forward
+// is only a recency slip.
 func (m *Master) touch(handles []uint64) {
 	if m.lru {
 		m.lruMu.Lock()
 		for _, h := range handles {
-			l := uint32(h)
-			r := m.lruRep(l)
-			if l != m.lruHead && (r.prev != 0 || r.next != 0) {
-				m.lruUnlink(l, r)
-				m.lruPush(l, r)
-			}
+			m.lruTouch(uint32(h))
 		}
+		m.lruSweep()
 		m.lruMu.Unlock()
 		return
 	}

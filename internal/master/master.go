@@ -31,8 +31,8 @@ import (
 //     removed) and CheckInvariants;
 //  5. sketchMu — the promotion count-min sketch (a leaf);
 //  6. shard.mu — one index shard; never two shards at once;
-//  7. polMu or lruMu — the eviction policy, or the LRU list threaded
-//     through the index (a leaf); or a chunk pool's mutex
+//  7. polMu or lruMu — the eviction policy, or the LRU log of the
+//     index's replicas (a leaf); or a chunk pool's mutex
 //     (slabPool.mu, a leaf taken under a shard's write lock).
 //
 // A RAM replica enters and leaves the eviction policy under its shard's
@@ -61,13 +61,12 @@ type Master struct {
 	// onDrop, set by tests, runs in Expire before each dropped node's
 	// replicas are removed (that node's lock held, no other).
 	onDrop func()
-	// lru: the eviction policy is LRU, kept as one list linked through
-	// the index's replicas (index.go) under lruMu; pol is nil. Otherwise
+	// lru: the eviction policy is LRU, kept as a log of the index's
+	// replicas' accesses (lrulog.go) under lruMu; pol is nil. Otherwise
 	// pol is the policy, under polMu.
-	lru              bool
-	lruMu            sync.Mutex
-	lruHead, lruTail uint32 // lruLink codes; 0: empty
-	lruLen           int
+	lru    bool
+	lruMu  sync.Mutex
+	lruLog lruLog
 
 	shards [numShards]shard
 	slabs  slabs // the shards' chunks (index.go)
@@ -556,7 +555,7 @@ func (m *Master) polInsert(s *shard, h uint64, r *replica) {
 func (m *Master) polRemove(s *shard, h uint64, r *replica) {
 	if m.lru {
 		m.lruMu.Lock()
-		m.lruUnlink(lruLink(h), r)
+		m.lruUnlink(r)
 		m.lruMu.Unlock()
 		return
 	}

@@ -25,7 +25,8 @@ func TestSlabPool(t *testing.T) {
 				t.Fatalf("chunk %d entry %d not zero: %+v", i, j, c[j])
 			}
 		}
-		c[0].id, c[chunkLen-1].id = uint64(i)+1, uint64(i)+1 // later chunks must not overlap it
+		c[0].setID(uint64(i) + 1) // later chunks must not overlap it
+		c[chunkLen-1].setID(uint64(i) + 1)
 		if spare == 0 {
 			if want := min(max(1, i/slabDiv), maxSlab); len(p.rest)+1 != want {
 				t.Fatalf("chunk %d: allocated %d chunks, want %d", i, len(p.rest)+1, want)
@@ -36,8 +37,8 @@ func TestSlabPool(t *testing.T) {
 		}
 	}
 	for c := range seen {
-		if c[0].id == 0 || c[0].id != c[chunkLen-1].id {
-			t.Fatalf("chunk marks %d, %d: chunks overlap", c[0].id, c[chunkLen-1].id)
+		if c[0].id() == 0 || c[0].id() != c[chunkLen-1].id() {
+			t.Fatalf("chunk marks %d, %d: chunks overlap", c[0].id(), c[chunkLen-1].id())
 		}
 	}
 	if p.issued != n {
@@ -96,10 +97,10 @@ func TestHugePagesKeepsContents(t *testing.T) {
 
 // TestEntryLayout pins the sizes docs/design.md gives.
 func TestEntryLayout(t *testing.T) {
-	if s := unsafe.Sizeof(entry{}); s != 48 {
-		t.Errorf("entry is %d bytes, want 48", s)
+	if s := unsafe.Sizeof(entry{}); s != 44 {
+		t.Errorf("entry is %d bytes, want 44", s)
 	}
-	if s := unsafe.Sizeof(overflow{}); s != 36 {
-		t.Errorf("overflow is %d bytes, want 36", s)
+	if s := unsafe.Sizeof(overflow{}); s != 32 {
+		t.Errorf("overflow is %d bytes, want 32", s)
 	}
 }
