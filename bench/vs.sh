@@ -120,7 +120,7 @@ sh bench/resp.sh || rc=$?
 # set) and node GET from SSD / disk (node I/O) at 256 KiB and 1 MiB
 # (≥ 0.9), and the small-object batch (≥ 256k objects/s); the whole
 # cluster beside raw TCP (a figure, no goal); the index's bytes per key
-# (≤ 64) and its lookups at 50M keys against the mean of the two 1M runs
+# (≤ 64, built and after the lookups) and its lookups at 50M keys against the mean of the two 1M runs
 # (≥ 0.67×, per wall second; per CPU second beside it); the simulator at
 # 1M requests × 1,000 instances on one core (< 60 s).
 echo "# issue 19 goals (this run; load average: $(cut -d' ' -f1-3 /proc/loadavg))"
@@ -145,7 +145,7 @@ $2 == "cluster" && $5 == "cluster-tcp" {
 $1 == "index" && $2 == "(master-index):" {
 	keys = $3; kps = $(NF-7); cpu = substr($(NF-3), 2)
 	if (keys == 1000000) { k1 += kps; c1 += cpu; n1++ }
-	if (!(keys in bpkOf)) { order[++nk] = keys; bpkOf[keys] = $5; kpsOf[keys] = kps; cpuOf[keys] = cpu }
+	if (!(keys in bpkOf)) { order[++nk] = keys; bpkOf[keys] = $5; afterOf[keys] = substr($7, 2); kpsOf[keys] = kps; cpuOf[keys] = cpu }
 }
 $1 == 1000 && $2 == 1000000 && NF == 9 {
 	met = ($3 < 60) ? "met" : "not met"
@@ -155,8 +155,8 @@ END {
 	if (n1 > 0) {
 		for (i = 1; i <= nk; i++) {
 			k = order[i]
-			met = (bpkOf[k] <= 64) ? "met" : "not met"
-			printf "index  %d keys: %s bytes/key, goal <= 64: %s\n", k, bpkOf[k], met
+			met = (bpkOf[k] <= 64 && afterOf[k] <= 64) ? "met" : "not met"
+			printf "index  %d keys: %s bytes/key built, %s after the lookups, goal <= 64: %s\n", k, bpkOf[k], afterOf[k], met
 			if (k == 1000000) continue
 			r = kpsOf[k] / (k1 / n1); rc = cpuOf[k] / (c1 / n1)
 			met = (r >= 0.67) ? "met" : "not met"

@@ -26,8 +26,8 @@ func WriteTable(w io.Writer, results []Result) error {
 	}
 	for _, r := range results {
 		if x := r.Index; x != nil {
-			if _, err := fmt.Fprintf(w, "index (%s): %d keys, %.1f bytes/key, built in %.1f s, full GC %.1f ms, %d GC cycles, GC pause p99 %.0f µs max %.0f µs, %.0f keys/s looked up (%.0f per CPU second)\n",
-				r.Name, x.Keys, x.BytesPerKey, x.BuildSeconds, x.FullGCMillis, x.GCCycles, x.GCPauseP99Micros, x.GCPauseMaxMicros, r.OpsPerSec, x.KeysPerCPUSecond); err != nil {
+			if _, err := fmt.Fprintf(w, "index (%s): %d keys, %.1f bytes/key (%.1f after the run), built in %.1f s, full GC %.1f ms, %d GC cycles, GC pause p99 %.0f µs max %.0f µs, %.0f keys/s looked up (%.0f per CPU second)\n",
+				r.Name, x.Keys, x.BytesPerKey, x.BytesPerKeyAfter, x.BuildSeconds, x.FullGCMillis, x.GCCycles, x.GCPauseP99Micros, x.GCPauseMaxMicros, r.OpsPerSec, x.KeysPerCPUSecond); err != nil {
 				return fmt.Errorf("write table: %w", err)
 			}
 		}

@@ -52,6 +52,7 @@ func indexID(i uint64) uint64 { return block.Mix64(i + 1) }
 type masterIndexTarget struct {
 	m                                       *master.Master
 	keys                                    int64
+	heap0                                   uint64 // heap in use before the master was made
 	pause0                                  *metrics.Float64Histogram
 	bytesPerKey, buildSeconds, fullGCMillis float64
 	gcCycles0                               uint32
@@ -68,7 +69,7 @@ func (t *masterIndexTarget) Start(ctx context.Context, spec Spec) ([]Worker, err
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	heap0, cycles0 := ms.HeapAlloc, ms.NumGC
-	t.gcCycles0 = cycles0
+	t.heap0, t.gcCycles0 = heap0, cycles0
 	t.pause0 = gcPauses()
 	t0 := time.Now()
 	m, err := master.New(master.Options{NodeTTL: time.Hour, HeartbeatInterval: time.Minute})
@@ -139,22 +140,28 @@ func buildIndex(ctx context.Context, m *master.Master, n, size int64, spec Spec)
 	return nil
 }
 
-// Annotate adds the index's figures to the result.
+// Annotate adds the index's figures to the result. The heap is measured
+// again last, after a full GC of its own, which the CPU time, the GC
+// cycles and the pauses reported leave out.
 func (t *masterIndexTarget) Annotate(res *Result) {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
 	p99, pmax := pauseQuantiles(t.pause0, gcPauses())
 	var perCPU float64
 	if cpu := processCPU() - t.cpu0; t.cpu0 > 0 && cpu > 0 {
 		perCPU = float64(res.Ops) / cpu.Seconds()
 	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	cycles := int64(ms.NumGC - t.gcCycles0)
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
 	res.Index = &IndexResult{
 		KeysPerCPUSecond: perCPU,
 		Keys:             t.keys,
 		BytesPerKey:      t.bytesPerKey,
+		BytesPerKeyAfter: (float64(ms.HeapAlloc) - float64(t.heap0)) / float64(t.keys),
 		BuildSeconds:     t.buildSeconds,
 		FullGCMillis:     t.fullGCMillis,
-		GCCycles:         int64(ms.NumGC - t.gcCycles0),
+		GCCycles:         cycles,
 		GCPauseP99Micros: p99 * 1e6,
 		GCPauseMaxMicros: pmax * 1e6,
 	}

@@ -424,6 +424,10 @@ type IndexResult struct {
 	// whole process's heap, so it means the index's only when nothing
 	// else in the process allocates meanwhile (kvpool bench runs alone).
 	BytesPerKey float64 `json:"bytes_per_key"`
+	// BytesPerKeyAfter is BytesPerKey measured again after the timed
+	// run: the index as its lookups left it (the LRU log holds a stale
+	// record for each access not yet swept away).
+	BytesPerKeyAfter float64 `json:"bytes_per_key_after"`
 	// BuildSeconds is the time to register the nodes and add every key
 	// through heartbeat deltas.
 	BuildSeconds float64 `json:"build_seconds"`
