@@ -23,25 +23,25 @@ import "slices"
 // lookup shares (BENCHMARKS.md, "The master index at scale").
 //
 // Stale records are dropped when they reach the front (victim) and by a
-// sweep, which starts when the log holds half as many stale records as
+// sweep, which starts when the log holds three stale records for four
 // live ones (plus lruSlack) and walks the log from the front, a chunk at
 // a time, keeping the live records in order and packing them into fewer
 // chunks. Its work is paid for as it goes: every record appended or gone
 // stale meanwhile earns lruSweepWork records of sweeping, so a sweep
 // never holds the lock for more than a chunk's walk, and the log stays
-// under about twice the live records.
+// under about twice the live records (4 to 8 bytes a key).
 //
 // Positions are 31 bits (the replica's top bit says it is in the order)
 // and wrap. Only equality is asked of them, and a stale record is swept
 // before 2^31 more are appended while the index holds under a billion
-// replicas (a sweep starts after live/2 + lruSlack stale records and ends
-// within a third as many again appended), so a position names one
-// record. Past that, a stale record taken for live would only move its
-// replica's place in the order. The
-// log's chunks cover disjoint, increasing ranges of positions: a chunk
-// gets the next lruChunkLen positions when it is made, and a sweep gives
-// the records it keeps positions inside their chunk's range, or inside
-// the range of the chunk before, which it fills first.
+// replicas (a sweep starts after 3/4 of the live records plus lruSlack
+// have gone stale and ends within about as many again appended), so a
+// position names one record. Past that, a stale record taken for live
+// would only move its replica's place in the order. The log's chunks
+// cover disjoint, increasing ranges of positions: a chunk gets the next
+// lruChunkLen positions when it is made, and a sweep gives the records
+// it keeps positions inside their chunk's range, or inside the range of
+// the chunk before, which it fills first.
 const (
 	// lruChunkLen is the records of a log chunk: 4096 (16 KiB), so that
 	// a sweep's step, one chunk's walk, is tens of microseconds, and the
@@ -52,12 +52,11 @@ const (
 	lruOn      = 1 << 31
 	lruPosMask = lruOn - 1
 	// lruSweepWork is the records a sweep walks for each record appended
-	// or gone stale while it runs: a sweep that starts with the log at
-	// 1.5 times the live records ends after about a third of that many
-	// appends, having dropped half a live record's worth of stale ones
-	// per live one (three walked for each dropped, amortised).
+	// or gone stale while it runs. A sweep that starts with the log at
+	// 1.75 times the live records walks 7 records for every 3 stale ones
+	// it drops; at 3 a record, it drops stale ones faster than they come
+	// and ends after about half a live record's worth of appends.
 	lruSweepWork = 3
-	lruStaleDiv  = 1
 	// lruSlack is the stale records a log holds before a sweep is worth
 	// starting however few the live ones: four chunks.
 	lruSlack = 4 * lruChunkLen
@@ -206,7 +205,7 @@ func (g *lruLog) dropChunk(i int) {
 func (m *Master) lruSweep() {
 	g := &m.lruLog
 	if !g.sweeping {
-		if g.recs-g.live <= g.live/lruStaleDiv+lruSlack {
+		if g.recs-g.live <= g.live/4*3+lruSlack {
 			return
 		}
 		g.sweeping, g.at, g.out, g.credit = true, 0, -1, 0
