@@ -114,7 +114,7 @@ func (m *Master) evict() int {
 			m.c.evictFreedBytes.Add(c)
 		case victimLeased:
 			m.c.evictSkippedLeased.Add(1)
-			if !m.lru { // markEvicting moved it to its shard's front
+			if !m.lru { // markEvicting re-touched it in the LRU log
 				m.retouch(h)
 			}
 		}

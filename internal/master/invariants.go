@@ -99,7 +99,7 @@ func (m *Master) stopTheWorld() ([]*node, func()) {
 // counters and gauges.
 type invariantTotals struct {
 	ramReps, ssdReps, inPolicy int64           // from the index
-	onLRU                      map[uint32]bool // the LRU list's members (lru)
+	onLRU                      map[uint32]bool // the LRU log's live links (lru)
 	poolBytes, poolUsed        int64           // RAM of the live nodes
 	promos, queued             int64           // promotion tasks, and those not yet delivered
 }
@@ -135,7 +135,7 @@ func (m *Master) checkShard(si int, tally map[*node]*nodeTally, tot *invariantTo
 		return fmt.Errorf("shard %d: %w", si, err)
 	}
 	// inPolicy reports whether the replica of handle h is in the
-	// eviction order: on its shard's LRU list (lru), or in the policy.
+	// eviction order: live in the LRU log (lru), or in the policy.
 	var inPolicy func(h uint64) bool
 	if m.lru {
 		inPolicy = func(h uint64) bool { return tot.onLRU[lruLink(h)] }

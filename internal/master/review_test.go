@@ -757,13 +757,14 @@ func TestNameArenaLimit(t *testing.T) {
 	}
 }
 
-// TestLRULinksStepByStep drives the stress nodes one step at a time on a
+// TestLRUStepByStep drives the stress nodes one step at a time on a
 // small pool (evictions ordered, confirmed, failed and withdrawn;
-// replicas demoted, promoted, removed while on the LRU list and re-added
+// replicas demoted, promoted, removed while in the LRU order and re-added
 // in freed places; nodes dropped, forgotten and re-registered) with
-// leased lookups between steps, and checks the invariants (the LRU list
-// links only live, evictable RAM replicas) after every step.
-func TestLRULinksStepByStep(t *testing.T) {
+// leased lookups between steps, and checks the invariants (the LRU log's
+// live records name only live, evictable RAM replicas, each once) after
+// every step.
+func TestLRUStepByStep(t *testing.T) {
 	for _, ev := range []string{"lru", "fifo"} {
 		t.Run(ev, func(t *testing.T) {
 			m, clk := newTest(t, Options{NodeTTL: time.Hour, LeaseTTL: 10 * time.Millisecond, RecencyResolution: time.Nanosecond, Eviction: ev})
