@@ -177,9 +177,15 @@ func (m *Master) lruAppend(l uint32, r *replica) {
 }
 
 // lruVictim returns the link of the least recently used replica, dropping
-// the stale records in front of it; 0 when the order is empty.
+// the stale records in front of it; 0 when the order is empty, or when
+// it has dropped lruChunkLen of them and the order is not (live > 0):
+// the caller releases lruMu and asks again. The stale records in front
+// can number as many as the live ones, and every leased lookup waits on
+// lruMu, so a search holds it for at most a chunk's walk, as a sweep's
+// step does.
 func (m *Master) lruVictim() uint32 {
 	g := &m.lruLog
+	walked := 0
 	for len(g.chunks) > 0 {
 		c := g.chunks[0]
 		for ; c.lo < c.n; c.lo++ {
@@ -187,6 +193,10 @@ func (m *Master) lruVictim() uint32 {
 				return l
 			}
 			g.recs--
+			if walked++; walked == lruChunkLen {
+				c.lo++
+				return 0
+			}
 		}
 		if len(g.chunks) == 1 {
 			break // the chunk appended to stays

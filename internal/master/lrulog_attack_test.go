@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvpool/kvpool/block"
 	"github.com/kvpool/kvpool/internal/meta"
 )
 
@@ -77,6 +78,55 @@ func TestLRULogOldRecordAfterWrap(t *testing.T) {
 	}
 	if err := m.CheckInvariants(); err != nil {
 		t.Errorf("invariants: %v", err)
+	}
+}
+
+// TestLRUVictimWalkIsBounded: the stale records in front of the oldest
+// live one can number as many as the live ones (keys read once each in
+// the order they were stored leave every first record stale, short of a
+// sweep), and the victim's search drops them under lruMu, which every
+// leased lookup takes: at tens of millions of keys, a stall of seconds.
+// One hold of the lock drops at most a chunk's worth (as a sweep's step
+// walks at most a chunk); the eviction pass's victim still is the least
+// recently used key.
+func TestLRUVictimWalkIsBounded(t *testing.T) {
+	m, clk := newTest(t, Options{NodeTTL: time.Hour, LeaseTTL: time.Millisecond, RecencyResolution: time.Nanosecond})
+	const nKeys = 6 * lruChunkLen
+	s := register(t, m, info("a", 1<<40, 0), nil)
+	for i := uint64(0); i < nKeys; i += 4096 {
+		heartbeat(t, m, "a", s, meta.Delta{Added: ram("t", ids(i+1, i+4096)...)}, nil, nil)
+	}
+	var res meta.LookupResult
+	keys := make([]block.Key, 0, 256)
+	for i := uint64(0); i < nKeys; i += 256 { // every key read once, in order
+		keys = keys[:0]
+		for id := i + 1; id <= i+256; id++ {
+			keys = append(keys, key("t", id))
+		}
+		clk.Advance(time.Millisecond)
+		if err := m.Locate(keys, true, &res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.lruMu.Lock()
+	g := &m.lruLog
+	if g.sweeping || g.recs-g.live < nKeys {
+		t.Fatalf("set-up: %d records for %d live, sweeping %v", g.recs, g.live, g.sweeping)
+	}
+	before := g.recs
+	m.lruVictim()
+	dropped := before - g.recs
+	m.lruMu.Unlock()
+	if dropped > lruChunkLen {
+		t.Errorf("one search for the victim dropped %d stale records under lruMu, over %d", dropped, lruChunkLen)
+	}
+	clk.Advance(time.Second) // the leases have ended
+	h, ok := m.victim()
+	if !ok {
+		t.Fatal("no victim")
+	}
+	if _, k, _ := m.victimAt(h); k.ID != 1 {
+		t.Errorf("victim %v, want t/1, read first", k)
 	}
 }
 
