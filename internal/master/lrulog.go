@@ -23,8 +23,8 @@ import "slices"
 // lookup shares (BENCHMARKS.md, "The master index at scale").
 //
 // Stale records are dropped when they reach the front (victim) and by a
-// sweep, which starts when the log holds half as many stale records as
-// live ones (plus lruSlack) and walks the log from the front, a chunk at
+// sweep, which starts when the log holds as many stale records as live
+// ones (plus lruSlack) and walks the log from the front, a chunk at
 // a time, keeping the live records in order and packing them into fewer
 // chunks. Its work is paid for as it goes: every record appended or gone
 // stale meanwhile earns lruSweepWork records of sweeping, so a sweep
@@ -33,10 +33,11 @@ import "slices"
 //
 // Positions are 31 bits (the replica's top bit says it is in the order)
 // and wrap. Only equality is asked of them, and a stale record is swept
-// before 2^31 more are appended while the index holds under a billion
-// replicas (a sweep starts after live/2 + lruSlack stale records and ends
-// within a third as many again appended), so a position names one
-// record. Past that, a stale record taken for live would only move its
+// before 2^31 more positions are given out while the index holds under
+// about 750 million replicas (a sweep starts after live + lruSlack stale
+// records, ends within about two thirds of the live records appended,
+// and gives new ranges to at most the chunks it keeps, about live
+// positions), so a position names one record. Past that, a stale record taken for live would only move its
 // replica's place in the order. The log's chunks cover disjoint ranges
 // of positions: a chunk gets the next lruChunkLen positions when it is
 // made, and a sweep gives the records it keeps positions inside their
@@ -58,9 +59,8 @@ const (
 	lruPosMask = lruOn - 1
 	// lruSweepWork is the records a sweep walks for each record appended
 	// or gone stale while it runs: a sweep that starts with the log at
-	// 1.5 times the live records ends after about a third of that many
-	// appends, having dropped half a live record's worth of stale ones
-	// per live one (three walked for each dropped, amortised).
+	// twice the live records ends after about a third of that many
+	// appends, having dropped about a stale record per live one.
 	lruSweepWork = 3
 	lruStaleDiv  = 1
 	// lruSlack is the stale records a log holds before a sweep is worth
