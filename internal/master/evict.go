@@ -143,13 +143,19 @@ func (m *Master) victim() (uint64, bool) {
 		defer m.polMu.Unlock()
 		return m.pol.Victim()
 	}
-	m.lruMu.Lock()
-	defer m.lruMu.Unlock()
-	l := m.lruVictim()
-	if l == 0 {
-		return 0, false
+	for {
+		m.lruMu.Lock()
+		l, live := m.lruVictim(), m.lruLog.live
+		m.lruMu.Unlock()
+		switch {
+		case l != 0:
+			return lruHandle(l), true
+		case live == 0:
+			return 0, false
+		}
+		// The search stopped after a chunk's walk of stale records: the
+		// lock is let go for the lookups waiting on it.
 	}
-	return lruHandle(l), true
 }
 
 // victimAt returns the node and key of the RAM replica policy handle h

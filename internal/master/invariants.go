@@ -306,6 +306,18 @@ func (m *Master) checkLRU() (map[uint32]bool, error) {
 			on[l] = true
 		}
 	}
+	// The chunks' ranges are disjoint: sorted by base, each starts at
+	// least a chunk's length after the one before, round the positions.
+	bases := make([]uint32, 0, len(g.chunks))
+	for _, c := range g.chunks {
+		bases = append(bases, c.base)
+	}
+	slices.Sort(bases)
+	for i, b := range bases {
+		if len(bases) > 1 && (bases[(i+1)%len(bases)]-b)&lruPosMask < lruChunkLen {
+			return nil, invariantError("LRU log chunks at positions %d and %d overlap", b, bases[(i+1)%len(bases)])
+		}
+	}
 	if recs != g.recs || len(on) != g.live {
 		return nil, invariantError("LRU log: %d records, %d live; counts say %d, %d", recs, len(on), g.recs, g.live)
 	}

@@ -33,15 +33,22 @@ import "slices"
 //
 // Positions are 31 bits (the replica's top bit says it is in the order)
 // and wrap. Only equality is asked of them, and a stale record is swept
-// before 2^31 more are appended while the index holds under a billion
-// replicas (a sweep starts after 3/4 of the live records plus lruSlack
-// have gone stale and ends within about as many again appended), so a
-// position names one record. Past that, a stale record taken for live
-// would only move its replica's place in the order. The log's chunks
-// cover disjoint, increasing ranges of positions: a chunk gets the next
-// lruChunkLen positions when it is made, and a sweep gives the records
-// it keeps positions inside their chunk's range, or inside the range of
-// the chunk before, which it fills first.
+// before 2^31 more positions are given out while the index holds under
+// about 750 million replicas (a sweep starts after 3/4 of the live
+// records plus lruSlack have gone stale, ends within about as many again
+// appended, and gives new ranges to at most the chunks it keeps, about
+// live positions), so a position names one record. Past that, a stale
+// record taken for live would only move its replica's place in the
+// order. The log's chunks cover disjoint ranges of positions: a chunk
+// gets the next lruChunkLen positions when it is made, and a sweep gives
+// the records it keeps positions inside their chunk's range, or inside
+// the range of the chunk before, which it fills first. A chunk can stay
+// in the log indefinitely (a replica nobody touches or evicts keeps its
+// record), so a sweep gives a chunk older than lruRenumberAge a new
+// range, the next one not yet given out (lruLog.ahead): otherwise, 2^31
+// positions on, a new chunk would cover the old one's range again, and
+// a touch of the old record's replica landing on its position would make
+// both records live.
 const (
 	// lruChunkLen is the records of a log chunk: 4096 (16 KiB), so that
 	// a sweep's step, one chunk's walk, is tens of microseconds, and the
@@ -62,6 +69,10 @@ const (
 	lruSlack = 4 * lruChunkLen
 	// lruWarm is how many records a sweep reads ahead (see sweepChunk).
 	lruWarm = 32
+	// lruRenumberAge is the age in positions past which a sweep gives a
+	// chunk a new range: a quarter of the positions, so that a chunk is
+	// renumbered long before the positions come round to its range.
+	lruRenumberAge = 1 << 29
 )
 
 // lruChunk is one chunk of the log: recs[lo:n] are its records, the
@@ -78,6 +89,9 @@ type lruLog struct {
 	live   int         // replicas in the order
 	recs   int         // records in the log, live and stale
 	next   uint32      // position of the next record
+	// ahead is the ranges after the last chunk's given to chunks a sweep
+	// renumbered: the next chunk made starts after them.
+	ahead uint32
 	// The sweep, while one runs (sweeping): chunks[at] is the next chunk
 	// it walks, chunks[out] (out >= 0) the chunk it fills before writing
 	// into the one it walks; credit is the records it may walk now.
@@ -148,6 +162,8 @@ func (m *Master) lruAppend(l uint32, r *replica) {
 		if t == nil {
 			t = new(lruChunk)
 		}
+		g.next = (g.next + g.ahead*lruChunkLen) & lruPosMask
+		g.ahead = 0
 		t.base, t.lo, t.n = g.next, 0, 0
 		g.chunks = append(g.chunks, t)
 	}
@@ -162,9 +178,15 @@ func (m *Master) lruAppend(l uint32, r *replica) {
 }
 
 // lruVictim returns the link of the least recently used replica, dropping
-// the stale records in front of it; 0 when the order is empty.
+// the stale records in front of it; 0 when the order is empty, or when
+// it has dropped lruChunkLen of them and the order is not (live > 0):
+// the caller releases lruMu and asks again. The stale records in front
+// can number as many as the live ones, and every leased lookup waits on
+// lruMu, so a search holds it for at most a chunk's walk, as a sweep's
+// step does.
 func (m *Master) lruVictim() uint32 {
 	g := &m.lruLog
+	walked := 0
 	for len(g.chunks) > 0 {
 		c := g.chunks[0]
 		for ; c.lo < c.n; c.lo++ {
@@ -172,6 +194,10 @@ func (m *Master) lruVictim() uint32 {
 				return l
 			}
 			g.recs--
+			if walked++; walked == lruChunkLen {
+				c.lo++
+				return 0
+			}
 		}
 		if len(g.chunks) == 1 {
 			break // the chunk appended to stays
@@ -238,6 +264,13 @@ func (m *Master) sweepChunk() {
 	if g.out >= 0 {
 		o = g.chunks[g.out]
 	}
+	// base is the chunk's range as its records were written, nb the one
+	// the records it keeps get: when the chunk is old, a new range, the
+	// next not given out (after the last chunk's and the ones given out
+	// since), taken when the first record is kept in the chunk.
+	frontier := (g.chunks[len(g.chunks)-1].base + (g.ahead+1)*lruChunkLen) & lruPosMask
+	base, nb := c.base, c.base
+	renumber := (frontier-base)&lruPosMask > lruRenumberAge
 	var w int32
 	var hint uint32
 	var reps [lruWarm]*replica
@@ -250,7 +283,7 @@ func (m *Master) sweepChunk() {
 			}
 		}
 		l, r := c.recs[i], reps[k]
-		if r.seq != lruOn|(c.base+uint32(i))&lruPosMask {
+		if r.seq != lruOn|(base+uint32(i))&lruPosMask {
 			g.recs--
 			continue
 		}
@@ -261,12 +294,16 @@ func (m *Master) sweepChunk() {
 			continue
 		}
 		o = nil
+		if renumber {
+			nb, renumber = frontier, false
+			g.ahead++
+		}
 		c.recs[w] = l
-		r.seq = lruOn | (c.base+uint32(w))&lruPosMask
+		r.seq = lruOn | (nb+uint32(w))&lruPosMask
 		w++
 	}
 	sink.Store(uint64(hint))
-	c.lo, c.n = 0, w
+	c.base, c.lo, c.n = nb, 0, w
 	if w == 0 {
 		g.dropChunk(g.at)
 		return

@@ -43,7 +43,7 @@ func TestLRULogIsExactLRU(t *testing.T) {
 	m, clk := newTest(t, Options{NodeTTL: time.Hour, LeaseTTL: time.Millisecond, RecencyResolution: time.Nanosecond})
 	// Start just short of the positions' wrap, so that it happens early.
 	m.lruLog.next = lruPosMask - 3*lruChunkLen
-	const nKeys = 12 * lruChunkLen
+	const nKeys = 6 * lruChunkLen
 	rng := rand.New(rand.NewPCG(7, 7))
 	stamp := map[uint64]int{} // the model: id → the access that put it last
 	clock := 0
@@ -64,7 +64,7 @@ func TestLRULogIsExactLRU(t *testing.T) {
 	nextID := uint64(nKeys + 1)
 	var res meta.LookupResult
 	maxRecs := 0
-	for round := range 60 {
+	for round := range 40 {
 		for range 200 {
 			switch r := rng.IntN(10); {
 			case r < 8: // a leased lookup of 32 distinct present keys
