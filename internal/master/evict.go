@@ -145,12 +145,12 @@ func (m *Master) victim() (uint64, bool) {
 	}
 	for {
 		m.lruMu.Lock()
-		l, live := m.lruVictim(), m.lruLog.live
+		l, more := m.lruVictim()
 		m.lruMu.Unlock()
 		switch {
 		case l != 0:
 			return lruHandle(l), true
-		case live == 0:
+		case !more:
 			return 0, false
 		}
 		// The search stopped after a chunk's walk of stale records: the

@@ -178,25 +178,25 @@ func (m *Master) lruAppend(l uint32, r *replica) {
 }
 
 // lruVictim returns the link of the least recently used replica, dropping
-// the stale records in front of it; 0 when the order is empty, or when
-// it has dropped lruChunkLen of them and the order is not (live > 0):
-// the caller releases lruMu and asks again. The stale records in front
-// can number as many as the live ones, and every leased lookup waits on
-// lruMu, so a search holds it for at most a chunk's walk, as a sweep's
-// step does.
-func (m *Master) lruVictim() uint32 {
+// the stale records in front of it; 0 when the order is empty. It drops
+// at most lruChunkLen stale records a call and then returns 0 and more
+// true, for the caller to release lruMu and ask again: the stale records
+// in front can number as many as the live ones, and every leased lookup
+// waits on lruMu, so a search holds it for at most a chunk's walk, as a
+// sweep's step does.
+func (m *Master) lruVictim() (l uint32, more bool) {
 	g := &m.lruLog
 	walked := 0
 	for len(g.chunks) > 0 {
 		c := g.chunks[0]
 		for ; c.lo < c.n; c.lo++ {
 			if l := c.recs[c.lo]; m.lruLive(l, c.base+uint32(c.lo)) {
-				return l
+				return l, false
 			}
 			g.recs--
 			if walked++; walked == lruChunkLen {
 				c.lo++
-				return 0
+				return 0, true
 			}
 		}
 		if len(g.chunks) == 1 {
@@ -204,7 +204,7 @@ func (m *Master) lruVictim() uint32 {
 		}
 		g.dropChunk(0)
 	}
-	return 0
+	return 0, false
 }
 
 // dropChunk removes the empty chunk chunks[i], keeping the sweep's

@@ -547,8 +547,8 @@ func TestLRULogDirect(t *testing.T) {
 			slices.SortFunc(order, func(a, b uint32) int { return cmp.Compare(stamp[a], stamp[b]) })
 			for i := range rng.IntN(lruChunkLen / 2) {
 				before := len(g.chunks)
-				v := m.lruVictim()
-				if v == 0 && g.live > 0 {
+				v, more := m.lruVictim()
+				if more {
 					// The search let go of the lock after a chunk's walk:
 					// lookups touch meanwhile, and the run ends.
 					partial++
@@ -860,7 +860,7 @@ func lruOrderLinksLocked(m *Master) []uint32 {
 // lruVictimAll is lruVictim asked until it answers (lruMu held).
 func lruVictimAll(m *Master) uint32 {
 	for {
-		if l := m.lruVictim(); l != 0 || m.lruLog.live == 0 {
+		if l, more := m.lruVictim(); !more {
 			return l
 		}
 	}

@@ -15,19 +15,11 @@ import (
 // lruOrder returns the keys of the LRU order, least recently used first,
 // read from the log's live records.
 func lruOrder(m *Master) []block.Key {
-	m.lruMu.Lock()
-	defer m.lruMu.Unlock()
 	var out []block.Key
-	for _, c := range m.lruLog.chunks {
-		for j := c.lo; j < c.n; j++ {
-			l := c.recs[j]
-			if !m.lruLive(l, c.base+uint32(j)) {
-				continue
-			}
-			s := &m.shards[l>>lruShardShift]
-			_, ei := s.repAt(lruHandle(l))
-			out = append(out, s.keyOf(s.ent(ei)))
-		}
+	for _, l := range lruOrderLinks(m) {
+		s := &m.shards[l>>lruShardShift]
+		_, ei := s.repAt(lruHandle(l))
+		out = append(out, s.keyOf(s.ent(ei)))
 	}
 	return out
 }
