@@ -1,6 +1,9 @@
 package master
 
-import "slices"
+import (
+	"slices"
+	"sync/atomic"
+)
 
 // The LRU order as an access log.
 //
@@ -74,6 +77,10 @@ const (
 	// renumbered long before the positions come round to its range.
 	lruRenumberAge = 1 << 29
 )
+
+// lruSink keeps what sweepChunk's read-ahead loads, so that the compiler
+// keeps the loads.
+var lruSink atomic.Uint32
 
 // lruChunk is one chunk of the log: recs[lo:n] are its records, the
 // record at recs[i] at position base+i.
@@ -302,7 +309,7 @@ func (m *Master) sweepChunk() {
 		r.seq = lruOn | (nb+uint32(w))&lruPosMask
 		w++
 	}
-	sink.Store(uint64(hint))
+	lruSink.Store(hint) // once a chunk: keeps the plain loads above
 	c.base, c.lo, c.n = nb, 0, w
 	if w == 0 {
 		g.dropChunk(g.at)
