@@ -482,14 +482,31 @@ func TestLRULogDirect(t *testing.T) {
 	m.lruMu.Lock()
 	defer m.lruMu.Unlock()
 	g := &m.lruLog
+	// modelOrder is the model's order, least recent first.
+	modelOrder := func() []uint32 {
+		order := make([]uint32, 0, len(stamp))
+		for l := range stamp {
+			order = append(order, l)
+		}
+		slices.SortFunc(order, func(a, b uint32) int { return cmp.Compare(stamp[a], stamp[b]) })
+		return order
+	}
+	// touchRandom touches n random links, as lookups do, in the log and
+	// in the model (where the link is in the order).
+	touchRandom := func(n int) {
+		for range n {
+			l := links[rng.IntN(len(links))]
+			if _, ok := stamp[l]; ok {
+				clock++
+				stamp[l] = clock
+			}
+			m.lruTouch(l)
+		}
+		m.lruSweep()
+	}
 	check := func(step int) {
 		t.Helper()
-		// the model's order against the log's
-		want := make([]uint32, 0, len(stamp))
-		for l := range stamp {
-			want = append(want, l)
-		}
-		slices.SortFunc(want, func(a, b uint32) int { return cmp.Compare(stamp[a], stamp[b]) })
+		want := modelOrder()
 		got := lruOrderLinksLocked(m)
 		if !slices.Equal(got, want) {
 			t.Fatalf("step %d: the log's order differs from the model's (%d, %d live)", step, len(got), len(want))
@@ -515,11 +532,7 @@ func TestLRULogDirect(t *testing.T) {
 		}
 		switch {
 		case r < 3: // a scan: the least recent keys read in order, stale records in front
-			order := make([]uint32, 0, len(stamp))
-			for l := range stamp {
-				order = append(order, l)
-			}
-			slices.SortFunc(order, func(a, b uint32) int { return cmp.Compare(stamp[a], stamp[b]) })
+			order := modelOrder()
 			for i, l := range order[:min(len(order), 2*lruChunkLen)] {
 				clock++
 				stamp[l] = clock
@@ -530,21 +543,9 @@ func TestLRULogDirect(t *testing.T) {
 			}
 			m.lruSweep()
 		case r < 85: // a batch of touches
-			for range 1 + rng.IntN(256) {
-				l := links[rng.IntN(len(links))]
-				if _, ok := stamp[l]; ok {
-					clock++
-					stamp[l] = clock
-				}
-				m.lruTouch(l)
-			}
-			m.lruSweep()
+			touchRandom(1 + rng.IntN(256))
 		case r < 89: // an eviction run: victims leave the order
-			order := make([]uint32, 0, len(stamp))
-			for l := range stamp {
-				order = append(order, l)
-			}
-			slices.SortFunc(order, func(a, b uint32) int { return cmp.Compare(stamp[a], stamp[b]) })
+			order := modelOrder()
 			for i := range rng.IntN(lruChunkLen / 2) {
 				before := len(g.chunks)
 				v, more := m.lruVictim()
@@ -552,15 +553,7 @@ func TestLRULogDirect(t *testing.T) {
 					// The search let go of the lock after a chunk's walk:
 					// lookups touch meanwhile, and the run ends.
 					partial++
-					for range 1 + rng.IntN(64) {
-						l := links[rng.IntN(len(links))]
-						if _, ok := stamp[l]; ok {
-							clock++
-							stamp[l] = clock
-						}
-						m.lruTouch(l)
-					}
-					m.lruSweep()
+					touchRandom(1 + rng.IntN(64))
 					break
 				}
 				if v == 0 {
@@ -663,23 +656,9 @@ func TestLRULogConcurrent(t *testing.T) {
 		minReads = 6000
 		nReaders = 2
 	)
-	nodes := make([]*stressNode, 4)
-	for i := range nodes {
-		nodes[i] = &stressNode{i: i, id: meta.NodeID(fmt.Sprint("n", i)), inv: modelNode{}, rng: rand.New(rand.NewPCG(uint64(i), 21)), ram: 100 * 700}
-		for range 1200 {
-			nodes[i].inv.apply(nodes[i].randDelta(nIDs))
-		}
-		if err := nodes[i].register(m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	errs := make(chan error, 16)
-	fail := func(err error) {
-		select {
-		case errs <- err:
-		default:
-		}
-	}
+	nodes := newStressNodes(t, m, 21, nIDs, 1200, 100*700)
+	errs := make(errSink, 16)
+	fail := errs.fail
 	var progress atomic.Int64
 	var wg, rd, bg sync.WaitGroup
 	writing := make(chan struct{}) // closed when the nodes are done
@@ -732,20 +711,7 @@ func TestLRULogConcurrent(t *testing.T) {
 			if !awaitProgress(writing, &progress, int64(300+rng.IntN(300))) {
 				return
 			}
-			sn := nodes[rng.IntN(len(nodes))]
-			sn.mu.Lock()
-			m.nodesMu.RLock()
-			n := m.nodes[sn.id]
-			m.nodesMu.RUnlock()
-			if n != nil {
-				n.mu.Lock()
-				if n.alive && !n.removed {
-					m.dropNode(n)
-				}
-				n.mu.Unlock()
-			}
-			m.Expire()
-			sn.mu.Unlock()
+			nodes[rng.IntN(len(nodes))].kill(m)
 		}
 	})
 	bg.Go(func() { // the checker
@@ -771,10 +737,7 @@ func TestLRULogConcurrent(t *testing.T) {
 	rd.Wait()
 	close(stop)
 	bg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	errs.report(t)
 	if err := m.CheckInvariants(); err != nil {
 		t.Fatal(err)
 	}

@@ -344,6 +344,68 @@ type stressNode struct {
 	ram   int64      // RAMBytes; 0: 20,000
 }
 
+// newStressNodes registers four stress nodes, their random streams seeded
+// by seed, each with an inventory of fill random deltas over nIDs keys
+// and ram bytes of RAM (0: the default).
+func newStressNodes(t testing.TB, m *Master, seed uint64, nIDs, fill int, ram int64) []*stressNode {
+	t.Helper()
+	nodes := make([]*stressNode, 4)
+	for i := range nodes {
+		nodes[i] = &stressNode{i: i, id: meta.NodeID(fmt.Sprint("n", i)), inv: modelNode{}, rng: rand.New(rand.NewPCG(uint64(i), seed)), ram: ram}
+		for range fill {
+			nodes[i].inv.apply(nodes[i].randDelta(nIDs))
+		}
+		if err := nodes[i].register(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nodes
+}
+
+// errSink keeps the first errors of a test's goroutines (as many as its
+// capacity) and drops the rest.
+type errSink chan error
+
+func (e errSink) fail(err error) {
+	select {
+	case e <- err:
+	default:
+	}
+}
+
+// report closes e, once its senders are done, and fails t with each
+// error kept.
+func (e errSink) report(t testing.TB) {
+	t.Helper()
+	close(e)
+	for err := range e {
+		t.Error(err)
+	}
+}
+
+// kill drops the node from m, as if its TTL had passed, if it is alive,
+// and has m forget it (its number is free for the next node); it reports
+// whether it dropped the node. It holds sn.mu, so that the node does not
+// talk to the master meanwhile.
+func (sn *stressNode) kill(m *Master) bool {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	m.nodesMu.RLock()
+	n := m.nodes[sn.id]
+	m.nodesMu.RUnlock()
+	dropped := false
+	if n != nil {
+		n.mu.Lock()
+		if n.alive && !n.removed {
+			m.dropNode(n)
+			dropped = true
+		}
+		n.mu.Unlock()
+	}
+	m.Expire()
+	return dropped
+}
+
 func (n *stressNode) item(k block.Key, tier meta.Tier) meta.Item {
 	return meta.Item{Key: k, Tier: tier, Size: stressSize(k), Sum: stressSum(k, n.id)}
 }
@@ -485,23 +547,9 @@ func stressIndex(t *testing.T, eviction string) {
 		reads    = 3000
 		nReaders = 2
 	)
-	nodes := make([]*stressNode, 4)
-	for i := range nodes {
-		nodes[i] = &stressNode{i: i, id: meta.NodeID(fmt.Sprint("n", i)), inv: modelNode{}, rng: rand.New(rand.NewPCG(uint64(i), 9))}
-		for range 400 {
-			nodes[i].inv.apply(nodes[i].randDelta(nIDs))
-		}
-		if err := nodes[i].register(m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	errs := make(chan error, 16)
-	fail := func(err error) {
-		select {
-		case errs <- err:
-		default:
-		}
-	}
+	nodes := newStressNodes(t, m, 9, nIDs, 400, 0)
+	errs := make(errSink, 16)
+	fail := errs.fail
 	// progress counts the writers' and readers' steps: the background
 	// goroutines pace themselves by it, not by a timer, so that they
 	// interleave with the work however busy the machine is.
@@ -593,21 +641,9 @@ func stressIndex(t *testing.T, eviction string) {
 			if !awaitProgress(stop, &progress, int64(50+rng.IntN(200))) {
 				return
 			}
-			sn := nodes[rng.IntN(len(nodes))]
-			sn.mu.Lock()
-			m.nodesMu.RLock()
-			n := m.nodes[sn.id]
-			m.nodesMu.RUnlock()
-			if n != nil {
-				n.mu.Lock()
-				if n.alive && !n.removed {
-					m.dropNode(n)
-					kills.Add(1)
-				}
-				n.mu.Unlock()
+			if nodes[rng.IntN(len(nodes))].kill(m) {
+				kills.Add(1)
 			}
-			m.Expire() // forgets it: its number is free for the next node
-			sn.mu.Unlock()
 		}
 	})
 	bg.Go(func() {
@@ -630,10 +666,7 @@ func stressIndex(t *testing.T, eviction string) {
 	wg.Wait()
 	close(stop)
 	bg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	errs.report(t)
 	if t.Failed() {
 		return
 	}
@@ -769,13 +802,7 @@ func TestLRUStepByStep(t *testing.T) {
 		t.Run(ev, func(t *testing.T) {
 			m, clk := newTest(t, Options{NodeTTL: time.Hour, LeaseTTL: 10 * time.Millisecond, RecencyResolution: time.Nanosecond, Eviction: ev})
 			const nIDs = 300
-			nodes := make([]*stressNode, 4)
-			for i := range nodes {
-				nodes[i] = &stressNode{i: i, id: meta.NodeID(fmt.Sprint("n", i)), inv: modelNode{}, rng: rand.New(rand.NewPCG(uint64(i), 11)), ram: 5000}
-				if err := nodes[i].register(m); err != nil {
-					t.Fatal(err)
-				}
-			}
+			nodes := newStressNodes(t, m, 11, nIDs, 0, 5000)
 			rng := rand.New(rand.NewPCG(3, 3))
 			var res meta.LookupResult
 			for step := range 1200 {
