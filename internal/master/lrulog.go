@@ -134,8 +134,8 @@ func (m *Master) lruPush(l uint32, r *replica) {
 	m.lruSweep()
 }
 
-// lruUnlink takes replica r (link l) out of the order: its records go
-// stale. lruMu and r's shard lock are held.
+// lruUnlink takes replica r out of the order: its records go stale.
+// lruMu and r's shard lock are held.
 func (m *Master) lruUnlink(r *replica) {
 	r.seq = 0
 	g := &m.lruLog
