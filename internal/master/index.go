@@ -217,8 +217,8 @@ func newReplica(num uint16, it *meta.Item) replica {
 
 // entry is one key of a shard: 44 bytes.
 type entry struct {
-	// idLo and idHi are the key's chain or name id, in two halves so
-	// that the entry needs no 8-byte alignment (48 bytes, not 44).
+	// idLo and idHi are the key's chain or name id, in two halves: a
+	// uint64 would align the entry to 8 bytes and pad it to 48.
 	// Written atomically (warm reads idLo without the lock).
 	idLo, idHi uint32
 	rep        replica // the first replica (rep.node 0: none inline)
