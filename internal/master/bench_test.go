@@ -63,3 +63,27 @@ func BenchmarkLookup32(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStats measures one Stats call (a metrics scrape) on an index
+// of 4M keys, two replicas each, half of them leased.
+func BenchmarkStats(b *testing.B) {
+	const nBlocks = 1 << 22
+	m := benchMaster(b, nBlocks)
+	var res meta.LookupResult
+	ids := make([]uint64, 1024)
+	for i := 0; i < nBlocks/2; i += len(ids) {
+		for j := range ids {
+			ids[j] = uint64(2*(i+j)) % nBlocks
+		}
+		if err := m.Lookup("t", ids, true, &res); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		st := m.Stats()
+		if st.RAMReplicas != nBlocks {
+			b.Fatalf("%d RAM replicas, want %d", st.RAMReplicas, nBlocks)
+		}
+	}
+}

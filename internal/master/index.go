@@ -124,6 +124,9 @@ type shard struct {
 	// Lookup counters, striped by the shard of a batch's first key so
 	// concurrent lookups do not share one cache line.
 	lookups, lookupKeys, hitKeys atomic.Int64
+	// leases counts the shard's read leases by when they end
+	// (leases.go).
+	leases leaseRing
 
 	_ [64]byte // keep neighbouring shards off each other's cache lines
 }

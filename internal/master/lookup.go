@@ -56,33 +56,6 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// leaseActive reports whether r's read lease runs past nowMs: its end is
-// at most leaseSpan milliseconds ahead (a lease is never granted further;
-// so an end that wrapped round is not taken for a running lease, except,
-// conservatively, for one LeaseTTL every 49.7 days).
-func (m *Master) leaseActive(r *replica, nowMs uint32) bool {
-	l := atomic.LoadUint32(&r.lease)
-	d := l - nowMs
-	return l != 0 && d != 0 && d <= m.leaseSpan
-}
-
-// extendLease makes r's lease run at least until untilMs (never shortens
-// a running one).
-func (m *Master) extendLease(r *replica, untilMs, nowMs uint32) bool {
-	if untilMs == 0 {
-		untilMs = 1 // 0 is no lease: a millisecond longer
-	}
-	for {
-		cur := atomic.LoadUint32(&r.lease)
-		if cur != 0 && cur-nowMs != 0 && cur-nowMs <= m.leaseSpan && cur-nowMs >= untilMs-nowMs {
-			return false
-		}
-		if atomic.CompareAndSwapUint32(&r.lease, cur, untilMs) {
-			return true
-		}
-	}
-}
-
 // visible reports whether readers may see r: its node is alive (within its
 // TTL) and no eviction order is pending. The shard lock is held.
 func (m *Master) visible(r *replica, nowNs int64) bool {
@@ -412,7 +385,7 @@ func (m *Master) collect(p keyPlace, k block.Key, nowNs, until int64, lease bool
 		if !lease {
 			continue
 		}
-		if m.extendLease(r, untilMs, nowMs) {
+		if m.extendLease(s, r, untilMs, nowMs) {
 			granted++
 		}
 		if r.tier() != meta.TierRAM || nowMs-atomic.LoadUint32(&r.touched) < m.recencyMs {

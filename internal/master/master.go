@@ -50,11 +50,13 @@ type Master struct {
 	// Durations in nanoseconds, for the hot paths.
 	nodeTTL, leaseTTL, taskTimeout int64
 	// epoch is the master's birth (unix ns), the origin of Master.ms;
-	// leaseSpan is the furthest ahead a lease ends, in ms; recencyMs is
-	// RecencyResolution in ms, rounded up, at least 1.
-	epoch     int64
-	leaseSpan uint32
-	recencyMs uint32
+	// leaseSpan is the furthest ahead a lease ends, in ms, and leaseShift
+	// the width of a slot of the shards' lease counts (leases.go), log2
+	// ms; recencyMs is RecencyResolution in ms, rounded up, at least 1.
+	epoch      int64
+	leaseSpan  uint32
+	leaseShift uint8
+	recencyMs  uint32
 	// lastMs is the latest value of the index's clock (msNow), which
 	// never steps back.
 	lastMs atomic.Uint32
@@ -200,6 +202,7 @@ func New(opts Options) (*Master, error) {
 		pol:         pol,
 		sketchOpts:  skOpts,
 	}
+	m.leaseShift = leaseShiftFor(m.leaseSpan)
 	for i := range m.shards {
 		m.shards[i].si = uint8(i)
 		m.shards[i].tenants = &m.tenants
@@ -673,6 +676,7 @@ func (m *Master) takeReplica(n *node, ik meta.ItemKey) (size int64, evicting, ok
 	if r.tier() == meta.TierRAM && !evicting {
 		m.polRemove(s, h, r)
 	}
+	m.dropLease(s, r, m.nowMs())
 	s.dropRep(e1-1, h) // a key SET again starts without a TTL
 	return size, evicting, true
 }

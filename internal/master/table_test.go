@@ -196,20 +196,21 @@ func TestReplicaPacking(t *testing.T) {
 	}
 	m, _ := newTest(t, Options{LeaseTTL: 5 * time.Second})
 	for _, now := range []uint32{0, 1000, 1<<32 - 2000, 1<<32 - 1} {
+		var s shard // r's, out of the index
 		r := replica{}
 		if m.leaseActive(&r, now) {
 			t.Errorf("now %d: a replica never leased is leased", now)
 		}
-		if !m.extendLease(&r, now+5000, now) || !m.leaseActive(&r, now) || !m.leaseActive(&r, now+4999) {
+		if !m.extendLease(&s, &r, now+5000, now) || !m.leaseActive(&r, now) || !m.leaseActive(&r, now+4999) {
 			t.Errorf("now %d: a lease to now+5s is not running before its end", now)
 		}
 		if m.leaseActive(&r, now+5000) || m.leaseActive(&r, now+25*24*3600*1000) {
 			t.Errorf("now %d: a lease runs at its end or 25 days later", now)
 		}
-		if m.extendLease(&r, now+3000, now+1000) || atomic.LoadUint32(&r.lease) != now+5000 {
+		if m.extendLease(&s, &r, now+3000, now+1000) || atomic.LoadUint32(&r.lease) != now+5000 {
 			t.Errorf("now %d: a shorter lease shortened a running one", now)
 		}
-		if !m.extendLease(&r, now+9000, now+6000) || !m.leaseActive(&r, now+8999) {
+		if !m.extendLease(&s, &r, now+9000, now+6000) || !m.leaseActive(&r, now+8999) {
 			t.Errorf("now %d: an ended lease is not renewed", now)
 		}
 	}
