@@ -185,8 +185,8 @@ func TestShardLimits(t *testing.T) {
 	s.mu.Lock()
 	s.nEnts, s.nOvfs = nEnts, nOvfs
 	s.mu.Unlock()
-	if got := m.c.indexFull.Load(); got != 2 {
-		t.Errorf("indexFull = %d, want 2", got)
+	if got := m.Stats().IndexFull; got != 2 {
+		t.Errorf("Stats().IndexFull = %d, want 2", got)
 	}
 	var res meta.LookupResult
 	if err := m.Locate([]block.Key{k1, k2}, false, &res); err != nil {

@@ -90,6 +90,11 @@ type Stats struct {
 	// index did not hold; ResultsIgnored task results for tasks already
 	// closed or never handed out.
 	DeltaUnknown, ResultsIgnored int64
+	// IndexFull counts replicas nodes reported that the index could not
+	// hold, their shard being at its limit of keys or of overflow
+	// replicas (2^25 − 2 each, 2.1 billion over the 64 shards): lookups
+	// do not find them.
+	IndexFull int64
 	// Promotion counts promotion control.
 	Promotion PromotionStats
 	// Expiring counts the named keys with an expiry still ahead (SetExpiry;
@@ -141,6 +146,7 @@ func (m *Master) Stats() Stats {
 		EvictExpired:       c.evictExpired.Load(),
 		DeltaUnknown:       c.deltaUnknown.Load(),
 		ResultsIgnored:     c.resultsIgnored.Load(),
+		IndexFull:          c.indexFull.Load(),
 		Promotion:          m.PromotionStats(),
 	}
 	m.nodesMu.RLock()

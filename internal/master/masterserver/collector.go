@@ -104,6 +104,8 @@ func newCollectorOf(m func() *master.Master) *Collector {
 		func(s *master.Stats) float64 { return f(s.Heartbeats) })
 	add("kvpool_master_registers_total", "Registrations accepted.", counter,
 		func(s *master.Stats) float64 { return f(s.Registers) })
+	add("kvpool_master_index_full_total", "Replicas nodes reported that the index could not hold (their shard at its limit of keys or overflow replicas): lookups do not find them.", counter,
+		func(s *master.Stats) float64 { return f(s.IndexFull) })
 	add("kvpool_master_delta_unknown_total", "Inventory delta entries naming a replica the index did not hold.", counter,
 		func(s *master.Stats) float64 { return f(s.DeltaUnknown) })
 	return c
