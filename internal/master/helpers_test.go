@@ -124,15 +124,17 @@ func rowCmp(a, b row) int {
 func dump(m *Master) []row {
 	var out []row
 	for i := range m.shards {
-		s := &m.shards[i]
-		s.mu.RLock()
-		for ei := range s.entries() {
-			k := s.keyOf(s.ent(ei))
-			for r := range s.replicas(ei) {
-				out = append(out, row{m.nodeAt(r.node).id, k, r.tier(), r.size(), r.sum})
+		func() {
+			s := &m.shards[i]
+			s.mu.RLock()
+			defer s.mu.RUnlock() // a panic here must not leave CheckInvariants waiting
+			for ei := range s.entries() {
+				k := s.keyOf(s.ent(ei))
+				for r := range s.replicas(ei) {
+					out = append(out, row{m.nodeAt(r.node).id, k, r.tier(), r.size(), r.sum})
+				}
 			}
-		}
-		s.mu.RUnlock()
+		}()
 	}
 	slices.SortFunc(out, rowCmp)
 	return out

@@ -651,6 +651,17 @@ func (s *shard) findRep(ei uint32, num uint16, t meta.Tier) (*replica, uint64) {
 	return nil, 0
 }
 
+// findNodeRep returns entry ei's first replica on node number num (plus
+// one), in either tier, and its handle, or nil.
+func (s *shard) findNodeRep(ei uint32, num uint16) (*replica, uint64) {
+	for r, h := range s.replicas(ei) {
+		if r.node == num {
+			return r, h
+		}
+	}
+	return nil, 0
+}
+
 // addRep adds r to entry ei (inline when that place is empty) and returns
 // its place and handle; nil when the overflow table is full.
 func (s *shard) addRep(ei uint32, r replica) (*replica, uint64) {

@@ -851,3 +851,55 @@ func TestLRUStepByStep(t *testing.T) {
 		})
 	}
 }
+
+// TestDropManyKeys drops a node whose replicas fill several of
+// removeAll's runs in every shard — chain and named keys, some its
+// only replica, some beside another node's RAM or SSD replica, leased
+// and not — and checks the others' replicas are all that is left, the
+// keys that were only its are gone, and the accounting agrees
+// (CheckInvariants at the end).
+func TestDropManyKeys(t *testing.T) {
+	const nKeys = 3 * removeRun * numShards / 2
+	m, clk := newTest(t, Options{NodeTTL: 10 * time.Second})
+	var invA, invB, invC meta.Inventory
+	for i := range uint64(nKeys) {
+		k := block.Key{Tenant: "t", ID: i}
+		if i%5 == 0 {
+			k.Name = fmt.Sprintf("key-%d", i)
+		}
+		it := meta.Item{Key: k, Tier: meta.TierRAM, Size: 100 + int64(i%7), Sum: sumOf(k)}
+		invA = append(invA, it)
+		if i%2 == 0 {
+			it.Tier = meta.TierSSD
+			invA = append(invA, it) // a holds it in both tiers
+			invB = append(invB, it)
+		}
+		if i%3 == 0 {
+			it.Tier = meta.TierRAM
+			invC = append(invC, it)
+		}
+	}
+	sa := register(t, m, info("a", 1<<40, 1<<40), invA)
+	sb := register(t, m, info("b", 1<<40, 1<<40), invB)
+	sc := register(t, m, info("c", 1<<40, 1<<40), invC)
+	var res meta.LookupResult
+	for from := uint64(0); from < nKeys; from += 97 {
+		if err := m.Lookup("t", []uint64{from}, true, &res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(6 * time.Second)
+	heartbeat(t, m, "b", sb, meta.Delta{}, nil, nil)
+	heartbeat(t, m, "c", sc, meta.Delta{}, nil, nil)
+	clk.Advance(6 * time.Second)
+	if got := m.Expire(); got != 1 {
+		t.Fatalf("Expire dropped %d nodes, want a", got)
+	}
+	if _, err := m.Heartbeat("a", sa, meta.Delta{}, meta.NodeUsage{}, nil, nil); !errors.Is(err, meta.ErrUnknownNode) {
+		t.Fatalf("heartbeat of the dropped node: %v", err)
+	}
+	checkDump(t, m, sortedRows(rowsOf("b", invB), rowsOf("c", invC)))
+	if st := m.Stats(); st.RAMReplicas != int64(len(invC)) || st.SSDReplicas != int64(len(invB)) {
+		t.Errorf("%d RAM and %d SSD replicas counted, want %d and %d", st.RAMReplicas, st.SSDReplicas, len(invC), len(invB))
+	}
+}
