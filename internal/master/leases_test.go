@@ -132,9 +132,9 @@ func TestLeaseCounts(t *testing.T) {
 }
 
 // TestLeaseCountsAcrossClockWrap leases keys, lets the leases end and
-// removes the replicas (an ended lease is not uncounted), and brings the
-// clock round its 2^32 ms to the same window: Stats, which ran halfway,
-// must have retired that window's count rather than read it as current.
+// removes the replicas, and brings the clock round its 2^32 ms to the
+// same window: the removed replicas' leases, ended or not, must not be
+// counted there.
 func TestLeaseCountsAcrossClockWrap(t *testing.T) {
 	m, clk := newTest(t, Options{NodeTTL: 1000 * time.Hour * 24, LeaseTTL: 5 * time.Second})
 	s := register(t, m, info("a", 1<<40, 1<<40), inv(ram("t", 1, 2, 3)))

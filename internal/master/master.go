@@ -676,7 +676,7 @@ func (m *Master) takeReplica(n *node, ik meta.ItemKey) (size int64, evicting, ok
 	if r.tier() == meta.TierRAM && !evicting {
 		m.polRemove(s, h, r)
 	}
-	m.dropLease(s, r, m.nowMs())
+	m.dropLease(s, r)
 	s.dropRep(e1-1, h) // a key SET again starts without a TTL
 	return size, evicting, true
 }
@@ -729,7 +729,6 @@ const removeRun = 1024
 func (m *Master) removeRunOf(n *node, s *shard, from uint32) bool {
 	var ramGone, ssdGone, ramBytes int64
 	s.mu.Lock()
-	nowMs := m.nowMs()
 	end := min(from+removeRun, s.nEnts)
 	for ei := from; ei < end; ei++ {
 		e := s.ent(ei)
@@ -750,7 +749,7 @@ func (m *Master) removeRunOf(n *node, s *shard, from uint32) bool {
 				}
 			}
 			size := r.size()
-			m.dropLease(s, r, nowMs)
+			m.dropLease(s, r)
 			s.dropRep(ei, h)
 			switch {
 			case !ram:
