@@ -2,6 +2,7 @@ package master
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -100,6 +101,24 @@ func heartbeat(t testing.TB, m *Master, id meta.NodeID, s meta.Session, d meta.D
 		t.Fatalf("Heartbeat %s: %v", id, err)
 	}
 	return r
+}
+
+// dropSilent lets node id (session sess) go silent for 12 s while the
+// alive nodes heartbeat half way, runs Expire and checks that it dropped
+// id alone and that id's session is gone. The master's NodeTTL is 10 s.
+func dropSilent(t testing.TB, m *Master, clk *fakeClock, id meta.NodeID, sess meta.Session, alive map[meta.NodeID]meta.Session) {
+	t.Helper()
+	clk.Advance(6 * time.Second)
+	for a, s := range alive {
+		heartbeat(t, m, a, s, meta.Delta{}, nil, nil)
+	}
+	clk.Advance(6 * time.Second)
+	if got := m.Expire(); got != 1 {
+		t.Fatalf("Expire dropped %d nodes, want %s", got, id)
+	}
+	if _, err := m.Heartbeat(id, sess, meta.Delta{}, meta.NodeUsage{}, nil, nil); !errors.Is(err, meta.ErrUnknownNode) {
+		t.Fatalf("heartbeat of the dropped node %s: %v", id, err)
+	}
 }
 
 // row is one replica in an index dump.

@@ -205,15 +205,7 @@ func TestNodeNumberReuse(t *testing.T) {
 	sa := register(t, m, info("a", 1<<40, 1<<40), inv(ram("t", 1, 2), ssd("t", 3)))
 	sb := register(t, m, info("b", 1<<40, 1<<40), inv(ram("t", 2, 3)))
 	numA := m.nodes["a"].num
-	clk.Advance(6 * time.Second)
-	heartbeat(t, m, "b", sb, meta.Delta{}, nil, nil)
-	clk.Advance(6 * time.Second)
-	if got := m.Expire(); got != 1 {
-		t.Fatalf("Expire dropped %d nodes, want 1", got)
-	}
-	if _, err := m.Heartbeat("a", sa, meta.Delta{}, meta.NodeUsage{}, nil, nil); !errors.Is(err, meta.ErrUnknownNode) {
-		t.Fatalf("heartbeat of a dropped node: %v", err)
-	}
+	dropSilent(t, m, clk, "a", sa, map[meta.NodeID]meta.Session{"b": sb})
 	register(t, m, info("c", 1<<40, 1<<40), inv(ram("t", 1), ssd("t", 4)))
 	if got := m.nodes["c"].num; got != numA {
 		t.Errorf("c has number %d, want a's old %d (reused)", got, numA)
@@ -888,16 +880,7 @@ func TestDropManyKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clk.Advance(6 * time.Second)
-	heartbeat(t, m, "b", sb, meta.Delta{}, nil, nil)
-	heartbeat(t, m, "c", sc, meta.Delta{}, nil, nil)
-	clk.Advance(6 * time.Second)
-	if got := m.Expire(); got != 1 {
-		t.Fatalf("Expire dropped %d nodes, want a", got)
-	}
-	if _, err := m.Heartbeat("a", sa, meta.Delta{}, meta.NodeUsage{}, nil, nil); !errors.Is(err, meta.ErrUnknownNode) {
-		t.Fatalf("heartbeat of the dropped node: %v", err)
-	}
+	dropSilent(t, m, clk, "a", sa, map[meta.NodeID]meta.Session{"b": sb, "c": sc})
 	checkDump(t, m, sortedRows(rowsOf("b", invB), rowsOf("c", invC)))
 	if st := m.Stats(); st.RAMReplicas != int64(len(invC)) || st.SSDReplicas != int64(len(invB)) {
 		t.Errorf("%d RAM and %d SSD replicas counted, want %d and %d", st.RAMReplicas, st.SSDReplicas, len(invC), len(invB))
