@@ -715,7 +715,10 @@ func (m *Master) removeAll(n *node) {
 			return
 		}
 		s := &m.shards[i]
-		for from := uint32(0); m.removeRunOf(n, s, from); from += removeRun {
+		for from := uint32(0); ; from += removeRun {
+			if !m.removeRunOf(n, s, from) {
+				break
+			}
 		}
 	}
 }
