@@ -18,10 +18,23 @@ import "sync/atomic"
 // but once they are done every window counts exactly its leases. A slot
 // names its window, so the ring, twice as long as a lease can run, is
 // reused without being cleared: a slot holding an older window holds only
-// ended leases and is taken over. (An end that ended 49.7 days ago, on a
-// replica untouched since, is in a current window again, and counted
-// there if its slot was not taken over meanwhile: as leaseActive, which
-// takes such a lease for a running one, for one LeaseTTL.)
+// ended leases and is taken over. Window numbers wrap with the clock, so
+// "older" cannot be judged modulo half the turn: a slot last used 24.8
+// to 49.7 days ago would look later than the windows of now and refuse
+// their leases until it came round, and so would a lease that ended that
+// long ago, moved out of its window. So a slot's window is later than
+// another's only if it is at most laterWindows after it (a lookup's
+// clock lags another's by far less than that), and a lease that ended
+// more than a ring of windows ago (recentLease), whose one went into its
+// window long before, leaves it only if the slot still names that window
+// (as does every lease removed with its replica: the shard's write lock
+// is held, so no move is in flight). That leaves one blind spot: a slot
+// last used within laterWindows of 49.7 days ago refuses the leases of
+// its windows until the clock comes round to it. (An end that ended 49.7 days ago,
+// on a replica untouched since, is in a current window again, and
+// counted there if its slot was not taken over meanwhile: as
+// leaseActive, which takes such a lease for a running one, for one
+// LeaseTTL.)
 
 // leaseSlots is the length of a shard's lease ring (8 bytes a slot).
 const leaseSlots = 256
@@ -45,14 +58,32 @@ func leaseShiftFor(span uint32) uint8 {
 // windowMask masks a window number: the clock's 32 bits less leaseShift.
 func (m *Master) windowMask() uint32 { return 1<<(32-uint(m.leaseShift)) - 1 }
 
+// laterWindows is how far after a window, at most, a slot's window counts
+// as later (move): four rings.
+const laterWindows = 4 * leaseSlots
+
+// laterMax is laterWindows, or less than half the windows' turn when
+// that is shorter.
+func (m *Master) laterMax() uint32 { return min(m.windowMask()>>1, laterWindows) }
+
+// recentLease reports whether a lease ending at l may have been set so
+// lately that its one is still on its way into its window: l is at most
+// a ring of windows before nowMs, or after it by at most a lease span
+// and a ring (the clock of the lookup that set it may have run ahead of
+// nowMs). A ring here is a quarter of the clock's turn at most.
+func (m *Master) recentLease(l, nowMs uint32) bool {
+	ring := min(uint64(leaseSlots)<<m.leaseShift, 1<<30)
+	return uint64(l-nowMs+uint32(ring)) <= 2*ring+uint64(m.leaseSpan)
+}
+
 // window returns the number of the window a lease ending at l is in.
 func (m *Master) window(l uint32) uint32 { return l >> m.leaseShift }
 
 // move adds d to the count of window w. A slot holding a later window
-// (less than half the clock's turn ahead) is left alone: w has long
-// ended, and its count went with it. One holding an older window, or
-// none, is taken over.
-func (l *leaseRing) move(w, mask uint32, d int32) {
+// (at most later windows ahead) is left alone: w has long ended, and its
+// count went with it. One holding an older window, or none, is taken
+// over.
+func (l *leaseRing) move(w, mask, later uint32, d int32) {
 	slot := &l[w&(leaseSlots-1)]
 	tag := uint64(w+1) << 32
 	for {
@@ -61,10 +92,24 @@ func (l *leaseRing) move(w, mask uint32, d int32) {
 		switch {
 		case v&^(1<<32-1) == tag:
 			c += int32(uint32(v))
-		case v>>32 != 0 && (uint32(v>>32)-1-w)&mask <= mask>>1:
+		case v>>32 != 0 && (uint32(v>>32)-1-w)&mask <= later:
 			return // a later window's slot
 		}
 		if slot.CompareAndSwap(v, tag|uint64(uint32(c))) {
+			return
+		}
+	}
+}
+
+// take takes one from the count of window w if its slot holds w: the
+// window of a lease whose one went into it long ago, or was taken with
+// the slot.
+func (l *leaseRing) take(w uint32) {
+	slot := &l[w&(leaseSlots-1)]
+	tag := uint64(w+1) << 32
+	for {
+		v := slot.Load()
+		if v&^(1<<32-1) != tag || slot.CompareAndSwap(v, tag|uint64(uint32(v)-1)) {
 			return
 		}
 	}
@@ -124,19 +169,26 @@ func (m *Master) extendLease(s *shard, r *replica, untilMs, nowMs uint32) bool {
 			continue
 		}
 		if w := m.window(untilMs); cur == 0 || m.window(cur) != w {
-			if cur != 0 {
-				s.leases.move(m.window(cur), m.windowMask(), -1)
+			switch {
+			case cur == 0:
+			case m.recentLease(cur, nowMs):
+				// Its one may be still on its way in.
+				s.leases.move(m.window(cur), m.windowMask(), m.laterMax(), -1)
+			default:
+				// Ended over a ring ago: its one went in long since.
+				s.leases.take(m.window(cur))
 			}
-			s.leases.move(w, m.windowMask(), 1)
+			s.leases.move(w, m.windowMask(), m.laterMax(), 1)
 		}
 		return true
 	}
 }
 
 // dropLease uncounts r's lease, r being about to leave s. The shard's
-// write lock is held.
+// write lock is held, so every move is done: r's one is in its window's
+// slot unless the slot went on to a later window.
 func (m *Master) dropLease(s *shard, r *replica) {
 	if cur := r.lease; cur != 0 {
-		s.leases.move(m.window(cur), m.windowMask(), -1)
+		s.leases.take(m.window(cur))
 	}
 }
