@@ -118,15 +118,13 @@ func TestLeaseCountsStaleClocks(t *testing.T) {
 			// step is the clock's step: a few windows, or a few ms.
 			step := uint32(1) << m.leaseShift
 			ttlMs := m.leaseSpan - 2
-			var now atomic.Uint32
-			now.Store(m.nowMs())
 			const workers, rounds = 4, 2000
 			var wg sync.WaitGroup
 			for g := range workers {
 				wg.Go(func() {
 					rng := rand.New(rand.NewPCG(uint64(g), uint64(tc.ttl)))
 					for range rounds {
-						nowMs := now.Load() - uint32(rng.IntN(4))*step/2
+						nowMs := m.nowMs() - uint32(rng.IntN(4))*step/2
 						r := reps[rng.IntN(len(reps))]
 						s.mu.RLock()
 						m.extendLease(s, r, nowMs+ttlMs+uint32(rng.IntN(2)), nowMs)
@@ -136,12 +134,10 @@ func TestLeaseCountsStaleClocks(t *testing.T) {
 			}
 			wg.Go(func() {
 				for range rounds {
-					now.Add(max(1, step/4))
+					clk.Advance(time.Duration(max(1, step/4)) * time.Millisecond)
 				}
 			})
 			wg.Wait()
-			// The master's clock to where the workers' went.
-			clk.Advance(time.Duration(now.Load()-m.nowMs()) * time.Millisecond)
 			checkLeaseCount(t, m, "after the extensions")
 			clk.Advance(time.Duration(step) * time.Millisecond)
 			checkLeaseCount(t, m, "a window on")
@@ -226,7 +222,8 @@ func TestLeaseCountsClockSteps(t *testing.T) {
 // RAM, SSD or both, some of them on a alone, while leased lookups and
 // locates of those keys run and node b heartbeats keys in and out and
 // moves them between tiers; node c re-registers with a changed
-// inventory meanwhile, and a re-registers as soon as it is dropped.
+// inventory and block size meanwhile (all its replicas removed and added
+// back), and a re-registers as soon as it is dropped.
 // Afterwards the index holds exactly the inventories the nodes last
 // reported, and the replica counts, the pool's RAM and the lease counts
 // agree with it.
@@ -370,7 +367,10 @@ func TestDropRacingLookups(t *testing.T) {
 	})
 	wg.Go(func() {
 		var err error
-		if _, err = m.Register(info("c", 1<<40, 1<<40), invC2, meta.NodeUsage{}); err != nil {
+		// Another block size: c's replicas are all removed and added back.
+		ci := info("c", 1<<40, 1<<40)
+		ci.BlockSize = 64
+		if _, err = m.Register(ci, invC2, meta.NodeUsage{}); err != nil {
 			t.Error(err)
 		}
 	})
@@ -387,11 +387,11 @@ func TestDropRacingLookups(t *testing.T) {
 	checkDump(t, m, want)
 	st := m.Stats()
 	var ramN, ssdN, ramUsed int64
-	for _, part := range []meta.Inventory{invA2, invB, invC2} {
+	for i, part := range []meta.Inventory{invA2, invB, invC2} {
 		for _, it := range part {
 			if it.Tier == meta.TierRAM {
 				ramN++
-				ramUsed += meta.Footprint(it.Key, it.Size, 100)
+				ramUsed += meta.Footprint(it.Key, it.Size, []int64{100, 100, 64}[i])
 			} else {
 				ssdN++
 			}
@@ -408,5 +408,36 @@ func TestDropRacingLookups(t *testing.T) {
 	}
 	if err := m.CheckInvariants(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLeaseNotShortenedByLaggingLookup extends a lease as a lookup that
+// read the clock a few ms before another (and was held up before
+// extending) does, after the other extended it: the lease the other
+// granted must stand, and the counts follow it.
+func TestLeaseNotShortenedByLaggingLookup(t *testing.T) {
+	for _, ttl := range []time.Duration{time.Millisecond, 5 * time.Second, MaxLeaseTTL} {
+		t.Run(ttl.String(), func(t *testing.T) {
+			m, clk := newTest(t, Options{NodeTTL: 1000 * 24 * time.Hour, LeaseTTL: ttl})
+			register(t, m, info("a", 1<<40, 1<<40), inv(ram("t", 1)))
+			clk.Advance(time.Hour)
+			lookup(t, m, "t", true, 1)
+			p := m.keyAt(key("t", 1), false)
+			s := p.s
+			s.mu.RLock()
+			r, _ := s.findRep(p.entryOf(key("t", 1))-1, m.nodeAt(1).num, meta.TierRAM)
+			granted := atomic.LoadUint32(&r.lease)
+			ttlMs := m.leaseSpan - 2
+			for _, lag := range []uint32{1, 2, 3, 10, ttlMs / 2} {
+				now := granted - ttlMs - lag // the lagging lookup's clock
+				m.extendLease(s, r, now+ttlMs, now)
+				if got := atomic.LoadUint32(&r.lease); got != granted {
+					s.mu.RUnlock()
+					t.Fatalf("a lookup %d ms behind moved the lease's end from %d to %d", lag, granted, got)
+				}
+			}
+			s.mu.RUnlock()
+			checkLeaseCount(t, m, "after the lagging extensions")
+		})
 	}
 }
