@@ -155,14 +155,22 @@ func (m *Master) leaseRuns(l, nowMs uint32) bool {
 
 // extendLease makes r, a replica of s, hold a lease until at least
 // untilMs (never shortens a running one) and reports whether it changed
-// the lease. The shard's lock is held (for reading is enough).
+// the lease. The shard's lock is held (for reading is enough). nowMs
+// may lag the clock of another lookup that has just extended r's lease
+// (it was read first, and its lookup held up since): a lease that looks
+// further ahead than a lease can run, by at most a ring of windows, is
+// judged again by the clock of now.
 func (m *Master) extendLease(s *shard, r *replica, untilMs, nowMs uint32) bool {
 	if untilMs == 0 {
 		untilMs = 1 // 0 is no lease: a millisecond longer
 	}
+	judged := false
 	for {
 		cur := atomic.LoadUint32(&r.lease)
-		if m.leaseRuns(cur, nowMs) && cur-nowMs >= untilMs-nowMs {
+		if d := cur - nowMs; cur != 0 && !judged && d > m.leaseSpan && uint64(d) <= uint64(m.leaseSpan)+min(uint64(leaseSlots)<<m.leaseShift, 1<<30) {
+			nowMs, judged = m.nowMs(), true
+		}
+		if m.leaseRuns(cur, nowMs) && (cur-nowMs >= untilMs-nowMs || !m.leaseRuns(untilMs, nowMs)) {
 			return false
 		}
 		if !atomic.CompareAndSwapUint32(&r.lease, cur, untilMs) {
