@@ -7,41 +7,41 @@ import "sync/atomic"
 // metrics scrape would otherwise read every replica: 217 ms at 4M keys),
 // each shard also counts its leases by when they end, on a ring of
 // leaseSlots slots of 2^leaseShift ms each: a slot's count is the number
-// of the shard's replicas whose lease ends in its window. Whoever changes
-// a replica's lease (by compare-and-swap) moves the replica's one from
-// the window of the old end to that of the new; removing the replica
-// takes it away; a lease that runs out leaves it in a window the clock
-// has passed, no longer summed. The moves follow the lease values, not
-// the clock of the lookup making them, and they commute: two lookups
+// of the shard's replicas whose lease ends in its window. Whoever
+// changes a replica's lease (by compare-and-swap) moves the replica's
+// one from the window of the old end to that of the new; removing the
+// replica takes it away; a lease that runs out leaves it in a window the
+// clock has passed, no longer summed. The moves follow the lease values,
+// not the clock of the lookup making them, and they commute: two lookups
 // extending one lease at once may move its one out of a window before
 // the other has moved it in, so a count may dip below zero for a moment,
 // but once they are done every window counts exactly its leases. A slot
 // names its window, so the ring, twice as long as a lease can run, is
-// reused without being cleared: a slot holding an older window holds only
-// ended leases and is taken over. Window numbers wrap with the clock, so
-// "older" cannot be judged modulo half the turn: a slot last used 24.8
-// to 49.7 days ago would look later than the windows of now and refuse
-// their leases until it came round, and so would a lease that ended that
-// long ago, moved out of its window. So a slot's window is later than
-// another's only if it is at most laterWindows after it (a lookup's
-// clock lags another's by far less than that), and a lease that ended
-// more than a ring of windows ago (recentLease), whose one went into its
-// window long before, leaves it only if the slot still names that window
-// (as does every lease removed with its replica: the shard's write lock
-// is held, so no move is in flight). That leaves one blind spot: a slot
-// last used within laterWindows of 49.7 days ago refuses the leases of
-// its windows until the clock comes round to it. (An end that ended 49.7 days ago,
-// on a replica untouched since, is in a current window again, and
-// counted there if its slot was not taken over meanwhile: as
-// leaseActive, which takes such a lease for a running one, for one
-// LeaseTTL.)
+// reused without being cleared: a slot holding an older window holds
+// only ended leases and is taken over. Window numbers wrap with the
+// clock, so "older" cannot be judged modulo half the turn: a slot last
+// used 24.8 to 49.7 days ago would look later than the windows of now
+// and refuse their leases until it came round, and so would a lease that
+// ended that long ago, moved out of its window. So a slot's window is
+// later than another's only if it is at most laterWindows after it (a
+// lookup's clock lags another's by far less than that), and a lease that
+// ended more than a ring of windows ago (recentLease), whose one went
+// into its window long before, leaves it only if the slot still names
+// that window (as does every lease removed with its replica: the shard's
+// write lock is held, so no move is in flight). That leaves one blind
+// spot: a slot last used within laterWindows of 49.7 days ago refuses
+// the leases of its windows until the clock comes round to it. (An end
+// that ended 49.7 days ago, on a replica untouched since, is in a
+// current window again, and counted there if its slot was not taken over
+// meanwhile: as leaseActive, which takes such a lease for a running one,
+// for one LeaseTTL.)
 
 // leaseSlots is the length of a shard's lease ring (8 bytes a slot).
 const leaseSlots = 256
 
 // leaseRing is one shard's lease counts: a slot holds its window's number
-// plus one in the high 32 bits (0: none yet) and its count,
-// signed, in the low 32 (atomic).
+// plus one in the high 32 bits (0: none yet) and its count, signed, in
+// the low 32 (atomic).
 type leaseRing [leaseSlots]atomic.Uint64
 
 // leaseShiftFor returns the slot width, log2 ms, for leases of at most
