@@ -74,7 +74,8 @@ type Stats struct {
 	// LeasesGranted counts replica leases granted or extended by leased
 	// lookups; LeasesActive the replicas whose lease runs now, and those
 	// whose lease ended in the current window of the lease counts (a
-	// window is at most LeaseTTL/63: 64 ms at the default 5 s; leases.go).
+	// window is 2 ms or at most LeaseTTL/63: 64 ms at the default 5 s;
+	// leases.go).
 	LeasesGranted, LeasesActive int64
 	// Placements counts successful Place calls.
 	Placements int64
