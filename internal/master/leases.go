@@ -66,13 +66,17 @@ const laterWindows = 4 * leaseSlots
 // that is shorter.
 func (m *Master) laterMax() uint32 { return min(m.windowMask()>>1, laterWindows) }
 
+// ringMs is how many ms a ring of windows spans, a quarter of the
+// clock's turn at most.
+func (m *Master) ringMs() uint64 { return min(uint64(leaseSlots)<<m.leaseShift, 1<<30) }
+
 // recentLease reports whether a lease ending at l may have been set so
 // lately that its one is still on its way into its window: l is at most
 // a ring of windows before nowMs, or after it by at most a lease span
 // and a ring (the clock of the lookup that set it may have run ahead of
 // nowMs). A ring here is a quarter of the clock's turn at most.
 func (m *Master) recentLease(l, nowMs uint32) bool {
-	ring := min(uint64(leaseSlots)<<m.leaseShift, 1<<30)
+	ring := m.ringMs()
 	return uint64(l-nowMs+uint32(ring)) <= 2*ring+uint64(m.leaseSpan)
 }
 
@@ -167,7 +171,7 @@ func (m *Master) extendLease(s *shard, r *replica, untilMs, nowMs uint32) bool {
 	judged := false
 	for {
 		cur := atomic.LoadUint32(&r.lease)
-		if d := cur - nowMs; cur != 0 && !judged && d > m.leaseSpan && uint64(d) <= uint64(m.leaseSpan)+min(uint64(leaseSlots)<<m.leaseShift, 1<<30) {
+		if d := cur - nowMs; cur != 0 && !judged && d > m.leaseSpan && uint64(d) <= uint64(m.leaseSpan)+m.ringMs() {
 			nowMs, judged = m.nowMs(), true
 		}
 		if m.leaseRuns(cur, nowMs) && (cur-nowMs >= untilMs-nowMs || !m.leaseRuns(untilMs, nowMs)) {
